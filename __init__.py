@@ -1,0 +1,41 @@
+"""ctxstore: an event-sourced store for LLM conversation context."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ctxstore.domain.errors import (
+    ContextNotFoundError,
+    CtxStoreError,
+    InvalidMessageError,
+    InvalidOperationError,
+    MalformedTranscriptError,
+    UnknownBatchError,
+    UnknownMessageError,
+    VersionConflictError,
+)
+from ctxstore.domain.messages import Message
+
+if TYPE_CHECKING:
+    from ctxstore.adapters.store import ContextStore
+
+__all__ = [
+    "ContextNotFoundError",
+    "CtxStoreError",
+    "InvalidMessageError",
+    "InvalidOperationError",
+    "MalformedTranscriptError",
+    "Message",
+    "UnknownBatchError",
+    "UnknownMessageError",
+    "VersionConflictError",
+    "open",
+]
+
+
+def open(url: str | None = None) -> ContextStore:  # noqa: A001 - the facade's name
+    """Open a store: `sqlite:///path`, `postgresql://...`, `memory://`; default CTXSTORE_URL,
+    else the embedded SQLite file (see README)."""
+    from ctxstore.adapters.store import ContextStore
+
+    return ContextStore.from_url(url)

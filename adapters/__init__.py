@@ -1,0 +1,1 @@
+"""Adapters that touch the world: storage, configuration, the CLI."""

@@ -1,0 +1,79 @@
+"""Configuration, read once from CTXSTORE_* variables, turned into the library's keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ctxstore.domain.errors import CtxStoreError
+
+
+class StoreURLError(CtxStoreError, ValueError):
+    """The store URL names no backend ctxstore knows, or is incomplete."""
+
+
+def default_data_dir() -> Path:
+    return Path.home() / ".local" / "share" / "ctxstore"
+
+
+class Settings(BaseSettings):
+    """ctxstore's settings; each field is the variable CTXSTORE_<FIELD>."""
+
+    model_config = SettingsConfigDict(env_prefix="CTXSTORE_", extra="ignore")
+
+    url: str | None = Field(default=None, description="store URL; default: embedded SQLite")
+    data_dir: Path = Field(default_factory=default_data_dir, description="home of the SQLite file")
+    actor: str = Field(default="anonymous", min_length=1, description="actor of unattributed commands")
+    snapshot_interval: int = Field(default=100, ge=2, description="events between snapshots")
+    cache_size: int = Field(default=256, ge=1, description="contexts kept in memory per store")
+
+    def resolved_url(self) -> str:
+        """The URL in force: CTXSTORE_URL, else the embedded SQLite file."""
+        return self.url or f"sqlite:///{self.data_dir / 'ctxstore.db'}"
+
+
+def library_env(url: str) -> dict[str, str]:
+    """The eventsourcing environment for a store URL; raises StoreURLError."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "memory":
+        return {"PERSISTENCE_MODULE": "eventsourcing.popo"}
+    if scheme == "sqlite":
+        path = unquote(url[len("sqlite://") :])
+        if path.startswith("/") and not path.startswith("//"):
+            path = path[1:]  # sqlite:///rel.db -> rel.db; sqlite:////abs.db -> /abs.db
+        elif path.startswith("//"):
+            path = path[1:]
+        if not path:
+            raise StoreURLError(f"sqlite URL names no file: {url!r} (use sqlite:///path.db)")
+        if path != ":memory:":
+            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            path = str(Path(path).expanduser())
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+            "SQLITE_DBNAME": path,
+            "SQLITE_LOCK_TIMEOUT": "30",
+        }
+    if scheme in ("postgresql", "postgres"):
+        if not parts.path.strip("/"):
+            raise StoreURLError(f"postgresql URL names no database: {url!r}")
+        query = parse_qs(parts.query)
+        env = {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "POSTGRES_DBNAME": unquote(parts.path.strip("/")),
+            "POSTGRES_HOST": parts.hostname or "localhost",
+            "POSTGRES_PORT": str(parts.port or 5432),
+            "POSTGRES_USER": unquote(parts.username or "postgres"),
+            "POSTGRES_PASSWORD": unquote(parts.password or ""),
+            # FACTS: the database-function write path doubles the append rate.
+            "POSTGRES_ENABLE_DB_FUNCTIONS": "y",
+        }
+        if "schema" in query:
+            env["POSTGRES_SCHEMA"] = query["schema"][0]
+        return env
+    raise StoreURLError(
+        f"unknown store URL {url!r}: use sqlite:///path.db, postgresql://user@host/db or memory://"
+    )

@@ -1,0 +1,406 @@
+"""ContextStore: the eventsourcing application behind the Python facade.
+
+Writes use an in-process cache of aggregates without re-reading the database first:
+a racing writer elsewhere makes the save fail on the (context, version) key, and the
+command is then retried on fresh state (or reported, when the caller named a version).
+Reads catch the cached aggregate up with one query, or load the nearest snapshot.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.application import AggregateNotFoundError, Application, LRUCache
+from eventsourcing.persistence import IntegrityError
+from eventsourcing.utils import Environment, get_topic
+from pydantic import BaseModel, ConfigDict
+
+from ctxstore.adapters.settings import Settings, library_env
+from ctxstore.domain.context import JSON, Context, MessageRef
+from ctxstore.domain.errors import (
+    ContextNotFoundError,
+    CtxStoreError,
+    InvalidOperationError,
+    VersionConflictError,
+)
+from ctxstore.domain.messages import Message
+from ctxstore.projections.history import EVENT_TYPES, HistoryEntry, fold_history
+from ctxstore.projections.visible import BatchFrame, VisibleContext, batch_stack, visible_of
+
+T = TypeVar("T")
+MAX_ATTEMPTS = 20  # a command retried this often against racing writers gives up
+
+
+class Written(BaseModel):
+    """What a command wrote: the ids it touched, the context's new version and batch."""
+
+    model_config = ConfigDict(frozen=True)
+
+    context_id: UUID
+    version: int
+    batch: int
+    ids: list[str]
+
+
+class ContextSummary(BaseModel):
+    """A context as listed: id, name, creation time and creator."""
+
+    model_config = ConfigDict(frozen=True)
+
+    context_id: UUID
+    name: str | None
+    created_at: datetime
+    created_by: str
+
+
+class ContextStore(Application[UUID]):
+    """Stores contexts as event streams; every public method is one command or one read."""
+
+    name = "ctxstore"
+    is_snapshotting_enabled = True
+
+    def __init__(self, env: dict[str, str], settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self.url = env.pop("CTXSTORE_URL_SHOWN", "")
+        super().__init__(env)
+        self._cache: LRUCache[UUID, Context] = LRUCache(maxsize=self.settings.cache_size)
+        self._locks: dict[UUID, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
+
+    @classmethod
+    def from_url(cls, url: str | None = None, settings: Settings | None = None) -> ContextStore:
+        """Open the store at `url`, else CTXSTORE_URL, else the embedded SQLite file."""
+        settings = settings or Settings()
+        resolved = url or settings.resolved_url()
+        env = library_env(resolved)
+        env["CTXSTORE_URL_SHOWN"] = resolved
+        return cls(env, settings)
+
+    def construct_env(self, name: str, env: dict[str, str] | None = None) -> Environment:  # type: ignore[override]
+        # Only our settings configure the library: it would otherwise read os.environ.
+        return Environment(name, {"IS_SNAPSHOTTING_ENABLED": "y", **(env or {})})
+
+    # ---- commands -------------------------------------------------------------------
+
+    def create(
+        self, *, name: str | None = None, metadata: JSON | None = None, actor: str | None = None
+    ) -> UUID:
+        """Create an empty context; returns its id."""
+        if metadata is not None and not isinstance(metadata, dict):
+            raise InvalidOperationError(f"context metadata must be a JSON object, got {metadata!r}")
+        if name is not None and not isinstance(name, str):
+            raise InvalidOperationError(f"context name must be a string, got {name!r}")
+        ctx = Context(name=name, metadata=dict(metadata or {}), actor=self._actor(actor))
+        self.save(ctx)
+        self._cache.put(ctx.id, ctx)
+        return ctx.id
+
+    def insert(
+        self,
+        context_id: UUID | str,
+        messages: Sequence[Message | JSON],
+        *,
+        after: MessageRef | None = None,
+        actor: str | None = None,
+        expected_version: int | None = None,
+    ) -> Written:
+        """Append messages, or place them after a visible message (id or position).
+
+        Raises: ContextNotFoundError, InvalidMessageError, UnknownMessageError,
+        MalformedTranscriptError, VersionConflictError.
+        """
+        who = self._actor(actor)
+        return self._command(
+            context_id, expected_version, lambda c: c.insert(messages, after=after, actor=who)
+        )
+
+    def delete(
+        self,
+        context_id: UUID | str,
+        ids: Sequence[MessageRef],
+        *,
+        actor: str | None = None,
+        expected_version: int | None = None,
+    ) -> Written:
+        """Hide visible messages; a tool call and its results go together or not at all."""
+        who = self._actor(actor)
+        return self._command(context_id, expected_version, lambda c: c.delete(ids, actor=who))
+
+    def replace(
+        self,
+        context_id: UUID | str,
+        message_id: MessageRef,
+        message: Message | JSON,
+        *,
+        actor: str | None = None,
+        expected_version: int | None = None,
+    ) -> Written:
+        """Give a visible message new content under the same id."""
+        who = self._actor(actor)
+        return self._command(
+            context_id, expected_version, lambda c: [c.replace(message_id, message, actor=who)]
+        )
+
+    def compress(
+        self,
+        context_id: UUID | str,
+        ids: Sequence[MessageRef],
+        summary: Message | JSON | str,
+        *,
+        stats: JSON | None = None,
+        actor: str | None = None,
+        expected_version: int | None = None,
+    ) -> Written:
+        """Put one summary in place of a contiguous run of visible messages.
+
+        A plain string becomes a user message marked as a summary in its metadata.
+        """
+        who = self._actor(actor)
+        if isinstance(summary, str):
+            summary = {"role": "user", "content": summary, "metadata": {"ctxstore": "summary"}}
+        return self._command(
+            context_id,
+            expected_version,
+            lambda c: [c.compress(ids, summary, stats=stats, actor=who)],
+        )
+
+    def batch_start(
+        self, context_id: UUID | str, *, actor: str | None = None, expected_version: int | None = None
+    ) -> Written:
+        """Open batch n+1 on top of the current batch n."""
+        who = self._actor(actor)
+        return self._command(
+            context_id, expected_version, lambda c: (c.batch_start(actor=who), [])[1]
+        )
+
+    def batch_end(
+        self,
+        context_id: UUID | str,
+        *,
+        to: int | None = None,
+        keep: bool = False,
+        actor: str | None = None,
+        expected_version: int | None = None,
+    ) -> Written:
+        """Close the batches above `to` (default: the top one), rolling back unless keep."""
+        who = self._actor(actor)
+        return self._command(
+            context_id,
+            expected_version,
+            lambda c: (c.batch_end(to=to, keep=keep, actor=who), [])[1],
+        )
+
+    # ---- reads ------------------------------------------------------------------------
+
+    def visible(
+        self,
+        context_id: UUID | str,
+        *,
+        at_version: int | None = None,
+        at_time: datetime | None = None,
+    ) -> VisibleContext:
+        """The visible context now, at a past version, or as it was at a time."""
+        cid = self._id(context_id)
+        if at_time is not None:
+            if at_version is not None:
+                raise InvalidOperationError("give at_version or at_time, not both")
+            at_version = self._version_at_time(cid, at_time)
+        if at_version is None:
+            with self._lock(cid):
+                return visible_of(self._fresh(cid))
+        if isinstance(at_version, bool) or not isinstance(at_version, int) or at_version < 1:
+            raise InvalidOperationError(f"at_version must be a positive integer, got {at_version!r}")
+        ctx = self._get(cid, version=at_version)
+        if ctx.version < at_version:
+            raise InvalidOperationError(
+                f"context {cid} has no version {at_version}; its head is version {ctx.version}"
+            )
+        return visible_of(ctx)
+
+    def batches(self, context_id: UUID | str) -> list[BatchFrame]:
+        """The open batches above batch 0, lowest first."""
+        cid = self._id(context_id)
+        with self._lock(cid):
+            return batch_stack(self._fresh(cid))
+
+    def history(
+        self,
+        context_id: UUID | str,
+        *,
+        types: Sequence[str] | None = None,
+        actor: str | None = None,
+        from_version: int | None = None,
+        to_version: int | None = None,
+    ) -> list[HistoryEntry]:
+        """Every event of a context in order, with rollbacks marking what they reverted."""
+        cid = self._id(context_id)
+        known = set(EVENT_TYPES.values())
+        if types is not None:
+            unknown = sorted(set(types) - known)
+            if unknown:
+                raise InvalidOperationError(f"unknown event type(s) {unknown}; known: {sorted(known)}")
+        entries = fold_history(self._events(cid))
+        return [
+            h
+            for h in entries
+            if (types is None or h.type in types)
+            and (actor is None or h.actor == actor)
+            and (from_version is None or h.version >= from_version)
+            and (to_version is None or h.version <= to_version)
+        ]
+
+    def contexts(self, *, limit: int = 1000) -> list[ContextSummary]:
+        """Contexts in the order they were created (from the application sequence)."""
+        topic = get_topic(Context.ContextCreated)
+        found: list[ContextSummary] = []
+        start = 1
+        while len(found) < limit:
+            page = self.recorder.select_notifications(start, 500, topics=[topic])
+            if not page:
+                break
+            for n in page:
+                e = self.mapper.to_domain_event(n)
+                assert isinstance(e, Context.ContextCreated)
+                found.append(
+                    ContextSummary(
+                        context_id=e.originator_id,
+                        name=e.name,
+                        created_at=e.timestamp,
+                        created_by=e.actor,
+                    )
+                )
+            start = page[-1].id + 1
+        return found[:limit]
+
+    # ---- machinery --------------------------------------------------------------------
+
+    def _command(
+        self,
+        context_id: UUID | str,
+        expected_version: int | None,
+        command: Callable[[Context], list[str]],
+    ) -> Written:
+        cid = self._id(context_id)
+        if expected_version is not None and (
+            isinstance(expected_version, bool) or not isinstance(expected_version, int)
+        ):
+            raise InvalidOperationError(f"expected_version must be an integer, got {expected_version!r}")
+        for _ in range(MAX_ATTEMPTS):
+            with self._lock(cid):
+                ctx, fresh = self._cached_or_loaded(cid)
+                if expected_version is not None and ctx.version != expected_version and not fresh:
+                    ctx, fresh = self._fresh(cid), True
+                if expected_version is not None and ctx.version != expected_version:
+                    raise VersionConflictError(
+                        f"context {cid} is at version {ctx.version}, not {expected_version}"
+                    )
+                before = ctx.version
+                try:
+                    ids = command(ctx)
+                except CtxStoreError:
+                    if fresh:
+                        raise
+                    # The refusal may come from a stale cache: judge again on fresh state.
+                    self._cache.get(cid, evict=True)
+                    continue
+                except BaseException:
+                    self._cache.get(cid, evict=True)
+                    raise
+                try:
+                    self.save(ctx)
+                except IntegrityError as exc:
+                    self._cache.get(cid, evict=True)
+                    if expected_version is not None:
+                        raise VersionConflictError(
+                            f"context {cid} moved past version {expected_version} while writing"
+                        ) from exc
+                    continue
+                except BaseException:
+                    self._cache.get(cid, evict=True)
+                    raise
+                self._maybe_snapshot(ctx, before)
+                return Written(context_id=cid, version=ctx.version, batch=ctx.batch, ids=ids)
+        raise VersionConflictError(f"context {cid}: gave up after {MAX_ATTEMPTS} racing writes")
+
+    def _maybe_snapshot(self, ctx: Context, before: int) -> None:
+        interval = self.settings.snapshot_interval
+        if self.snapshots is not None and ctx.version // interval > before // interval:
+            self.snapshots.put([Context.Snapshot.take(ctx)])
+
+    def _cached_or_loaded(self, cid: UUID) -> tuple[Context, bool]:
+        try:
+            return self._cache.get(cid), False
+        except KeyError:
+            ctx = self._get(cid)
+            self._cache.put(cid, ctx)
+            return ctx, True
+
+    def _fresh(self, cid: UUID) -> Context:
+        """The cached aggregate caught up with events other writers stored, or a fresh load."""
+        ctx, fresh = self._cached_or_loaded(cid)
+        if not fresh:
+            for e in self.events.get(cid, gt=ctx.version):
+                e.mutate(ctx)
+        return ctx
+
+    def _get(self, cid: UUID, version: int | None = None) -> Context:
+        try:
+            ctx = self.repository.get(cid, version=version)
+        except AggregateNotFoundError as exc:
+            raise ContextNotFoundError(f"no context with id {cid}") from exc
+        if not isinstance(ctx, Context):
+            raise ContextNotFoundError(f"no context with id {cid}")
+        return ctx
+
+    def _events(self, cid: UUID) -> Iterator[Context.Event]:
+        first = True
+        for e in self.events.get(cid):
+            first = False
+            yield e  # type: ignore[misc]
+        if first:
+            raise ContextNotFoundError(f"no context with id {cid}")
+
+    def _version_at_time(self, cid: UUID, at_time: datetime) -> int:
+        if at_time.tzinfo is None:
+            raise InvalidOperationError("at_time needs a timezone (e.g. 2026-01-01T00:00:00+00:00)")
+        version = 0
+        for e in self._events(cid):
+            if e.timestamp > at_time:
+                break
+            version = e.originator_version
+        if version == 0:
+            raise InvalidOperationError(f"context {cid} did not exist at {at_time.isoformat()}")
+        return version
+
+    @contextmanager
+    def _lock(self, cid: UUID) -> Iterator[None]:
+        with self._locks_guard:
+            lock = self._locks.setdefault(cid, threading.Lock())
+        with lock:
+            yield
+
+    def _actor(self, actor: str | None) -> str:
+        who = self.settings.actor if actor is None else actor
+        if not isinstance(who, str) or not who.strip() or len(who) > 200:
+            raise InvalidOperationError(f"actor must be a non-empty string of at most 200 chars, got {who!r}")
+        return who
+
+    @staticmethod
+    def _id(context_id: UUID | str) -> UUID:
+        if isinstance(context_id, UUID):
+            return context_id
+        try:
+            return UUID(str(context_id))
+        except ValueError:
+            raise ContextNotFoundError(f"no context with id {context_id!r} (not a UUID)") from None
+
+    def __enter__(self) -> ContextStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""The pure core of ctxstore: messages, the Context aggregate and its invariants."""

@@ -1,0 +1,339 @@
+"""The Context aggregate: one event per operation on a conversation's context.
+
+State is plain JSON (lists and dicts) so snapshots round-trip exactly:
+- `order`: visible message ids in transcript order;
+- `entries`: id -> {"message": <Message JSON>, "summary_of": [ids] | None, "version": int};
+- `savepoints`: one per open batch above 0, the visible state at the moment it opened.
+Entries are never changed in place, so a savepoint is a shallow copy.
+Commands check everything before they trigger an event; event handlers only apply state.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NoReturn
+from uuid import uuid4
+
+from eventsourcing.domain import Aggregate, event
+
+from ctxstore.domain.errors import (
+    InvalidOperationError,
+    MalformedTranscriptError,
+    UnknownBatchError,
+    UnknownMessageError,
+)
+from ctxstore.domain.messages import Message, parse_message
+from ctxstore.domain.transcript import (
+    check_transcript,
+    pairing_closure_violation,
+    tail_scanner,
+)
+
+JSON = dict[str, Any]
+MessageRef = str | int  # a message id, or a position in the visible list (negative from the end)
+
+
+def new_message_id() -> str:
+    """A fresh message id; ids are stable for the life of the message."""
+    return "msg_" + uuid4().hex[:24]
+
+
+class Context(Aggregate):
+    """A conversation's context as an event-sourced aggregate."""
+
+    class ContextCreated(Aggregate.Created):
+        class_version = 1
+        name: str | None
+        metadata: JSON
+        actor: str
+
+    class MessagesInserted(Aggregate.Event):
+        class_version = 1
+        messages: list[JSON]
+        after_id: str | None
+        batch: int
+        actor: str
+
+    class MessagesDeleted(Aggregate.Event):
+        class_version = 1
+        ids: list[str]
+        batch: int
+        actor: str
+
+    class MessageReplaced(Aggregate.Event):
+        class_version = 1
+        id: str
+        message: JSON
+        batch: int
+        actor: str
+
+    class MessagesCompressed(Aggregate.Event):
+        class_version = 1
+        ids: list[str]
+        summary: JSON
+        stats: JSON
+        batch: int
+        actor: str
+
+    class BatchStarted(Aggregate.Event):
+        class_version = 1
+        batch: int
+        actor: str
+
+    class BatchEnded(Aggregate.Event):
+        class_version = 1
+        batch: int  # the batch that was current when the command ran
+        to: int  # the batch that is current afterwards
+        keep: bool  # True: changes stay; False: rollback to the moment batch to+1 opened
+        reverts_from: int | None  # first version undone by a rollback (batch to+1's start)
+        actor: str
+
+    # ---- creation -------------------------------------------------------------------
+
+    @event(ContextCreated)
+    def __init__(self, name: str | None, metadata: JSON, actor: str) -> None:
+        self.name = name
+        self.metadata = metadata
+        self.created_by = actor
+        self.order: list[str] = []
+        self.entries: dict[str, JSON] = {}
+        self.savepoints: list[JSON] = []
+
+    # ---- reads -----------------------------------------------------------------------
+
+    @property
+    def batch(self) -> int:
+        """The current batch number; batch 0 is the base, each open batch adds one."""
+        return len(self.savepoints)
+
+    def visible_messages(self) -> list[Message]:
+        """The visible context, in order, as validated messages."""
+        return [Message.model_validate(self.entries[i]["message"]) for i in self.order]
+
+    def resolve(self, ref: MessageRef) -> str:
+        """A visible message's id from an id or a position; raises UnknownMessageError."""
+        if isinstance(ref, bool):
+            raise UnknownMessageError(f"not a message id or position: {ref!r}")
+        if isinstance(ref, int):
+            n = len(self.order)
+            if not -n <= ref < n:
+                raise UnknownMessageError(
+                    f"position {ref} is outside the visible context of {n} message(s)"
+                )
+            return self.order[ref]
+        if not isinstance(ref, str) or ref not in self.entries:
+            raise UnknownMessageError(f"no visible message with id {ref!r}")
+        return ref
+
+    def _resolve_distinct(self, refs: Sequence[MessageRef], what: str) -> list[str]:
+        if isinstance(refs, str | int) or not refs:
+            raise InvalidOperationError(f"{what} needs a non-empty list of message ids")
+        ids = [self.resolve(r) for r in refs]
+        if len(set(ids)) != len(ids):
+            dupes = sorted({i for i in ids if ids.count(i) > 1})
+            raise InvalidOperationError(f"{what} names message(s) {dupes} more than once")
+        return ids
+
+    # ---- commands: check, then trigger one event ----------------------------------
+
+    def insert(
+        self,
+        messages: Sequence[Message | JSON],
+        *,
+        after: MessageRef | None = None,
+        actor: str,
+    ) -> list[str]:
+        """Append messages, or place them after a visible message; returns their ids."""
+        if isinstance(messages, Message | dict) or not messages:
+            raise InvalidOperationError("insert needs a non-empty list of messages")
+        parsed = [parse_message(m) for m in messages]
+        after_id = None if after is None else self.resolve(after)
+        taken = self._ids_in_use()
+        payload: list[JSON] = []
+        for m in parsed:
+            msg_id = m.id or new_message_id()
+            if msg_id in taken:
+                raise InvalidOperationError(f"message id {msg_id!r} is already in use")
+            taken.add(msg_id)
+            payload.append(m.model_copy(update={"id": msg_id}).model_dump(mode="json"))
+        new_items = [(p["id"], p) for p in payload]
+        if after_id is None or after_id == self.order[-1]:
+            scanner = tail_scanner(self.order, self._messages_by_id())
+            scanner.feed_all(new_items)  # seed 002: appending touches only the tail
+        else:
+            at = self.order.index(after_id) + 1
+            ids = self.order[:at] + [p["id"] for p in payload] + self.order[at:]
+            lookup = ChainMap(dict(new_items), self._messages_by_id())
+            check_transcript((i, lookup[i]) for i in ids)
+        self._messages_inserted(payload, after_id, self.batch, actor)
+        return [p["id"] for p in payload]
+
+    def delete(self, refs: Sequence[MessageRef], *, actor: str) -> list[str]:
+        """Hide visible messages (they stay in the log); returns their ids."""
+        ids = self._resolve_distinct(refs, "delete")
+        problem = pairing_closure_violation(set(ids), self.order, self._messages_by_id())
+        if problem:
+            raise_malformed(f"delete would break a tool call from its result: {problem}")
+        ordered = [i for i in self.order if i in set(ids)]
+        self._messages_deleted(ordered, self.batch, actor)
+        return ordered
+
+    def replace(self, ref: MessageRef, message: Message | JSON, *, actor: str) -> str:
+        """Give a visible message new content under the same id; returns the id."""
+        msg_id = self.resolve(ref)
+        parsed = parse_message(message)
+        if parsed.id is not None and parsed.id != msg_id:
+            raise InvalidOperationError(
+                f"replace keeps the id {msg_id!r}; the new message says {parsed.id!r}"
+            )
+        payload = parsed.model_copy(update={"id": msg_id}).model_dump(mode="json")
+        lookup = ChainMap({msg_id: payload}, self._messages_by_id())
+        check_transcript((i, lookup[i]) for i in self.order)
+        self._message_replaced(msg_id, payload, self.batch, actor)
+        return msg_id
+
+    def compress(
+        self,
+        refs: Sequence[MessageRef],
+        summary: Message | JSON,
+        *,
+        stats: JSON | None = None,
+        actor: str,
+    ) -> str:
+        """Put one summary message in place of a contiguous run; returns the summary's id."""
+        ids = self._resolve_distinct(refs, "compress")
+        positions = sorted(self.order.index(i) for i in ids)
+        if positions[-1] - positions[0] + 1 != len(positions):
+            gaps = [self.order[p] for p in range(positions[0], positions[-1]) if p not in positions]
+            raise InvalidOperationError(
+                f"compress needs a contiguous run of visible messages; {gaps} lie between"
+            )
+        covered = self.order[positions[0] : positions[-1] + 1]
+        problem = pairing_closure_violation(set(covered), self.order, self._messages_by_id())
+        if problem:
+            raise_malformed(f"compress would split a tool call from its result: {problem}")
+        parsed = parse_message(summary)
+        if parsed.role == "tool" or parsed.tool_calls:
+            raise InvalidOperationError("a summary cannot be a tool message or make tool calls")
+        summary_id = parsed.id or new_message_id()
+        if summary_id in self._ids_in_use():
+            raise InvalidOperationError(f"message id {summary_id!r} is already in use")
+        payload = parsed.model_copy(update={"id": summary_id}).model_dump(mode="json")
+        if stats is not None and not isinstance(stats, dict):
+            raise InvalidOperationError(f"compress stats must be a JSON object, got {stats!r}")
+        self._messages_compressed(covered, payload, dict(stats or {}), self.batch, actor)
+        return summary_id
+
+    def batch_start(self, *, actor: str) -> int:
+        """Open batch n+1 on top of the current batch n; returns the new number."""
+        self._batch_started(self.batch + 1, actor)
+        return self.batch
+
+    def batch_end(self, *, to: int | None = None, keep: bool = False, actor: str) -> int:
+        """Close every batch above `to` (default: the top one); returns the current batch.
+
+        keep=False rolls back: the visible context becomes what it was when batch to+1
+        opened. keep=True closes the batches and keeps their changes.
+        """
+        if self.batch == 0:
+            raise UnknownBatchError("no batch is open; batch 0 is the base and cannot end")
+        target = self.batch - 1 if to is None else to
+        if isinstance(target, bool) or not isinstance(target, int):
+            raise UnknownBatchError(f"batch number must be an integer, got {target!r}")
+        if not 0 <= target < self.batch:
+            raise UnknownBatchError(
+                f"cannot end to batch {target}: open batches are 0..{self.batch}"
+                f" and the target must be below the current batch {self.batch}"
+            )
+        reverts_from = None if keep else int(self.savepoints[target]["version"])
+        self._batch_ended(self.batch, target, keep, reverts_from, actor)
+        return self.batch
+
+    # ---- event handlers: apply only -------------------------------------------------
+
+    @event(MessagesInserted)
+    def _messages_inserted(
+        self, messages: list[JSON], after_id: str | None, batch: int, actor: str
+    ) -> None:
+        version = self.version + 1  # handlers run before the library bumps the version
+        new_ids = [m["id"] for m in messages]
+        for m in messages:
+            self.entries[m["id"]] = {"message": m, "summary_of": None, "version": version}
+        if after_id is None:
+            self.order.extend(new_ids)
+        else:
+            at = self.order.index(after_id) + 1
+            self.order[at:at] = new_ids
+
+    @event(MessagesDeleted)
+    def _messages_deleted(self, ids: list[str], batch: int, actor: str) -> None:
+        gone = set(ids)
+        self.order = [i for i in self.order if i not in gone]
+        for i in ids:
+            del self.entries[i]
+
+    @event(MessageReplaced)
+    def _message_replaced(self, id: str, message: JSON, batch: int, actor: str) -> None:  # noqa: A002
+        old = self.entries[id]
+        self.entries[id] = {"message": message, "summary_of": old["summary_of"], "version": self.version + 1}
+
+    @event(MessagesCompressed)
+    def _messages_compressed(
+        self, ids: list[str], summary: JSON, stats: JSON, batch: int, actor: str
+    ) -> None:
+        at = self.order.index(ids[0])
+        self.order[at : at + len(ids)] = [summary["id"]]
+        for i in ids:
+            del self.entries[i]
+        self.entries[summary["id"]] = {"message": summary, "summary_of": ids, "version": self.version + 1}
+
+    @event(BatchStarted)
+    def _batch_started(self, batch: int, actor: str) -> None:
+        self.savepoints.append(
+            {"batch": batch, "version": self.version + 1, "order": list(self.order),
+             "entries": dict(self.entries)}
+        )
+
+    @event(BatchEnded)
+    def _batch_ended(
+        self, batch: int, to: int, keep: bool, reverts_from: int | None, actor: str
+    ) -> None:
+        if not keep:
+            saved = self.savepoints[to]
+            self.order = list(saved["order"])
+            self.entries = dict(saved["entries"])
+        del self.savepoints[to:]
+
+    # ---- helpers -----------------------------------------------------------------------
+
+    def _messages_by_id(self) -> Mapping[str, JSON]:
+        return _MessageView(self.entries)
+
+    def _ids_in_use(self) -> set[str]:
+        """Visible ids and ids a rollback could bring back; new messages may not reuse them."""
+        taken = set(self.entries)
+        for saved in self.savepoints:
+            taken.update(saved["entries"])
+        return taken
+
+
+class _MessageView(Mapping[str, JSON]):
+    """Read-only id -> message mapping over entries, without copying them."""
+
+    def __init__(self, entries: dict[str, JSON]) -> None:
+        self._entries = entries
+
+    def __getitem__(self, key: str) -> JSON:
+        return self._entries[key]["message"]  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def raise_malformed(problem: str) -> NoReturn:
+    """Raise MalformedTranscriptError; a function so commands read as checks."""
+    raise MalformedTranscriptError(problem)

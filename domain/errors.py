@@ -1,0 +1,36 @@
+"""Every error ctxstore raises on purpose; each message names the offending value."""
+
+
+class CtxStoreError(Exception):
+    """Base of every error ctxstore raises on purpose."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return str(self.args[0]) if self.args else self.__class__.__name__
+
+
+class ContextNotFoundError(CtxStoreError, KeyError):
+    """No context has the given id."""
+
+
+class UnknownMessageError(CtxStoreError, KeyError):
+    """A command named a message id (or position) that is not visible."""
+
+
+class UnknownBatchError(CtxStoreError, ValueError):
+    """A command named a batch that is not open."""
+
+
+class InvalidMessageError(CtxStoreError, ValueError):
+    """A message does not have the OpenAI chat shape."""
+
+
+class MalformedTranscriptError(CtxStoreError, ValueError):
+    """The command would leave a tool call separated from its result."""
+
+
+class InvalidOperationError(CtxStoreError, ValueError):
+    """The command's arguments are inconsistent (empty, duplicated, not contiguous)."""
+
+
+class VersionConflictError(CtxStoreError):
+    """The context is not at the version the caller expected, or a racing writer won."""

@@ -1,0 +1,122 @@
+"""Messages in the OpenAI chat shape, with a stable id and free-form metadata."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ctxstore.domain.errors import InvalidMessageError
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+ROLES: tuple[str, ...] = ("system", "developer", "user", "assistant", "tool")
+
+
+class ContentPart(BaseModel):
+    """One part of a multi-part content: text, image_url, input_audio, file, refusal, ..."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    type: str = Field(min_length=1)
+    text: str | None = None
+
+    @model_validator(mode="after")
+    def _text_parts_have_text(self) -> ContentPart:
+        if self.type == "text" and self.text is None:
+            raise ValueError("a content part of type 'text' needs a 'text' string")
+        return self
+
+
+class FunctionCall(BaseModel):
+    """The function a tool call invokes; arguments stay the JSON string the model wrote."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    arguments: str = ""
+
+
+class ToolCall(BaseModel):
+    """A tool call made by an assistant message."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class Message(BaseModel):
+    """One chat message; `id` is given by the store at insert unless the caller chose one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str | None = Field(default=None, min_length=1, max_length=200)
+    role: Role
+    content: str | list[ContentPart] | None = None
+    name: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    refusal: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _shape_fits_role(self) -> Message:
+        if self.tool_calls is not None and self.role != "assistant":
+            raise ValueError(f"only assistant messages carry tool_calls, not {self.role}")
+        if self.tool_calls is not None:
+            if not self.tool_calls:
+                raise ValueError("tool_calls, when present, must not be empty")
+            call_ids = [c.id for c in self.tool_calls]
+            if len(set(call_ids)) != len(call_ids):
+                raise ValueError(f"duplicate tool call ids in one message: {call_ids}")
+        if self.role == "tool":
+            if not self.tool_call_id:
+                raise ValueError("a tool message needs the tool_call_id it answers")
+            if self.content is None:
+                raise ValueError("a tool message needs content")
+        elif self.tool_call_id is not None:
+            raise ValueError(f"only tool messages carry tool_call_id, not {self.role}")
+        if self.role == "assistant":
+            if self.content is None and not self.tool_calls and self.refusal is None:
+                raise ValueError("an assistant message needs content, tool_calls or refusal")
+        elif self.content is None:
+            raise ValueError(f"a {self.role} message needs content")
+        return self
+
+    @property
+    def call_ids(self) -> list[str]:
+        """Ids of the tool calls this message makes (empty unless an assistant calls tools)."""
+        return [c.id for c in self.tool_calls] if self.tool_calls else []
+
+    def text(self) -> str:
+        """The message's text: the string content or its text parts joined."""
+        if isinstance(self.content, str):
+            return self.content
+        if not self.content:
+            return ""
+        return "\n".join(p.text for p in self.content if p.text is not None)
+
+    def to_openai(self) -> dict[str, Any]:
+        """The message as the chat-completions API takes it (no id, no metadata)."""
+        return self.model_dump(mode="json", exclude={"id", "metadata"}, exclude_none=True)
+
+
+def parse_message(data: Message | dict[str, Any]) -> Message:
+    """Validate one message; raises InvalidMessageError naming every problem."""
+    if isinstance(data, Message):
+        return data
+    if not isinstance(data, dict):
+        raise InvalidMessageError(f"a message must be a JSON object, got {type(data).__name__}")
+    try:
+        return Message.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidMessageError(f"invalid message: {_describe(exc)}") from exc
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"]) or "message"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)

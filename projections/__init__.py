@@ -1,0 +1,1 @@
+"""Folds over Context events: the visible context, the batch stack, the history."""

@@ -1,0 +1,84 @@
+"""The history of a context: one entry per event, with rollbacks marking what they undid."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ctxstore.domain.context import Context
+
+EVENT_TYPES: dict[str, str] = {
+    "ContextCreated": "create",
+    "MessagesInserted": "insert",
+    "MessagesDeleted": "delete",
+    "MessageReplaced": "replace",
+    "MessagesCompressed": "compress",
+    "BatchStarted": "batch_start",
+    "BatchEnded": "batch_end",
+}
+
+
+class HistoryEntry(BaseModel):
+    """One event as an operator reads it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: int
+    timestamp: datetime
+    type: str  # create, insert, delete, replace, compress, batch_start, batch_end
+    actor: str
+    batch: int
+    reverted: bool  # a later batch_end rolled it back
+    reverted_by: int | None  # version of that batch_end
+    message_ids: list[str]
+    details: dict[str, Any]
+
+
+def _describe(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
+    """The batch an event ran in, the message ids it touched, and its other facts."""
+    if isinstance(e, Context.ContextCreated):
+        return 0, [], {"name": e.name, "metadata": e.metadata}
+    if isinstance(e, Context.MessagesInserted):
+        return e.batch, [m["id"] for m in e.messages], {"after_id": e.after_id}
+    if isinstance(e, Context.MessagesDeleted):
+        return e.batch, list(e.ids), {}
+    if isinstance(e, Context.MessageReplaced):
+        return e.batch, [e.id], {}
+    if isinstance(e, Context.MessagesCompressed):
+        return e.batch, list(e.ids), {"summary_id": e.summary["id"], "stats": e.stats}
+    if isinstance(e, Context.BatchStarted):
+        return e.batch - 1, [], {"opened": e.batch}
+    if isinstance(e, Context.BatchEnded):
+        return e.batch, [], {"to": e.to, "keep": e.keep, "reverts_from": e.reverts_from}
+    raise TypeError(f"not a Context event: {type(e).__name__}")
+
+
+def fold_history(events: Iterable[Context.Event]) -> list[HistoryEntry]:
+    """Every event in order; a rollback marks each event since its batch opened as reverted."""
+    rows: list[dict[str, Any]] = []
+    for e in events:
+        batch, ids, details = _describe(e)
+        rows.append(
+            {
+                "version": e.originator_version,
+                "timestamp": e.timestamp,
+                "type": EVENT_TYPES[type(e).__name__],
+                "actor": getattr(e, "actor", ""),
+                "batch": batch,
+                "reverted": False,
+                "reverted_by": None,
+                "message_ids": ids,
+                "details": details,
+            }
+        )
+        if isinstance(e, Context.BatchEnded) and e.reverts_from is not None:
+            for row in reversed(rows[:-1]):
+                if row["version"] < e.reverts_from:
+                    break
+                if not row["reverted"]:
+                    row["reverted"] = True
+                    row["reverted_by"] = e.originator_version
+    return [HistoryEntry(**r) for r in rows]

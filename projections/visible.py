@@ -1,0 +1,74 @@
+"""The visible context: the exact message list to send to a model, at a version."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+
+from ctxstore.domain.context import Context
+from ctxstore.domain.messages import Message
+
+
+class BatchFrame(BaseModel):
+    """One open batch: its number, the version of its BatchStarted event, its base size."""
+
+    model_config = ConfigDict(frozen=True)
+
+    batch: int
+    opened_at_version: int
+    visible_at_open: int
+
+
+class VisibleContext(BaseModel):
+    """A context's visible messages at one version, with the batch stack of that moment."""
+
+    model_config = ConfigDict(frozen=True)
+
+    context_id: UUID
+    version: int
+    modified_at: datetime
+    batch: int
+    batches: list[BatchFrame]
+    messages: list[Message]
+    summaries: dict[str, list[str]]  # summary message id -> ids it covers
+
+    def to_openai(self) -> list[dict[str, Any]]:
+        """The messages as the chat-completions API takes them."""
+        return [m.to_openai() for m in self.messages]
+
+
+def batch_stack(ctx: Context) -> list[BatchFrame]:
+    """The open batches above batch 0, lowest first."""
+    return [
+        BatchFrame(batch=s["batch"], opened_at_version=s["version"], visible_at_open=len(s["order"]))
+        for s in ctx.savepoints
+    ]
+
+
+def visible_of(ctx: Context) -> VisibleContext:
+    """The visible context held by an aggregate (loaded from a snapshot or replayed)."""
+    return VisibleContext(
+        context_id=ctx.id,
+        version=ctx.version,
+        modified_at=ctx.modified_on,
+        batch=ctx.batch,
+        batches=batch_stack(ctx),
+        messages=ctx.visible_messages(),
+        summaries={
+            i: list(ctx.entries[i]["summary_of"]) for i in ctx.order if ctx.entries[i]["summary_of"]
+        },
+    )
+
+
+def replay(events: Iterable[Context.Event]) -> Context:
+    """Fold a context's events from the first, without snapshots (the reference replay)."""
+    ctx: Context | None = None
+    for e in events:
+        ctx = e.mutate(ctx)  # type: ignore[arg-type]
+    if ctx is None:
+        raise ValueError("no events to replay")
+    return ctx
