@@ -1,0 +1,95 @@
+"""`ctxstore demo`: a scripted agent conversation through every operation."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.rule import Rule
+
+from ctxstore.adapters.store import ContextStore
+from ctxstore.domain.errors import CtxStoreError
+from ctxstore.projections.history import HistoryEntry
+from ctxstore.projections.visible import VisibleContext
+
+
+def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def run_demo(
+    store: ContextStore,
+    console: Console,
+    show: Callable[[VisibleContext], None],
+    show_log: Callable[[list[HistoryEntry]], None],
+) -> None:
+    """Play the script on `store`, printing each step, the visible context, a rollback and the log."""
+    step = console.print
+    cid = store.create(name="demo: travel agent", metadata={"model": "gpt-4o"}, actor="demo-sdk")
+    step(Rule("1. a conversation with tool calls"))
+    step(f"store {store.url}\ncontext {cid}")
+    store.insert(
+        cid,
+        [
+            {"role": "system", "content": "You are a travel assistant. Use tools for facts."},
+            {"role": "user", "content": "Weather in Paris and Tokyo tomorrow? Which is warmer?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    _call("call_paris", "get_weather", '{"city": "Paris"}'),
+                    _call("call_tokyo", "get_weather", '{"city": "Tokyo"}'),
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_paris", "content": '{"high_c": 14, "sky": "rain"}'},
+            {"role": "tool", "tool_call_id": "call_tokyo", "content": '{"high_c": 19, "sky": "sun"}'},
+            {"role": "assistant", "content": "Tokyo: 19°C and sunny; Paris: 14°C with rain. Tokyo is warmer."},
+        ],
+        actor="agent",
+    )
+    show(store.visible(cid))
+
+    step(Rule("2. refused: a user message between a tool call and its result"))
+    asked = store.insert(
+        cid,
+        [{"role": "assistant", "tool_calls": [_call("call_fx", "get_rate", '{"pair": "EURJPY"}')]}],
+        actor="agent",
+    )
+    try:
+        store.insert(cid, [{"role": "user", "content": "never mind"}], actor="user")
+    except CtxStoreError as exc:
+        step(f"[red]{type(exc).__name__}[/red]: {exc}")
+    store.insert(cid, [{"role": "tool", "tool_call_id": "call_fx", "content": "162.4"}], actor="agent")
+    step(f"the call {asked.ids[0]} got its result; nothing else was written")
+
+    step(Rule("3. batch 1: a temporary instruction, then rollback (seed 002's 0-1-0 cycle)"))
+    store.batch_start(cid, actor="planner")
+    store.insert(cid, [{"role": "system", "content": "Temporary: answer in French."}], actor="planner")
+    store.insert(cid, [{"role": "user", "content": "Et demain soir ?"}], actor="user")
+    store.insert(cid, [{"role": "assistant", "content": "Demain soir : Tokyo 15°C, Paris 9°C."}], actor="agent")
+    show(store.visible(cid))
+    w = store.batch_end(cid, to=0, actor="planner")
+    step(f"batch_end(to=0) -> batch {w.batch}, version {w.version}: back to the moment batch 1 opened")
+    show(store.visible(cid))
+
+    step(Rule("4. replace, delete, compress"))
+    user_id = store.visible(cid).messages[1].id
+    assert user_id is not None
+    store.replace(cid, user_id, {"role": "user", "content": "Weather in Paris and Tokyo tomorrow? Which one is warmer?"}, actor="user")
+    store.delete(cid, [-2, -1], actor="agent")  # the exchange-rate call and its result, together
+    first_round = [m.id for m in store.visible(cid).messages[1:6] if m.id]
+    store.compress(
+        cid,
+        first_round,
+        {"role": "user", "content": "Summary: Tokyo (19°C, sun) is warmer than Paris (14°C, rain) tomorrow.", "metadata": {"ctxstore": "summary"}},
+        stats={"algorithm": "manual", "covered": len(first_round)},
+        actor="compactor",
+    )
+    show(store.visible(cid))
+
+    step(Rule("5. time travel: the context as the model saw it at version 3"))
+    show(store.visible(cid, at_version=3))
+
+    step(Rule("6. the log (rolled-back events dimmed)"))
+    show_log(store.history(cid))
