@@ -80,3 +80,211 @@ def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def store(store_url: str) -> Iterator[ContextStore]:
     with ContextStore.from_url(store_url, Settings(snapshot_interval=5, actor="tester")) as s:
         yield s
+
+
+# ---- a plain reference model of the visible context, for property tests -----------------
+
+
+class ReferenceModel:
+    """The visible context as a plain list, with batches as copies of that list.
+
+    Written independently of the domain code: it decides validity from the definition of a
+    well-formed transcript, not from the aggregate's checks.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[tuple[str, dict]] = []
+        self.saved: list[list[tuple[str, dict]]] = []
+
+    @property
+    def batch(self) -> int:
+        return len(self.saved)
+
+    def ids(self) -> list[str]:
+        return [i for i, _ in self.items]
+
+    @staticmethod
+    def well_formed(items: list[tuple[str, dict]]) -> bool:
+        for i, (_, m) in enumerate(items):
+            if m["role"] == "tool":
+                j = i - 1
+                while j >= 0 and items[j][1]["role"] == "tool":
+                    j -= 1
+                if j < 0:
+                    return False
+                head = items[j][1]
+                calls = [c["id"] for c in head.get("tool_calls") or []]
+                if m["tool_call_id"] not in calls:
+                    return False
+                if any(items[k][1]["tool_call_id"] == m["tool_call_id"] for k in range(j + 1, i)):
+                    return False
+            elif m["role"] == "assistant" and m.get("tool_calls"):
+                k = i + 1
+                answered = set()
+                while k < len(items) and items[k][1]["role"] == "tool":
+                    answered.add(items[k][1]["tool_call_id"])
+                    k += 1
+                if k < len(items) and not {c["id"] for c in m["tool_calls"]} <= answered:
+                    return False
+        return True
+
+    def block(self, idx: int) -> list[int]:
+        """Indices of the call/results block holding items[idx] (empty if none)."""
+        j = idx
+        while j >= 0 and self.items[j][1]["role"] == "tool":
+            j -= 1
+        if j < 0 or not self.items[j][1].get("tool_calls"):
+            return []
+        k = j + 1
+        while k < len(self.items) and self.items[k][1]["role"] == "tool":
+            k += 1
+        return list(range(j, k))
+
+    def apply(self, op: tuple) -> str | None:
+        """Apply op if valid; return the name of the expected error class otherwise."""
+        kind = op[0]
+        ids = self.ids()
+        in_use = set(ids) | {i for s in self.saved for i, _ in s}
+        if kind == "insert":
+            _, msgs, after = op
+            if after is not None and after not in ids:
+                return "UnknownMessageError"
+            if any(m["id"] in in_use for m in msgs):
+                return "InvalidOperationError"
+            at = len(ids) if after is None else ids.index(after) + 1
+            new = self.items[:at] + [(m["id"], m) for m in msgs] + self.items[at:]
+            if not self.well_formed(new):
+                return "MalformedTranscriptError"
+            self.items = new
+        elif kind in ("delete", "compress"):
+            refs = op[1]
+            if not refs:
+                return "InvalidOperationError"
+            if any(r not in ids for r in refs):
+                return "UnknownMessageError"
+            if len(set(refs)) != len(refs):
+                return "InvalidOperationError"
+            pos = sorted(ids.index(r) for r in refs)
+            if kind == "compress" and pos[-1] - pos[0] + 1 != len(pos):
+                return "InvalidOperationError"
+            for p in pos:
+                if not set(self.block(p)) <= set(pos):
+                    return "MalformedTranscriptError"
+            if kind == "delete":
+                new = [it for n, it in enumerate(self.items) if n not in pos]
+            else:
+                summary = op[2]
+                if summary["id"] in in_use:
+                    return "InvalidOperationError"
+                new = self.items[: pos[0]] + [(summary["id"], summary)] + self.items[pos[-1] + 1 :]
+            if not self.well_formed(new):
+                return "MalformedTranscriptError"
+            self.items = new
+        elif kind == "replace":
+            _, ref, msg = op
+            if ref not in ids:
+                return "UnknownMessageError"
+            new = [(i, {**msg, "id": i} if i == ref else m) for i, m in self.items]
+            if not self.well_formed(new):
+                return "MalformedTranscriptError"
+            self.items = new
+        elif kind == "batch_start":
+            self.saved.append(list(self.items))
+        elif kind == "batch_end":
+            _, to, keep = op
+            if self.batch == 0 or not 0 <= to < self.batch:
+                return "UnknownBatchError"
+            if not keep:
+                self.items = list(self.saved[to])
+            del self.saved[to:]
+        return None
+
+
+@pytest.fixture
+def reference_model() -> type[ReferenceModel]:
+    return ReferenceModel
+
+
+def draw_op(data, model: ReferenceModel, counter: list[int]) -> tuple:
+    """Draw one operation, mostly valid, sometimes not, from the model's current state."""
+    from hypothesis import strategies as st
+
+    def fresh(prefix: str) -> str:
+        counter[0] += 1
+        return f"{prefix}{counter[0]}"
+
+    ids = model.ids()
+    pending: list[str] = []
+    if model.items:
+        # Calls of the tail block still waiting for a result.
+        j = len(model.items) - 1
+        answered = set()
+        while j >= 0 and model.items[j][1]["role"] == "tool":
+            answered.add(model.items[j][1]["tool_call_id"])
+            j -= 1
+        if j >= 0 and model.items[j][1].get("tool_calls"):
+            pending = [c["id"] for c in model.items[j][1]["tool_calls"] if c["id"] not in answered]
+
+    def message() -> dict:
+        if pending and data.draw(st.booleans()):
+            return {"id": fresh("m"), "role": "tool", "tool_call_id": data.draw(st.sampled_from(pending)),
+                    "content": "r"}
+        kind = data.draw(st.sampled_from(["user", "system", "assistant", "calls", "calls", "stray"]))
+        if kind == "calls":
+            n = data.draw(st.integers(1, 2))
+            return {"id": fresh("m"), "role": "assistant",
+                    "tool_calls": [{"id": fresh("c"), "type": "function",
+                                    "function": {"name": "f", "arguments": "{}"}} for _ in range(n)]}
+        if kind == "stray":
+            return {"id": fresh("m"), "role": "tool", "tool_call_id": fresh("c"), "content": "?"}
+        return {"id": fresh("m"), "role": kind, "content": fresh("t")}
+
+    def ref() -> str:
+        if ids and data.draw(st.integers(0, 9)) > 0:
+            return data.draw(st.sampled_from(ids))
+        return "missing"
+
+    kind = data.draw(st.sampled_from(
+        ["insert"] * 6 + ["insert_after", "delete", "delete", "replace", "compress", "compress",
+                          "batch_start", "batch_start", "batch_end", "batch_end"]))
+    if kind == "insert":
+        msgs = [message()]
+        if pending and data.draw(st.booleans()):
+            msgs += [{"id": fresh("m"), "role": "tool", "tool_call_id": c, "content": "r"}
+                     for c in pending if c != msgs[0].get("tool_call_id")]
+            pending.clear()
+        return ("insert", msgs, None)
+    if kind == "insert_after":
+        return ("insert", [message()], ref())
+    if kind == "delete":
+        if not ids:
+            return ("delete", [ref()])
+        start = data.draw(st.integers(0, len(ids) - 1))
+        return ("delete", ids[start : start + data.draw(st.integers(1, 3))])
+    if kind == "replace":
+        target = ref()
+        current = dict(model.items)[target] if target in ids else {"role": "user"}
+        new = dict(current) if current["role"] != "user" else {"role": "user"}
+        new.pop("id", None)
+        if data.draw(st.integers(0, 2)) == 0:
+            new = message()  # a different shape: may break a call/result pair
+            new.pop("id")
+        elif new["role"] in ("tool", "user", "system", "developer") or "content" in new:
+            new["content"] = fresh("edited")
+        return ("replace", target, new)
+    if kind == "compress":
+        if not ids:
+            return ("compress", [ref()], {"id": fresh("s"), "role": "user", "content": "s"})
+        start = data.draw(st.integers(0, len(ids) - 1))
+        run = ids[start : start + data.draw(st.integers(1, 4))]
+        if data.draw(st.integers(0, 5)) == 0 and len(ids) > 2:
+            run = [ids[0], ids[-1]]  # usually not contiguous
+        return ("compress", run, {"id": fresh("s"), "role": "user", "content": fresh("summary")})
+    if kind == "batch_start":
+        return ("batch_start",)
+    return ("batch_end", data.draw(st.integers(-1, model.batch)), data.draw(st.booleans()))
+
+
+@pytest.fixture
+def draw_operation():
+    return draw_op

@@ -1,0 +1,227 @@
+"""The store on every backend: same behaviour on memory, SQLite and PostgreSQL."""
+
+import threading
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.store import ContextStore
+from ctxstore.domain.errors import (
+    ContextNotFoundError,
+    CtxStoreError,
+    InvalidMessageError,
+    InvalidOperationError,
+    MalformedTranscriptError,
+    UnknownBatchError,
+    UnknownMessageError,
+    VersionConflictError,
+)
+from ctxstore.domain.messages import Message
+
+
+def user(text):
+    return {"role": "user", "content": text}
+
+
+def texts(store, cid, **kw):
+    return [m.text() or ",".join(m.call_ids) for m in store.visible(cid, **kw).messages]
+
+
+def test_operations_round_trip_through_storage(store):
+    cid = store.create(name="s", metadata={"k": "v"}, actor="alice")
+    w = store.insert(cid, [user("a"), {"role": "assistant", "tool_calls": [
+        {"id": "c1", "function": {"name": "f", "arguments": "{}"}}]}], actor="bob")
+    assert (w.version, w.batch, len(w.ids)) == (2, 0, 2)
+    store.insert(cid, [{"role": "tool", "tool_call_id": "c1", "content": "ok"}, user("b")])
+    store.replace(cid, w.ids[0], user("a2"))
+    store.batch_start(cid)
+    store.insert(cid, [user("temp")], after=0)
+    assert texts(store, cid) == ["a2", "temp", "c1", "ok", "b"]
+    store.batch_end(cid, to=0)
+    assert texts(store, cid) == ["a2", "c1", "ok", "b"]
+    s = store.compress(cid, [0, 1, 2], "summary of a2 and the call", stats={"by": "test"})
+    v = store.visible(cid)
+    assert [m.text() for m in v.messages] == ["summary of a2 and the call", "b"]
+    assert v.summaries[s.ids[0]] == [w.ids[0], w.ids[1], v.summaries[s.ids[0]][2]]
+    assert v.version == 8 and v.batch == 0
+    hist = store.history(cid)
+    assert [h.type for h in hist] == ["create", "insert", "insert", "replace", "batch_start",
+                                      "insert", "batch_end", "compress"]
+    assert [h.reverted for h in hist] == [False] * 4 + [True, True, False, False]
+    assert hist[0].actor == "alice" and hist[1].actor == "bob" and hist[2].actor == "tester"
+    assert [h.version for h in store.history(cid, types=["insert"], from_version=3)] == [3, 6]
+    with pytest.raises(InvalidOperationError, match="unknown event type"):
+        store.history(cid, types=["bogus"])
+
+
+def test_time_travel_shows_each_past_version(store):
+    cid = store.create()
+    seen = {}
+    for n in range(12):  # crosses several snapshots (interval 5 in the fixture)
+        w = store.insert(cid, [user(f"m{n}")])
+        seen[w.version] = texts(store, cid)
+        if n % 4 == 3:
+            w = store.delete(cid, [0])
+            seen[w.version] = texts(store, cid)
+    for version, expected in seen.items():
+        assert texts(store, cid, at_version=version) == expected
+    assert texts(store, cid, at_version=1) == []
+    with pytest.raises(InvalidOperationError, match="no version 99"):
+        store.visible(cid, at_version=99)
+    with pytest.raises(InvalidOperationError, match="positive"):
+        store.visible(cid, at_version=0)
+    hist = store.history(cid)
+    assert texts(store, cid, at_time=hist[5].timestamp) == seen[6]
+
+
+def test_bad_input_raises_a_typed_error_and_writes_nothing(store):
+    cid = store.create()
+    store.insert(cid, [user("a"), {"role": "assistant", "tool_calls": [
+        {"id": "c1", "function": {"name": "f"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "r"}])
+    before = len(store.history(cid))
+    bad = [
+        (ContextNotFoundError, lambda: store.insert(uuid.uuid4(), [user("x")])),
+        (ContextNotFoundError, lambda: store.insert("not-a-uuid", [user("x")])),
+        (InvalidMessageError, lambda: store.insert(cid, [{"role": "user"}])),
+        (InvalidMessageError, lambda: store.insert(cid, [{"role": "user", "content": "x", "extra": 1}])),
+        (UnknownMessageError, lambda: store.delete(cid, ["nope"])),
+        (UnknownMessageError, lambda: store.replace(cid, 7, user("x"))),
+        (MalformedTranscriptError, lambda: store.delete(cid, [2])),
+        (MalformedTranscriptError, lambda: store.compress(cid, [0, 1], "s")),
+        (MalformedTranscriptError, lambda: store.insert(cid, [user("x")], after=1)),
+        (InvalidOperationError, lambda: store.compress(cid, [0, 2], "s")),
+        (UnknownBatchError, lambda: store.batch_end(cid)),
+        (InvalidOperationError, lambda: store.insert(cid, [user("x")], actor="")),
+        (VersionConflictError, lambda: store.insert(cid, [user("x")], expected_version=1)),
+    ]
+    for error, command in bad:
+        with pytest.raises(error) as info:
+            command()
+        assert str(info.value)
+    assert len(store.history(cid)) == before
+
+
+def test_contexts_are_listed_and_unknown_ones_named(store):
+    a = store.create(name="first", actor="ann")
+    b = store.create(name="second")
+    listed = [(c.context_id, c.name, c.created_by) for c in store.contexts()]
+    assert listed[-2:] == [(a, "first", "ann"), (b, "second", "tester")]
+    missing = uuid.uuid4()
+    with pytest.raises(ContextNotFoundError, match=str(missing)):
+        store.visible(missing)
+    with pytest.raises(ContextNotFoundError, match=str(missing)):
+        store.history(missing)
+
+
+def test_snapshots_are_taken_and_a_cold_store_reads_the_same(durable_url):
+    cfg = Settings(snapshot_interval=10, actor="t")
+    with ContextStore.from_url(durable_url, cfg) as one:
+        cid = one.create()
+        for n in range(35):
+            one.insert(cid, [user(f"m{n}")])
+        one.batch_start(cid)
+        one.delete(cid, [0, 1])
+        head = one.visible(cid)
+        snaps = list(one.snapshots.get(cid)) if one.snapshots else []
+        assert [s.originator_version for s in snaps] == [10, 20, 30]
+    with ContextStore.from_url(durable_url, cfg) as two:
+        assert two.visible(cid) == head
+        assert two.batches(cid)[0].opened_at_version == 37
+        two.batch_end(cid, to=0)
+        assert len(two.visible(cid).messages) == 35
+
+
+def test_optimistic_concurrency_between_two_stores(durable_url):
+    cfg = Settings(snapshot_interval=50, actor="t")
+    with ContextStore.from_url(durable_url, cfg) as one, ContextStore.from_url(durable_url, cfg) as two:
+        cid = one.create()
+        one.insert(cid, [user("from one")])
+        two.visible(cid)  # two caches version 2
+        one.insert(cid, [user("one again")])
+        # two's cache is stale: without an expected version it retries on fresh state...
+        w = two.insert(cid, [user("from two")])
+        assert w.version == 4
+        assert texts(one, cid) == ["from one", "one again", "from two"]
+        # ...with one it reports the conflict and writes nothing.
+        with pytest.raises(VersionConflictError, match="version 4, not 3"):
+            one.insert(cid, [user("late")], expected_version=3)
+        assert one.insert(cid, [user("on time")], expected_version=4).version == 5
+        # A refusal judged on stale state is judged again on fresh state.
+        first = one.visible(cid).messages[0].id
+        two_stale = two.visible(cid)
+        one.insert(cid, [user("new")])
+        new_id = one.visible(cid).messages[-1].id
+        assert two_stale.version == 5
+        two.delete(cid, [new_id])
+        assert texts(one, cid)[-1] == "on time" and first is not None
+
+
+def test_threads_appending_to_one_context_lose_nothing(durable_url):
+    cfg = Settings(snapshot_interval=7, actor="t")
+    with ContextStore.from_url(durable_url, cfg) as a, ContextStore.from_url(durable_url, cfg) as b:
+        cid = a.create()
+        errors: list[BaseException] = []
+
+        def writer(s: ContextStore, tag: str) -> None:
+            try:
+                for n in range(15):
+                    s.insert(cid, [user(f"{tag}{n}")])
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=writer, args=(s, t)) for s, t in ((a, "a"), (b, "b"), (a, "c"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        got = texts(b, cid)
+        assert sorted(got) == sorted(f"{t}{n}" for t in "abc" for n in range(15))
+        assert [h.version for h in a.history(cid)] == list(range(1, 47))
+
+
+def apply(store, cid, op):
+    kind = op[0]
+    if kind == "insert":
+        return store.insert(cid, op[1], after=op[2])
+    if kind == "delete":
+        return store.delete(cid, op[1])
+    if kind == "replace":
+        return store.replace(cid, op[1], op[2])
+    if kind == "compress":
+        return store.compress(cid, op[1], op[2])
+    if kind == "batch_start":
+        return store.batch_start(cid)
+    return store.batch_end(cid, to=op[1], keep=op[2])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_sequences_on_storage_match_the_model(data, store, store_url, reference_model, draw_operation):
+    model = reference_model()
+    cid = store.create()
+    counter = [0]
+    at_version = {1: []}
+    for _ in range(data.draw(st.integers(1, 30))):
+        op = draw_operation(data, model, counter)
+        expected_error = model.apply(op)
+        try:
+            w = apply(store, cid, op)
+        except CtxStoreError as exc:
+            assert type(exc).__name__ == expected_error, (op, exc)
+        else:
+            assert expected_error is None, (op, expected_error)
+            at_version[w.version] = [(i, Message.model_validate(m)) for i, m in model.items]
+        v = store.visible(cid)
+        assert [(m.id, m) for m in v.messages] == [(i, Message.model_validate(m)) for i, m in model.items]
+        assert v.batch == model.batch
+    # Every past version, read back through snapshots, is what the model had then.
+    for version, expected in at_version.items():
+        assert [(m.id, m) for m in store.visible(cid, at_version=version).messages] == expected
+    # A cold store (no cache) replays to the same head.
+    with ContextStore.from_url(store_url, Settings(snapshot_interval=5)) as cold:
+        if store_url != "memory://":
+            assert cold.visible(cid) == store.visible(cid)
