@@ -1,0 +1,91 @@
+"""The ctxstore command line on a SQLite file: operations, reads, JSON, errors."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ctxstore.adapters.cli import app
+
+
+@pytest.fixture
+def cli(tmp_path):
+    runner = CliRunner()
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+
+    def run(*args, input=None, code=0):
+        result = runner.invoke(app, ["--url", url, "--actor", "cli-test", *args], input=input)
+        assert result.exit_code == code, (args, result.output, result.stderr)
+        return result
+
+    return run
+
+
+def test_a_session_through_the_cli(cli):
+    cid = json.loads(cli("create", "--name", "demo", "--json").stdout)["context_id"]
+    cli("insert", cid, "--role", "system", "--content", "be brief")
+    lines = "\n".join(json.dumps(m) for m in [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "w", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+    ])
+    out = json.loads(cli("insert", cid, "--json", input=lines).stdout)
+    assert out["version"] == 3 and len(out["ids"]) == 3
+    cli("insert", cid, input=json.dumps([{"role": "assistant", "content": "It is sunny."}]))
+    cli("replace", cid, "#1", "--content", "weather in Paris?")
+    cli("batch-start", cid)
+    cli("insert", cid, "--role", "system", "--content", "temporary", "--after", "#0")
+    shown = json.loads(cli("show", cid, "--json").stdout)
+    assert [m["role"] for m in shown["messages"]] == ["system", "system", "user", "assistant", "tool", "assistant"]
+    assert shown["batch"] == 1
+    cli("batch-end", cid, "--to", "0")
+    cli("compress", cid, "#1", "#2", "#3", "#4", "--summary", "asked about Paris: sunny", "--stats", '{"n": 4}')
+    api = json.loads(cli("show", cid, "--json", "--openai").stdout)
+    assert api == [{"role": "system", "content": "be brief"},
+                   {"role": "user", "content": "asked about Paris: sunny"}]
+    old = json.loads(cli("show", cid, "--json", "--at-version", "3").stdout)
+    assert len(old["messages"]) == 4
+    log = json.loads(cli("log", cid, "--json").stdout)
+    assert [e["type"] for e in log] == ["create", "insert", "insert", "insert", "replace", "batch_start",
+                                        "insert", "batch_end", "compress"]
+    assert [e["reverted"] for e in log][5:7] == [True, True]
+    assert all(e["actor"] == "cli-test" for e in log)
+    table = cli("show", cid).stdout
+    assert "asked about Paris: sunny" in table and "summary of 4" in table
+    assert "rollback" in cli("log", cid).stdout
+    assert cid in cli("contexts").stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "code", "needle"),
+    [
+        (["insert", "{cid}"], '{"role": "user"}', 1, "needs content"),
+        (["insert", "{cid}"], "not json\n", 1, "line 1 is not JSON"),
+        (["insert", "{cid}"], "", 1, "no message given"),
+        (["delete", "{cid}", "msg_nope"], None, 3, "msg_nope"),
+        (["delete", "{cid}", "#5"], None, 3, "position 5"),
+        (["show", "00000000-0000-0000-0000-000000000000"], None, 3, "no context"),
+        (["batch-end", "{cid}"], None, 1, "no batch is open"),
+        (["insert", "{cid}", "--content", "x", "--expected-version", "1"], None, 4, "not 1"),
+        (["create", "--metadata", "{bad"], None, 1, "--metadata is not JSON"),
+    ],
+)
+def test_bad_input_gives_one_line_and_a_nonzero_exit(cli, args, stdin, code, needle):
+    cid = cli("create").stdout.strip()
+    cli("insert", cid, "--content", "hello")
+    result = cli(*[a.replace("{cid}", cid) for a in args], input=stdin, code=code)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0]
+    assert len(json.loads(cli("log", cid, "--json").stdout)) == 2  # nothing written
+
+
+def test_the_installed_command_runs(tmp_path):
+    exe = shutil.which("ctxstore", path=str(Path(sys.executable).parent))
+    assert exe is not None, "pip install installs the ctxstore console script beside python"
+    url = f"sqlite:///{tmp_path / 'x.db'}"
+    done = subprocess.run([exe, "--url", url, "create"], capture_output=True, text=True, check=True)
+    assert len(done.stdout.strip()) == 36

@@ -1,0 +1,27 @@
+"""The wheel ships every package folder, and nothing lands at the top level by accident."""
+
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+NOT_PACKAGES = {"tests", "bench", "docs", ".ci", ".venv", ".typecheck", "build", "dist", ".git", "tools"}
+
+
+def test_every_code_folder_is_a_listed_package():
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    listed = set(config["tool"]["setuptools"]["packages"])
+    on_disk = {"ctxstore"}
+    for init in ROOT.rglob("__init__.py"):
+        rel = init.parent.relative_to(ROOT)
+        if rel.parts and (rel.parts[0] in NOT_PACKAGES or rel.parts[0].endswith(".egg-info")):
+            continue
+        if rel.parts:
+            on_disk.add("ctxstore." + ".".join(rel.parts))
+    assert listed == on_disk
+    for folder in ("domain", "projections", "adapters"):
+        for sub in (ROOT / folder).rglob("*.py"):
+            assert (sub.parent / "__init__.py").exists(), f"{sub.parent} lacks __init__.py"
+
+
+def test_only_the_facade_is_a_module_at_the_root():
+    assert sorted(p.name for p in ROOT.glob("*.py")) == ["__init__.py"]
