@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Any, TypeVar
 from uuid import UUID
@@ -306,31 +306,45 @@ class ContextStore(Application[UUID]):
                     if fresh:
                         raise
                     # The refusal may come from a stale cache: judge again on fresh state.
-                    self._cache.get(cid, evict=True)
+                    self._forget(cid)
                     continue
                 except BaseException:
-                    self._cache.get(cid, evict=True)
+                    self._forget(cid)
                     raise
                 try:
-                    self.save(ctx)
+                    # The event store directly: Application.save's protocol checks cost
+                    # more per append than the domain's own work.
+                    self.events.put(ctx.collect_events())
                 except IntegrityError as exc:
-                    self._cache.get(cid, evict=True)
+                    self._forget(cid)
                     if expected_version is not None:
                         raise VersionConflictError(
                             f"context {cid} moved past version {expected_version} while writing"
                         ) from exc
                     continue
                 except BaseException:
-                    self._cache.get(cid, evict=True)
+                    self._forget(cid)
                     raise
                 self._maybe_snapshot(ctx, before)
                 return Written(context_id=cid, version=ctx.version, batch=ctx.batch, ids=ids)
         raise VersionConflictError(f"context {cid}: gave up after {MAX_ATTEMPTS} racing writes")
 
     def _maybe_snapshot(self, ctx: Context, before: int) -> None:
-        interval = self.settings.snapshot_interval
-        if self.snapshots is not None and ctx.version // interval > before // interval:
+        """Snapshot when the version crosses a multiple of the step.
+
+        A snapshot costs time proportional to the state it holds, so the step grows with
+        that state: the cost per event stays bounded, and a cold read replays at most about
+        as many events as the state has messages.
+        """
+        held = len(ctx.entries) + sum(len(s["entries"]) for s in ctx.savepoints)
+        step = max(self.settings.snapshot_interval, 1 << (held // 4).bit_length())
+        if self.snapshots is not None and ctx.version // step > before // step:
             self.snapshots.put([Context.Snapshot.take(ctx)])
+
+    def _forget(self, cid: UUID) -> None:
+        """Drop a context from the cache (its state may be ahead of or behind storage)."""
+        with suppress(KeyError):
+            self._cache.get(cid, evict=True)
 
     def _cached_or_loaded(self, cid: UUID) -> tuple[Context, bool]:
         try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import ChainMap
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NoReturn
-from uuid import uuid4
+from secrets import token_hex
 
 from eventsourcing.domain import Aggregate, event
 
@@ -36,7 +36,7 @@ MessageRef = str | int  # a message id, or a position in the visible list (negat
 
 def new_message_id() -> str:
     """A fresh message id; ids are stable for the life of the message."""
-    return "msg_" + uuid4().hex[:24]
+    return "msg_" + token_hex(12)
 
 
 class Context(Aggregate):
@@ -149,14 +149,14 @@ class Context(Aggregate):
             raise InvalidOperationError("insert needs a non-empty list of messages")
         parsed = [parse_message(m) for m in messages]
         after_id = None if after is None else self.resolve(after)
-        taken = self._ids_in_use()
         payload: list[JSON] = []
         for m in parsed:
             msg_id = m.id or new_message_id()
-            if msg_id in taken:
+            if self._id_in_use(msg_id) or any(p["id"] == msg_id for p in payload):
                 raise InvalidOperationError(f"message id {msg_id!r} is already in use")
-            taken.add(msg_id)
-            payload.append(m.model_copy(update={"id": msg_id}).model_dump(mode="json"))
+            dumped = m.model_dump(mode="json")
+            dumped["id"] = msg_id
+            payload.append(dumped)
         new_items = [(p["id"], p) for p in payload]
         if after_id is None or after_id == self.order[-1]:
             scanner = tail_scanner(self.order, self._messages_by_id())
@@ -217,7 +217,7 @@ class Context(Aggregate):
         if parsed.role == "tool" or parsed.tool_calls:
             raise InvalidOperationError("a summary cannot be a tool message or make tool calls")
         summary_id = parsed.id or new_message_id()
-        if summary_id in self._ids_in_use():
+        if self._id_in_use(summary_id):
             raise InvalidOperationError(f"message id {summary_id!r} is already in use")
         payload = parsed.model_copy(update={"id": summary_id}).model_dump(mode="json")
         if stats is not None and not isinstance(stats, dict):
@@ -310,12 +310,9 @@ class Context(Aggregate):
     def _messages_by_id(self) -> Mapping[str, JSON]:
         return _MessageView(self.entries)
 
-    def _ids_in_use(self) -> set[str]:
-        """Visible ids and ids a rollback could bring back; new messages may not reuse them."""
-        taken = set(self.entries)
-        for saved in self.savepoints:
-            taken.update(saved["entries"])
-        return taken
+    def _id_in_use(self, msg_id: str) -> bool:
+        """Visible, or could come back by a rollback: a new message may not take this id."""
+        return msg_id in self.entries or any(msg_id in s["entries"] for s in self.savepoints)
 
 
 class _MessageView(Mapping[str, JSON]):

@@ -1,0 +1,211 @@
+"""Core benchmark: ctxstore against the raw driver floor, head reads, rollback, time travel.
+
+Prints ratios measured in one run (absolute figures swing between runs on shared machines).
+Usage: python bench/bench_core.py [--pg DSN] [--appends N] [--skip-pg]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sqlite3
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+
+from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.store import ContextStore
+from ctxstore.domain.context import Context
+
+VISIBLE = 50  # visible messages in the head-read, rollback and time-travel contexts
+HISTORY = 10_000
+INTERVAL = Settings().snapshot_interval  # the shipped default
+
+
+def text(n: int) -> str:
+    words = "the agent called the weather tool and summarised what it returned for the user".split()
+    rng = random.Random(n)
+    return " ".join(rng.choice(words) for _ in range(48))[:300]
+
+
+def timed(fn: Callable[[], object], repeat: int) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def med(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+# ---- the raw floor -----------------------------------------------------------------------
+
+
+def raw_sqlite(path: Path, n: int, row_bytes: int) -> float:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(
+        "CREATE TABLE raw (originator_id TEXT, originator_version INTEGER, topic TEXT,"
+        " state BLOB, PRIMARY KEY (originator_id, originator_version))"
+    )
+    payload = os.urandom(row_bytes)
+    oid = uuid.uuid4().hex
+    t = time.perf_counter()
+    for v in range(n):
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO raw VALUES (?,?,?,?)", (oid, v, "t", payload))
+        conn.execute("COMMIT")
+    rate = n / (time.perf_counter() - t)
+    conn.close()
+    return rate
+
+
+def raw_postgres(dsn: str, n: int, row_bytes: int) -> float:
+    table = f"raw_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(dsn) as conn:
+        conn.execute(
+            f"CREATE TABLE {table} (originator_id uuid, originator_version int, topic text,"
+            " state bytea, PRIMARY KEY (originator_id, originator_version))"
+        )
+        conn.commit()
+        payload = os.urandom(row_bytes)
+        oid = uuid.uuid4()
+        t = time.perf_counter()
+        for v in range(n):
+            conn.execute(f"INSERT INTO {table} VALUES (%s,%s,%s,%s)", (oid, v, "t", payload))
+            conn.commit()
+        rate = n / (time.perf_counter() - t)
+        conn.execute(f"DROP TABLE {table}")
+        conn.commit()
+    return rate
+
+
+# ---- ctxstore --------------------------------------------------------------------------
+
+
+def appends(store: ContextStore, n: int) -> tuple[float, list[float], int]:
+    cid = store.create(actor="bench")
+    for i in range(VISIBLE):  # warm up (and fill) before timing
+        store.insert(cid, [{"role": "user", "content": text(i)}], actor="bench")
+    times = []
+    t0 = time.perf_counter()
+    for i in range(n):
+        t = time.perf_counter()
+        store.insert(cid, [{"role": "user", "content": text(i)}], actor="bench")
+        times.append(time.perf_counter() - t)
+    rate = n / (time.perf_counter() - t0)
+    sizes = [len(r.state) for r in store.recorder.select_events(cid, limit=200, desc=True)]
+    return rate, times, int(statistics.mean(sizes))
+
+
+def build(store: ContextStore, events: int, *, open_batch: bool) -> uuid.UUID:
+    """A context with VISIBLE messages and `events` events (replaces after the inserts).
+
+    Saved in chunks of the snapshot interval to build quickly; snapshots land where the
+    store's own policy would put them.
+    """
+    cid = store.create(actor="bench")
+    ctx = store._get(cid)
+    if open_batch:
+        ctx.batch_start(actor="bench")
+    for i in range(VISIBLE):
+        ctx.insert([{"role": "user", "content": text(i)}], actor="bench")
+    n = 0
+    while ctx.version < events:
+        before = ctx.version
+        for _ in range(min(INTERVAL - ctx.version % INTERVAL, events - ctx.version)):
+            n += 1
+            ctx.replace(n % VISIBLE, {"role": "user", "content": text(n)}, actor="bench")
+        store.save(ctx)
+        store._maybe_snapshot(ctx, before)
+    assert ctx.version == events and len(ctx.order) == VISIBLE
+    store._forget(cid)
+    return cid
+
+
+def cold_head(store: ContextStore, cid: uuid.UUID) -> None:
+    store._forget(cid)  # as a fresh process would: snapshot + later events
+    store.visible(cid)
+
+
+def bench_backend(label: str, url: str, raw: Callable[[int, int], float], n: int) -> None:
+    print(f"\n== {label}  ({url.split('?')[0]})")
+    with ContextStore.from_url(url, Settings(snapshot_interval=INTERVAL, actor="bench")) as store:
+        rate, append_times, row_bytes = appends(store, n)
+        floor = raw(n, row_bytes)
+        print(f"append: ctxstore {rate:,.0f}/s, raw single-row transactions {floor:,.0f}/s "
+              f"(rows of {row_bytes} B) -> ratio {rate / floor:.2f}x (target >= 0.5x)")
+
+        small = build(store, 100, open_batch=False)
+        large = build(store, HISTORY, open_batch=False)
+        cold_s = med(timed(lambda: cold_head(store, small), 30))
+        cold_l = med(timed(lambda: cold_head(store, large), 30))
+        warm_s = med(timed(lambda: store.visible(small), 100))
+        warm_l = med(timed(lambda: store.visible(large), 100))
+        print(f"head read, {VISIBLE} visible: 100 events {cold_s * 1e3:.2f} ms, "
+              f"{HISTORY:,} events {cold_l * 1e3:.2f} ms -> ratio {cold_l / cold_s:.2f}x cold "
+              f"(target <= 1.5x); cached {warm_s * 1e3:.2f} vs {warm_l * 1e3:.2f} ms -> "
+              f"{warm_l / warm_s:.2f}x")
+
+        rng = random.Random(7)
+        versions = [rng.randint(2, HISTORY - 1) for _ in range(30)]
+        travel = [t for v in versions for t in timed(lambda v=v: store.visible(large, at_version=v), 1)]
+        print(f"time travel to random past versions of the {HISTORY:,}-event context: "
+              f"{med(travel) * 1e3:.2f} ms -> {med(travel) / cold_l:.2f}x the head read (target <= 2x)")
+
+        rollbacks = []
+        for _ in range(3):
+            cid = build(store, HISTORY, open_batch=True)
+            store.visible(cid)  # loaded, as a context in use is
+            t = time.perf_counter()
+            w = store.batch_end(cid, to=0, actor="bench")
+            rollbacks.append(time.perf_counter() - t)
+            assert w.batch == 0 and len(store.visible(cid).messages) == 0
+        append_med = med(append_times)
+        print(f"rollback to a batch opened {HISTORY:,} events earlier: {med(rollbacks) * 1e3:.2f} ms "
+              f"vs append {append_med * 1e3:.2f} ms -> {med(rollbacks) / append_med:.2f}x (target <= 2x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--pg", default=os.environ.get(
+        "CTXSTORE_TEST_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"))
+    parser.add_argument("--appends", type=int, default=2000)
+    parser.add_argument("--skip-pg", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        bench_backend(
+            "SQLite", f"sqlite:///{Path(tmp) / 'bench.db'}",
+            lambda n, size: raw_sqlite(Path(tmp) / "raw.db", n, size), args.appends,
+        )
+    if args.skip_pg:
+        return
+    try:
+        with psycopg.connect(args.pg, autocommit=True) as conn:
+            db = f"ctxstore_bench_{uuid.uuid4().hex[:8]}"
+            conn.execute(f'CREATE DATABASE "{db}"')
+    except psycopg.Error as exc:
+        print(f"\nPostgreSQL skipped: {exc}")
+        return
+    info = psycopg.conninfo.conninfo_to_dict(args.pg)
+    info["dbname"] = db
+    dsn = psycopg.conninfo.make_conninfo(**info)
+    url = f"postgresql://{info.get('user', 'postgres')}@{info.get('host', '127.0.0.1')}:{info.get('port', 5432)}/{db}"
+    try:
+        bench_backend("PostgreSQL", url, lambda n, size: raw_postgres(dsn, n, size), args.appends // 2)
+    finally:
+        with psycopg.connect(args.pg, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    main()
