@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 
-def open(url: str | None = None) -> ContextStore:  # noqa: A001 - the facade's name
+def open(url: str | None = None) -> ContextStore:
     """Open a store: `sqlite:///path`, `postgresql://...`, `memory://`; default CTXSTORE_URL,
     else the embedded SQLite file (see README)."""
     from ctxstore.adapters.store import ContextStore

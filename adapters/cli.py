@@ -56,7 +56,8 @@ state = State()
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 ExpectedVersion = Annotated[
-    int | None, typer.Option("--expected-version", help="Refuse unless the context is at this version.")
+    int | None,
+    typer.Option("--expected-version", help="Refuse unless the context is at this version."),
 ]
 
 
@@ -153,7 +154,9 @@ def render_visible(v: VisibleContext) -> None:
     for n, m in enumerate(v.messages):
         body = preview(m.text())
         if m.tool_calls:
-            calls = ", ".join(f"{c.function.name}({preview(c.function.arguments, 30)})" for c in m.tool_calls)
+            calls = ", ".join(
+                f"{c.function.name}({preview(c.function.arguments, 30)})" for c in m.tool_calls
+            )
             body = (body + " " if body else "") + f"[calls {calls}]"
         if m.tool_call_id:
             body = f"[{m.tool_call_id}] {body}"
@@ -189,8 +192,13 @@ def render_history(entries: list[HistoryEntry]) -> None:
 
 @app.callback()
 def main_options(
-    url: Annotated[str | None, typer.Option(help="Store URL (default: CTXSTORE_URL, else the embedded SQLite file).")] = None,
-    actor: Annotated[str | None, typer.Option(help="Who runs the commands (default: CTXSTORE_ACTOR).")] = None,
+    url: Annotated[
+        str | None,
+        typer.Option(help="Store URL (default: CTXSTORE_URL, else the embedded SQLite file)."),
+    ] = None,
+    actor: Annotated[
+        str | None, typer.Option(help="Who runs the commands (default: CTXSTORE_ACTOR).")
+    ] = None,
 ) -> None:
     """ctxstore: every change to an LLM context is an event; replay, roll back, audit."""
     state.url = url
@@ -229,7 +237,12 @@ def contexts(as_json: JsonFlag = False) -> None:
     for col in ("id", "name", "created", "by"):
         table.add_column(col)
     for c in found:
-        table.add_row(str(c.context_id), c.name or "", c.created_at.isoformat(timespec="seconds"), c.created_by)
+        table.add_row(
+            str(c.context_id),
+            c.name or "",
+            c.created_at.isoformat(timespec="seconds"),
+            c.created_by,
+        )
     out.print(table)
 
 
@@ -238,10 +251,16 @@ def contexts(as_json: JsonFlag = False) -> None:
 def insert(
     context: str,
     role: Annotated[str | None, typer.Option(help="Role of a message given by --content.")] = None,
-    content: Annotated[str | None, typer.Option(help="Text of one message; else JSON/JSONL on stdin.")] = None,
+    content: Annotated[
+        str | None, typer.Option(help="Text of one message; else JSON/JSONL on stdin.")
+    ] = None,
     name: Annotated[str | None, typer.Option(help="The message's name field.")] = None,
-    tool_call_id: Annotated[str | None, typer.Option(help="For a tool message: the call it answers.")] = None,
-    after: Annotated[str | None, typer.Option(help="Insert after this message id or #position.")] = None,
+    tool_call_id: Annotated[
+        str | None, typer.Option(help="For a tool message: the call it answers.")
+    ] = None,
+    after: Annotated[
+        str | None, typer.Option(help="Insert after this message id or #position.")
+    ] = None,
     expected_version: ExpectedVersion = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -270,7 +289,10 @@ def delete(
     """Hide messages from the visible context (they stay in the log)."""
     with open_store() as store:
         w = store.delete(
-            context, [parse_ref(r) for r in refs], actor=state.actor, expected_version=expected_version
+            context,
+            [parse_ref(r) for r in refs],
+            actor=state.actor,
+            expected_version=expected_version,
         )
     print_written(w, as_json)
 
@@ -281,9 +303,13 @@ def replace(
     context: str,
     ref: Annotated[str, typer.Argument(help="Message id or #position.")],
     role: Annotated[str | None, typer.Option(help="Role of the new message.")] = None,
-    content: Annotated[str | None, typer.Option(help="New text; else one JSON message on stdin.")] = None,
+    content: Annotated[
+        str | None, typer.Option(help="New text; else one JSON message on stdin.")
+    ] = None,
     name: Annotated[str | None, typer.Option(help="The message's name field.")] = None,
-    tool_call_id: Annotated[str | None, typer.Option(help="For a tool message: the call it answers.")] = None,
+    tool_call_id: Annotated[
+        str | None, typer.Option(help="For a tool message: the call it answers.")
+    ] = None,
     expected_version: ExpectedVersion = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -308,7 +334,9 @@ def replace(
 def store_id(messages: list[Any], ref: MessageRef) -> str:
     if isinstance(ref, int):
         if not -len(messages) <= ref < len(messages):
-            raise UnknownMessageError(f"position {ref} is outside the visible context of {len(messages)} message(s)")
+            raise UnknownMessageError(
+                f"position {ref} is outside the visible context of {len(messages)} message(s)"
+            )
         return str(messages[ref].id)
     return ref
 
@@ -317,7 +345,9 @@ def store_id(messages: list[Any], ref: MessageRef) -> str:
 @handles_errors
 def compress(
     context: str,
-    refs: Annotated[list[str], typer.Argument(help="The contiguous run: message ids or #positions.")],
+    refs: Annotated[
+        list[str], typer.Argument(help="The contiguous run: message ids or #positions.")
+    ],
     summary: Annotated[str, typer.Option(help="Text of the summary message.")],
     role: Annotated[str, typer.Option(help="Role of the summary message.")] = "user",
     stats: Annotated[str | None, typer.Option(help="Free-form stats as a JSON object.")] = None,
@@ -346,7 +376,9 @@ def compress(
 
 @app.command("batch-start")
 @handles_errors
-def batch_start(context: str, expected_version: ExpectedVersion = None, as_json: JsonFlag = False) -> None:
+def batch_start(
+    context: str, expected_version: ExpectedVersion = None, as_json: JsonFlag = False
+) -> None:
     """Open a batch (a savepoint) on top of the current one."""
     with open_store() as store:
         w = store.batch_start(context, actor=state.actor, expected_version=expected_version)
@@ -357,14 +389,20 @@ def batch_start(context: str, expected_version: ExpectedVersion = None, as_json:
 @handles_errors
 def batch_end(
     context: str,
-    to: Annotated[int | None, typer.Option(help="Batch to return to (default: the one below the top).")] = None,
-    keep: Annotated[bool, typer.Option("--keep", help="Close the batches but keep their changes.")] = False,
+    to: Annotated[
+        int | None, typer.Option(help="Batch to return to (default: the one below the top).")
+    ] = None,
+    keep: Annotated[
+        bool, typer.Option("--keep", help="Close the batches but keep their changes.")
+    ] = False,
     expected_version: ExpectedVersion = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Close batches: roll back to the moment batch TO+1 opened, or keep the changes."""
     with open_store() as store:
-        w = store.batch_end(context, to=to, keep=keep, actor=state.actor, expected_version=expected_version)
+        w = store.batch_end(
+            context, to=to, keep=keep, actor=state.actor, expected_version=expected_version
+        )
     print_written(w, as_json)
 
 
@@ -372,9 +410,20 @@ def batch_end(
 @handles_errors
 def show(
     context: str,
-    at_version: Annotated[int | None, typer.Option(help="Show the context as it was at this version.")] = None,
-    at_time: Annotated[datetime | None, typer.Option(help="Show it as it was at this time (ISO 8601 with zone).", formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f%z"])] = None,
-    openai: Annotated[bool, typer.Option("--openai", help="With --json: only the messages, as the API takes them.")] = False,
+    at_version: Annotated[
+        int | None, typer.Option(help="Show the context as it was at this version.")
+    ] = None,
+    at_time: Annotated[
+        datetime | None,
+        typer.Option(
+            help="Show it as it was at this time (ISO 8601 with zone).",
+            formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f%z"],
+        ),
+    ] = None,
+    openai: Annotated[
+        bool,
+        typer.Option("--openai", help="With --json: only the messages, as the API takes them."),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Print the visible context (now, or at a past version)."""
@@ -390,7 +439,9 @@ def show(
 @handles_errors
 def log(
     context: str,
-    type_: Annotated[list[str] | None, typer.Option("--type", help="Only these event types.")] = None,
+    type_: Annotated[
+        list[str] | None, typer.Option("--type", help="Only these event types.")
+    ] = None,
     by: Annotated[str | None, typer.Option("--by", help="Only events of this actor.")] = None,
     as_json: JsonFlag = False,
 ) -> None:

@@ -42,9 +42,20 @@ def run_demo(
                     _call("call_tokyo", "get_weather", '{"city": "Tokyo"}'),
                 ],
             },
-            {"role": "tool", "tool_call_id": "call_paris", "content": '{"high_c": 14, "sky": "rain"}'},
-            {"role": "tool", "tool_call_id": "call_tokyo", "content": '{"high_c": 19, "sky": "sun"}'},
-            {"role": "assistant", "content": "Tokyo: 19°C and sunny; Paris: 14°C with rain. Tokyo is warmer."},
+            {
+                "role": "tool",
+                "tool_call_id": "call_paris",
+                "content": '{"high_c": 14, "sky": "rain"}',
+            },
+            {
+                "role": "tool",
+                "tool_call_id": "call_tokyo",
+                "content": '{"high_c": 19, "sky": "sun"}',
+            },
+            {
+                "role": "assistant",
+                "content": "Tokyo: 19°C and sunny; Paris: 14°C with rain. Tokyo is warmer.",
+            },
         ],
         actor="agent",
     )
@@ -60,29 +71,48 @@ def run_demo(
         store.insert(cid, [{"role": "user", "content": "never mind"}], actor="user")
     except CtxStoreError as exc:
         step(f"[red]{type(exc).__name__}[/red]: {exc}")
-    store.insert(cid, [{"role": "tool", "tool_call_id": "call_fx", "content": "162.4"}], actor="agent")
+    store.insert(
+        cid, [{"role": "tool", "tool_call_id": "call_fx", "content": "162.4"}], actor="agent"
+    )
     step(f"the call {asked.ids[0]} got its result; nothing else was written")
 
     step(Rule("3. batch 1: a temporary instruction, then rollback (seed 002's 0-1-0 cycle)"))
     store.batch_start(cid, actor="planner")
-    store.insert(cid, [{"role": "system", "content": "Temporary: answer in French."}], actor="planner")
+    store.insert(
+        cid, [{"role": "system", "content": "Temporary: answer in French."}], actor="planner"
+    )
     store.insert(cid, [{"role": "user", "content": "Et demain soir ?"}], actor="user")
-    store.insert(cid, [{"role": "assistant", "content": "Demain soir : Tokyo 15°C, Paris 9°C."}], actor="agent")
+    store.insert(
+        cid,
+        [{"role": "assistant", "content": "Demain soir : Tokyo 15°C, Paris 9°C."}],
+        actor="agent",
+    )
     show(store.visible(cid))
     w = store.batch_end(cid, to=0, actor="planner")
-    step(f"batch_end(to=0) -> batch {w.batch}, version {w.version}: back to the moment batch 1 opened")
+    step(
+        f"batch_end(to=0) -> batch {w.batch}, version {w.version}: back to the moment batch 1 opened"
+    )
     show(store.visible(cid))
 
     step(Rule("4. replace, delete, compress"))
     user_id = store.visible(cid).messages[1].id
     assert user_id is not None
-    store.replace(cid, user_id, {"role": "user", "content": "Weather in Paris and Tokyo tomorrow? Which one is warmer?"}, actor="user")
+    store.replace(
+        cid,
+        user_id,
+        {"role": "user", "content": "Weather in Paris and Tokyo tomorrow? Which one is warmer?"},
+        actor="user",
+    )
     store.delete(cid, [-2, -1], actor="agent")  # the exchange-rate call and its result, together
     first_round = [m.id for m in store.visible(cid).messages[1:6] if m.id]
     store.compress(
         cid,
         first_round,
-        {"role": "user", "content": "Summary: Tokyo (19°C, sun) is warmer than Paris (14°C, rain) tomorrow.", "metadata": {"ctxstore": "summary"}},
+        {
+            "role": "user",
+            "content": "Summary: Tokyo (19°C, sun) is warmer than Paris (14°C, rain) tomorrow.",
+            "metadata": {"ctxstore": "summary"},
+        },
         stats={"algorithm": "manual", "covered": len(first_round)},
         actor="compactor",
     )

@@ -26,7 +26,9 @@ class Settings(BaseSettings):
 
     url: str | None = Field(default=None, description="store URL; default: embedded SQLite")
     data_dir: Path = Field(default_factory=default_data_dir, description="home of the SQLite file")
-    actor: str = Field(default="anonymous", min_length=1, description="actor of unattributed commands")
+    actor: str = Field(
+        default="anonymous", min_length=1, description="actor of unattributed commands"
+    )
     snapshot_interval: int = Field(default=32, ge=2, description="events between snapshots")
     cache_size: int = Field(default=256, ge=1, description="contexts kept in memory per store")
 

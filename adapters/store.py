@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Self, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, LRUCache
@@ -32,7 +32,6 @@ from ctxstore.domain.messages import Message
 from ctxstore.projections.history import EVENT_TYPES, HistoryEntry, fold_history
 from ctxstore.projections.visible import BatchFrame, VisibleContext, batch_stack, visible_of
 
-T = TypeVar("T")
 MAX_ATTEMPTS = 20  # a command retried this often against racing writers gives up
 
 
@@ -170,7 +169,11 @@ class ContextStore(Application[UUID]):
         )
 
     def batch_start(
-        self, context_id: UUID | str, *, actor: str | None = None, expected_version: int | None = None
+        self,
+        context_id: UUID | str,
+        *,
+        actor: str | None = None,
+        expected_version: int | None = None,
     ) -> Written:
         """Open batch n+1 on top of the current batch n."""
         who = self._actor(actor)
@@ -214,7 +217,9 @@ class ContextStore(Application[UUID]):
             with self._lock(cid):
                 return visible_of(self._fresh(cid))
         if isinstance(at_version, bool) or not isinstance(at_version, int) or at_version < 1:
-            raise InvalidOperationError(f"at_version must be a positive integer, got {at_version!r}")
+            raise InvalidOperationError(
+                f"at_version must be a positive integer, got {at_version!r}"
+            )
         ctx = self._get(cid, version=at_version)
         if ctx.version < at_version:
             raise InvalidOperationError(
@@ -243,7 +248,9 @@ class ContextStore(Application[UUID]):
         if types is not None:
             unknown = sorted(set(types) - known)
             if unknown:
-                raise InvalidOperationError(f"unknown event type(s) {unknown}; known: {sorted(known)}")
+                raise InvalidOperationError(
+                    f"unknown event type(s) {unknown}; known: {sorted(known)}"
+                )
         entries = fold_history(self._events(cid))
         return [
             h
@@ -289,7 +296,9 @@ class ContextStore(Application[UUID]):
         if expected_version is not None and (
             isinstance(expected_version, bool) or not isinstance(expected_version, int)
         ):
-            raise InvalidOperationError(f"expected_version must be an integer, got {expected_version!r}")
+            raise InvalidOperationError(
+                f"expected_version must be an integer, got {expected_version!r}"
+            )
         for _ in range(MAX_ATTEMPTS):
             with self._lock(cid):
                 ctx, fresh = self._cached_or_loaded(cid)
@@ -359,12 +368,12 @@ class ContextStore(Application[UUID]):
         ctx, fresh = self._cached_or_loaded(cid)
         if not fresh:
             for e in self.events.get(cid, gt=ctx.version):
-                e.mutate(ctx)
+                cast(Context.Event, e).mutate(ctx)
         return ctx
 
     def _get(self, cid: UUID, version: int | None = None) -> Context:
         try:
-            ctx = self.repository.get(cid, version=version)
+            ctx: Context = self.repository.get(cid, version=version)
         except AggregateNotFoundError as exc:
             raise ContextNotFoundError(f"no context with id {cid}") from exc
         if not isinstance(ctx, Context):
@@ -401,7 +410,9 @@ class ContextStore(Application[UUID]):
     def _actor(self, actor: str | None) -> str:
         who = self.settings.actor if actor is None else actor
         if not isinstance(who, str) or not who.strip() or len(who) > 200:
-            raise InvalidOperationError(f"actor must be a non-empty string of at most 200 chars, got {who!r}")
+            raise InvalidOperationError(
+                f"actor must be a non-empty string of at most 200 chars, got {who!r}"
+            )
         return who
 
     @staticmethod
@@ -413,8 +424,8 @@ class ContextStore(Application[UUID]):
         except ValueError:
             raise ContextNotFoundError(f"no context with id {context_id!r} (not a UUID)") from None
 
-    def __enter__(self) -> ContextStore:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

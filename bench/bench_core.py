@@ -15,13 +15,13 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import psycopg
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store import ContextStore
-from ctxstore.domain.context import Context
 
 VISIBLE = 50  # visible messages in the head-read, rollback and time-travel contexts
 HISTORY = 10_000
@@ -29,7 +29,22 @@ INTERVAL = Settings().snapshot_interval  # the shipped default
 
 
 def text(n: int) -> str:
-    words = "the agent called the weather tool and summarised what it returned for the user".split()
+    words = [
+        "the",
+        "agent",
+        "called",
+        "the",
+        "weather",
+        "tool",
+        "and",
+        "summarised",
+        "what",
+        "it",
+        "returned",
+        "for",
+        "the",
+        "user",
+    ]
     rng = random.Random(n)
     return " ".join(rng.choice(words) for _ in range(48))[:300]
 
@@ -142,8 +157,10 @@ def bench_backend(label: str, url: str, raw: Callable[[int, int], float], n: int
     with ContextStore.from_url(url, Settings(snapshot_interval=INTERVAL, actor="bench")) as store:
         rate, append_times, row_bytes = appends(store, n)
         floor = raw(n, row_bytes)
-        print(f"append: ctxstore {rate:,.0f}/s, raw single-row transactions {floor:,.0f}/s "
-              f"(rows of {row_bytes} B) -> ratio {rate / floor:.2f}x (target >= 0.5x)")
+        print(
+            f"append: ctxstore {rate:,.0f}/s, raw single-row transactions {floor:,.0f}/s "
+            f"(rows of {row_bytes} B) -> ratio {rate / floor:.2f}x (target >= 0.5x)"
+        )
 
         small = build(store, 100, open_batch=False)
         large = build(store, HISTORY, open_batch=False)
@@ -151,16 +168,22 @@ def bench_backend(label: str, url: str, raw: Callable[[int, int], float], n: int
         cold_l = med(timed(lambda: cold_head(store, large), 30))
         warm_s = med(timed(lambda: store.visible(small), 100))
         warm_l = med(timed(lambda: store.visible(large), 100))
-        print(f"head read, {VISIBLE} visible: 100 events {cold_s * 1e3:.2f} ms, "
-              f"{HISTORY:,} events {cold_l * 1e3:.2f} ms -> ratio {cold_l / cold_s:.2f}x cold "
-              f"(target <= 1.5x); cached {warm_s * 1e3:.2f} vs {warm_l * 1e3:.2f} ms -> "
-              f"{warm_l / warm_s:.2f}x")
+        print(
+            f"head read, {VISIBLE} visible: 100 events {cold_s * 1e3:.2f} ms, "
+            f"{HISTORY:,} events {cold_l * 1e3:.2f} ms -> ratio {cold_l / cold_s:.2f}x cold "
+            f"(target <= 1.5x); cached {warm_s * 1e3:.2f} vs {warm_l * 1e3:.2f} ms -> "
+            f"{warm_l / warm_s:.2f}x"
+        )
 
         rng = random.Random(7)
         versions = [rng.randint(2, HISTORY - 1) for _ in range(30)]
-        travel = [t for v in versions for t in timed(lambda v=v: store.visible(large, at_version=v), 1)]
-        print(f"time travel to random past versions of the {HISTORY:,}-event context: "
-              f"{med(travel) * 1e3:.2f} ms -> {med(travel) / cold_l:.2f}x the head read (target <= 2x)")
+        travel = [
+            t for v in versions for t in timed(partial(store.visible, large, at_version=v), 1)
+        ]
+        print(
+            f"time travel to random past versions of the {HISTORY:,}-event context: "
+            f"{med(travel) * 1e3:.2f} ms -> {med(travel) / cold_l:.2f}x the head read (target <= 2x)"
+        )
 
         rollbacks = []
         for _ in range(3):
@@ -171,21 +194,30 @@ def bench_backend(label: str, url: str, raw: Callable[[int, int], float], n: int
             rollbacks.append(time.perf_counter() - t)
             assert w.batch == 0 and len(store.visible(cid).messages) == 0
         append_med = med(append_times)
-        print(f"rollback to a batch opened {HISTORY:,} events earlier: {med(rollbacks) * 1e3:.2f} ms "
-              f"vs append {append_med * 1e3:.2f} ms -> {med(rollbacks) / append_med:.2f}x (target <= 2x)")
+        print(
+            f"rollback to a batch opened {HISTORY:,} events earlier: {med(rollbacks) * 1e3:.2f} ms "
+            f"vs append {append_med * 1e3:.2f} ms -> {med(rollbacks) / append_med:.2f}x (target <= 2x)"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--pg", default=os.environ.get(
-        "CTXSTORE_TEST_DSN", "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"))
+    parser.add_argument(
+        "--pg",
+        default=os.environ.get(
+            "CTXSTORE_TEST_DSN",
+            "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3",
+        ),
+    )
     parser.add_argument("--appends", type=int, default=2000)
     parser.add_argument("--skip-pg", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         bench_backend(
-            "SQLite", f"sqlite:///{Path(tmp) / 'bench.db'}",
-            lambda n, size: raw_sqlite(Path(tmp) / "raw.db", n, size), args.appends,
+            "SQLite",
+            f"sqlite:///{Path(tmp) / 'bench.db'}",
+            lambda n, size: raw_sqlite(Path(tmp) / "raw.db", n, size),
+            args.appends,
         )
     if args.skip_pg:
         return
@@ -198,10 +230,12 @@ def main() -> None:
         return
     info = psycopg.conninfo.conninfo_to_dict(args.pg)
     info["dbname"] = db
-    dsn = psycopg.conninfo.make_conninfo(**info)
+    dsn = psycopg.conninfo.make_conninfo("", **info)
     url = f"postgresql://{info.get('user', 'postgres')}@{info.get('host', '127.0.0.1')}:{info.get('port', 5432)}/{db}"
     try:
-        bench_backend("PostgreSQL", url, lambda n, size: raw_postgres(dsn, n, size), args.appends // 2)
+        bench_backend(
+            "PostgreSQL", url, lambda n, size: raw_postgres(dsn, n, size), args.appends // 2
+        )
     finally:
         with psycopg.connect(args.pg, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')

@@ -10,10 +10,9 @@ Commands check everything before they trigger an event; event handlers only appl
 
 from __future__ import annotations
 
-from collections import ChainMap
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, NoReturn
 from secrets import token_hex
+from typing import Any, NoReturn
 
 from eventsourcing.domain import Aggregate, event
 
@@ -164,8 +163,8 @@ class Context(Aggregate):
         else:
             at = self.order.index(after_id) + 1
             ids = self.order[:at] + [p["id"] for p in payload] + self.order[at:]
-            lookup = ChainMap(dict(new_items), self._messages_by_id())
-            check_transcript((i, lookup[i]) for i in ids)
+            new, old = dict(new_items), self._messages_by_id()
+            check_transcript((i, new[i] if i in new else old[i]) for i in ids)
         self._messages_inserted(payload, after_id, self.batch, actor)
         return [p["id"] for p in payload]
 
@@ -188,8 +187,8 @@ class Context(Aggregate):
                 f"replace keeps the id {msg_id!r}; the new message says {parsed.id!r}"
             )
         payload = parsed.model_copy(update={"id": msg_id}).model_dump(mode="json")
-        lookup = ChainMap({msg_id: payload}, self._messages_by_id())
-        check_transcript((i, lookup[i]) for i in self.order)
+        old = self._messages_by_id()
+        check_transcript((i, payload if i == msg_id else old[i]) for i in self.order)
         self._message_replaced(msg_id, payload, self.batch, actor)
         return msg_id
 
@@ -274,9 +273,13 @@ class Context(Aggregate):
             del self.entries[i]
 
     @event(MessageReplaced)
-    def _message_replaced(self, id: str, message: JSON, batch: int, actor: str) -> None:  # noqa: A002
+    def _message_replaced(self, id: str, message: JSON, batch: int, actor: str) -> None:
         old = self.entries[id]
-        self.entries[id] = {"message": message, "summary_of": old["summary_of"], "version": self.version + 1}
+        self.entries[id] = {
+            "message": message,
+            "summary_of": old["summary_of"],
+            "version": self.version + 1,
+        }
 
     @event(MessagesCompressed)
     def _messages_compressed(
@@ -286,13 +289,21 @@ class Context(Aggregate):
         self.order[at : at + len(ids)] = [summary["id"]]
         for i in ids:
             del self.entries[i]
-        self.entries[summary["id"]] = {"message": summary, "summary_of": ids, "version": self.version + 1}
+        self.entries[summary["id"]] = {
+            "message": summary,
+            "summary_of": ids,
+            "version": self.version + 1,
+        }
 
     @event(BatchStarted)
     def _batch_started(self, batch: int, actor: str) -> None:
         self.savepoints.append(
-            {"batch": batch, "version": self.version + 1, "order": list(self.order),
-             "entries": dict(self.entries)}
+            {
+                "batch": batch,
+                "version": self.version + 1,
+                "order": list(self.order),
+                "entries": dict(self.entries),
+            }
         )
 
     @event(BatchEnded)

@@ -73,7 +73,9 @@ def check_transcript(items: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
     TranscriptScanner().feed_all(items)
 
 
-def tail_scanner(order: Sequence[str], messages: Mapping[str, Mapping[str, Any]]) -> TranscriptScanner:
+def tail_scanner(
+    order: Sequence[str], messages: Mapping[str, Mapping[str, Any]]
+) -> TranscriptScanner:
     """A scanner in the state it would have after the whole transcript, built from its tail."""
     i = len(order) - 1
     answered: list[str] = []

@@ -44,7 +44,9 @@ class VisibleContext(BaseModel):
 def batch_stack(ctx: Context) -> list[BatchFrame]:
     """The open batches above batch 0, lowest first."""
     return [
-        BatchFrame(batch=s["batch"], opened_at_version=s["version"], visible_at_open=len(s["order"]))
+        BatchFrame(
+            batch=s["batch"], opened_at_version=s["version"], visible_at_open=len(s["order"])
+        )
         for s in ctx.savepoints
     ]
 
@@ -68,7 +70,7 @@ def replay(events: Iterable[Context.Event]) -> Context:
     """Fold a context's events from the first, without snapshots (the reference replay)."""
     ctx: Context | None = None
     for e in events:
-        ctx = e.mutate(ctx)  # type: ignore[arg-type]
+        ctx = e.mutate(ctx)
     if ctx is None:
         raise ValueError("no events to replay")
     return ctx

@@ -38,7 +38,11 @@ def pg_url(pg_admin_dsn: str) -> Iterator[str]:
     with psycopg.connect(pg_admin_dsn, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     info = psycopg.conninfo.conninfo_to_dict(pg_admin_dsn)
-    host, port, user = info.get("host", "127.0.0.1"), info.get("port", "5432"), info.get("user", "postgres")
+    host, port, user = (
+        info.get("host", "127.0.0.1"),
+        info.get("port", "5432"),
+        info.get("user", "postgres"),
+    )
     password = info.get("password")
     auth = f"{user}:{password}" if password else f"{user}"
     yield f"postgresql://{auth}@{host}:{port}/{name}"
@@ -57,7 +61,7 @@ def make_url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
     admin = request.getfixturevalue("pg_admin_dsn")
     info = psycopg.conninfo.conninfo_to_dict(admin)
     info["dbname"] = base.rsplit("/", 1)[1]
-    with psycopg.connect(psycopg.conninfo.make_conninfo(**info), autocommit=True) as conn:
+    with psycopg.connect(psycopg.conninfo.make_conninfo("", **info), autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     return f"{base}?schema={schema}"
 
@@ -227,14 +231,29 @@ def draw_op(data, model: ReferenceModel, counter: list[int]) -> tuple:
 
     def message() -> dict:
         if pending and data.draw(st.booleans()):
-            return {"id": fresh("m"), "role": "tool", "tool_call_id": data.draw(st.sampled_from(pending)),
-                    "content": "r"}
-        kind = data.draw(st.sampled_from(["user", "system", "assistant", "calls", "calls", "stray"]))
+            return {
+                "id": fresh("m"),
+                "role": "tool",
+                "tool_call_id": data.draw(st.sampled_from(pending)),
+                "content": "r",
+            }
+        kind = data.draw(
+            st.sampled_from(["user", "system", "assistant", "calls", "calls", "stray"])
+        )
         if kind == "calls":
             n = data.draw(st.integers(1, 2))
-            return {"id": fresh("m"), "role": "assistant",
-                    "tool_calls": [{"id": fresh("c"), "type": "function",
-                                    "function": {"name": "f", "arguments": "{}"}} for _ in range(n)]}
+            return {
+                "id": fresh("m"),
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": fresh("c"),
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{}"},
+                    }
+                    for _ in range(n)
+                ],
+            }
         if kind == "stray":
             return {"id": fresh("m"), "role": "tool", "tool_call_id": fresh("c"), "content": "?"}
         return {"id": fresh("m"), "role": kind, "content": fresh("t")}
@@ -244,14 +263,31 @@ def draw_op(data, model: ReferenceModel, counter: list[int]) -> tuple:
             return data.draw(st.sampled_from(ids))
         return "missing"
 
-    kind = data.draw(st.sampled_from(
-        ["insert"] * 6 + ["insert_after", "delete", "delete", "replace", "compress", "compress",
-                          "batch_start", "batch_start", "batch_end", "batch_end"]))
+    kind = data.draw(
+        st.sampled_from(
+            ["insert"] * 6
+            + [
+                "insert_after",
+                "delete",
+                "delete",
+                "replace",
+                "compress",
+                "compress",
+                "batch_start",
+                "batch_start",
+                "batch_end",
+                "batch_end",
+            ]
+        )
+    )
     if kind == "insert":
         msgs = [message()]
         if pending and data.draw(st.booleans()):
-            msgs += [{"id": fresh("m"), "role": "tool", "tool_call_id": c, "content": "r"}
-                     for c in pending if c != msgs[0].get("tool_call_id")]
+            msgs += [
+                {"id": fresh("m"), "role": "tool", "tool_call_id": c, "content": "r"}
+                for c in pending
+                if c != msgs[0].get("tool_call_id")
+            ]
             pending.clear()
         return ("insert", msgs, None)
     if kind == "insert_after":

@@ -28,11 +28,17 @@ def cli(tmp_path):
 def test_a_session_through_the_cli(cli):
     cid = json.loads(cli("create", "--name", "demo", "--json").stdout)["context_id"]
     cli("insert", cid, "--role", "system", "--content", "be brief")
-    lines = "\n".join(json.dumps(m) for m in [
-        {"role": "user", "content": "weather?"},
-        {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "w", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
-    ])
+    lines = "\n".join(
+        json.dumps(m)
+        for m in [
+            {"role": "user", "content": "weather?"},
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c1", "function": {"name": "w", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        ]
+    )
     out = json.loads(cli("insert", cid, "--json", input=lines).stdout)
     assert out["version"] == 3 and len(out["ids"]) == 3
     cli("insert", cid, input=json.dumps([{"role": "assistant", "content": "It is sunny."}]))
@@ -40,18 +46,47 @@ def test_a_session_through_the_cli(cli):
     cli("batch-start", cid)
     cli("insert", cid, "--role", "system", "--content", "temporary", "--after", "#0")
     shown = json.loads(cli("show", cid, "--json").stdout)
-    assert [m["role"] for m in shown["messages"]] == ["system", "system", "user", "assistant", "tool", "assistant"]
+    assert [m["role"] for m in shown["messages"]] == [
+        "system",
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
     assert shown["batch"] == 1
     cli("batch-end", cid, "--to", "0")
-    cli("compress", cid, "#1", "#2", "#3", "#4", "--summary", "asked about Paris: sunny", "--stats", '{"n": 4}')
+    cli(
+        "compress",
+        cid,
+        "#1",
+        "#2",
+        "#3",
+        "#4",
+        "--summary",
+        "asked about Paris: sunny",
+        "--stats",
+        '{"n": 4}',
+    )
     api = json.loads(cli("show", cid, "--json", "--openai").stdout)
-    assert api == [{"role": "system", "content": "be brief"},
-                   {"role": "user", "content": "asked about Paris: sunny"}]
+    assert api == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "asked about Paris: sunny"},
+    ]
     old = json.loads(cli("show", cid, "--json", "--at-version", "3").stdout)
     assert len(old["messages"]) == 4
     log = json.loads(cli("log", cid, "--json").stdout)
-    assert [e["type"] for e in log] == ["create", "insert", "insert", "insert", "replace", "batch_start",
-                                        "insert", "batch_end", "compress"]
+    assert [e["type"] for e in log] == [
+        "create",
+        "insert",
+        "insert",
+        "insert",
+        "replace",
+        "batch_start",
+        "insert",
+        "batch_end",
+        "compress",
+    ]
     assert [e["reverted"] for e in log][5:7] == [True, True]
     assert all(e["actor"] == "cli-test" for e in log)
     table = cli("show", cid).stdout

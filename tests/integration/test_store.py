@@ -32,8 +32,17 @@ def texts(store, cid, **kw):
 
 def test_operations_round_trip_through_storage(store):
     cid = store.create(name="s", metadata={"k": "v"}, actor="alice")
-    w = store.insert(cid, [user("a"), {"role": "assistant", "tool_calls": [
-        {"id": "c1", "function": {"name": "f", "arguments": "{}"}}]}], actor="bob")
+    w = store.insert(
+        cid,
+        [
+            user("a"),
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c1", "function": {"name": "f", "arguments": "{}"}}],
+            },
+        ],
+        actor="bob",
+    )
     assert (w.version, w.batch, len(w.ids)) == (2, 0, 2)
     store.insert(cid, [{"role": "tool", "tool_call_id": "c1", "content": "ok"}, user("b")])
     store.replace(cid, w.ids[0], user("a2"))
@@ -48,8 +57,16 @@ def test_operations_round_trip_through_storage(store):
     assert v.summaries[s.ids[0]] == [w.ids[0], w.ids[1], v.summaries[s.ids[0]][2]]
     assert v.version == 8 and v.batch == 0
     hist = store.history(cid)
-    assert [h.type for h in hist] == ["create", "insert", "insert", "replace", "batch_start",
-                                      "insert", "batch_end", "compress"]
+    assert [h.type for h in hist] == [
+        "create",
+        "insert",
+        "insert",
+        "replace",
+        "batch_start",
+        "insert",
+        "batch_end",
+        "compress",
+    ]
     assert [h.reverted for h in hist] == [False] * 4 + [True, True, False, False]
     assert hist[0].actor == "alice" and hist[1].actor == "bob" and hist[2].actor == "tester"
     assert [h.version for h in store.history(cid, types=["insert"], from_version=3)] == [3, 6]
@@ -79,14 +96,23 @@ def test_time_travel_shows_each_past_version(store):
 
 def test_bad_input_raises_a_typed_error_and_writes_nothing(store):
     cid = store.create()
-    store.insert(cid, [user("a"), {"role": "assistant", "tool_calls": [
-        {"id": "c1", "function": {"name": "f"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "r"}])
+    store.insert(
+        cid,
+        [
+            user("a"),
+            {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "r"},
+        ],
+    )
     before = len(store.history(cid))
     bad = [
         (ContextNotFoundError, lambda: store.insert(uuid.uuid4(), [user("x")])),
         (ContextNotFoundError, lambda: store.insert("not-a-uuid", [user("x")])),
         (InvalidMessageError, lambda: store.insert(cid, [{"role": "user"}])),
-        (InvalidMessageError, lambda: store.insert(cid, [{"role": "user", "content": "x", "extra": 1}])),
+        (
+            InvalidMessageError,
+            lambda: store.insert(cid, [{"role": "user", "content": "x", "extra": 1}]),
+        ),
         (UnknownMessageError, lambda: store.delete(cid, ["nope"])),
         (UnknownMessageError, lambda: store.replace(cid, 7, user("x"))),
         (MalformedTranscriptError, lambda: store.delete(cid, [2])),
@@ -136,7 +162,10 @@ def test_snapshots_are_taken_and_a_cold_store_reads_the_same(durable_url):
 
 def test_optimistic_concurrency_between_two_stores(durable_url):
     cfg = Settings(snapshot_interval=50, actor="t")
-    with ContextStore.from_url(durable_url, cfg) as one, ContextStore.from_url(durable_url, cfg) as two:
+    with (
+        ContextStore.from_url(durable_url, cfg) as one,
+        ContextStore.from_url(durable_url, cfg) as two,
+    ):
         cid = one.create()
         one.insert(cid, [user("from one")])
         two.visible(cid)  # two caches version 2
@@ -169,10 +198,12 @@ def test_threads_appending_to_one_context_lose_nothing(durable_url):
             try:
                 for n in range(15):
                     s.insert(cid, [user(f"{tag}{n}")])
-            except BaseException as exc:  # pragma: no cover - reported below
+            except Exception as exc:  # noqa: BLE001 - reported by the assert below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=writer, args=(s, t)) for s, t in ((a, "a"), (b, "b"), (a, "c"))]
+        threads = [
+            threading.Thread(target=writer, args=(s, t)) for s, t in ((a, "a"), (b, "b"), (a, "c"))
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -198,9 +229,13 @@ def apply(store, cid, op):
     return store.batch_end(cid, to=op[1], keep=op[2])
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
-def test_random_sequences_on_storage_match_the_model(data, store, store_url, reference_model, draw_operation):
+def test_random_sequences_on_storage_match_the_model(
+    data, store, store_url, reference_model, draw_operation
+):
     model = reference_model()
     cid = store.create()
     counter = [0]
@@ -216,7 +251,9 @@ def test_random_sequences_on_storage_match_the_model(data, store, store_url, ref
             assert expected_error is None, (op, expected_error)
             at_version[w.version] = [(i, Message.model_validate(m)) for i, m in model.items]
         v = store.visible(cid)
-        assert [(m.id, m) for m in v.messages] == [(i, Message.model_validate(m)) for i, m in model.items]
+        assert [(m.id, m) for m in v.messages] == [
+            (i, Message.model_validate(m)) for i, m in model.items
+        ]
         assert v.batch == model.batch
     # Every past version, read back through snapshots, is what the model had then.
     for version, expected in at_version.items():

@@ -100,7 +100,9 @@ def test_compress_takes_a_contiguous_run_and_records_what_it_covers(ctx):
     with pytest.raises(InvalidOperationError, match="contiguous"):
         ctx.compress([0, 4], user("s"), actor="a")
     covered = ctx.order[0:4]
-    sid = ctx.compress([3, 0, 1, 2], {"role": "user", "content": "summary"}, stats={"k": 1}, actor="a")
+    sid = ctx.compress(
+        [3, 0, 1, 2], {"role": "user", "content": "summary"}, stats={"k": 1}, actor="a"
+    )
     assert ctx.order[0] == sid and texts(ctx) == ["summary", "u2"]
     assert ctx.entries[sid]["summary_of"] == covered
     with pytest.raises(InvalidOperationError, match="tool"):
@@ -160,8 +162,12 @@ def test_replay_equals_incremental_and_history_marks_reverted(ctx):
     assert visible_of(again) == visible_of(ctx)
     hist = fold_history(events)
     assert [(h.type, h.reverted) for h in hist] == [
-        ("create", False), ("insert", False), ("batch_start", True), ("insert", True),
-        ("batch_end", False), ("insert", False),
+        ("create", False),
+        ("insert", False),
+        ("batch_start", True),
+        ("insert", True),
+        ("batch_end", False),
+        ("insert", False),
     ]
     assert hist[3].reverted_by == 5 and hist[3].actor == "b" and hist[3].batch == 1
 

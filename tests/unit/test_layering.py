@@ -11,8 +11,19 @@ FORBIDDEN = {
     "projections": ("ctxstore.adapters", "adapters"),
 }
 # The domain is pure: no I/O libraries.
-DOMAIN_IO = ("sqlite3", "psycopg", "eventsourcing.sqlite", "eventsourcing.postgres", "typer",
-             "rich", "os", "subprocess", "socket", "requests", "httpx")
+DOMAIN_IO = (
+    "sqlite3",
+    "psycopg",
+    "eventsourcing.sqlite",
+    "eventsourcing.postgres",
+    "typer",
+    "rich",
+    "os",
+    "subprocess",
+    "socket",
+    "requests",
+    "httpx",
+)
 
 
 def imported_modules(path: Path) -> list[str]:

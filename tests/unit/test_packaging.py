@@ -4,7 +4,18 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-NOT_PACKAGES = {"tests", "bench", "docs", ".ci", ".venv", ".typecheck", "build", "dist", ".git", "tools"}
+NOT_PACKAGES = {
+    "tests",
+    "bench",
+    "docs",
+    ".ci",
+    ".venv",
+    ".typecheck",
+    "build",
+    "dist",
+    ".git",
+    "tools",
+}
 
 
 def test_every_code_folder_is_a_listed_package():

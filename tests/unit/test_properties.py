@@ -30,7 +30,9 @@ def apply(ctx: Context, op: tuple) -> None:
         ctx.batch_end(to=op[1], keep=op[2], actor="p")
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(data=st.data())
 def test_random_sequences_match_the_reference_model(data, reference_model, draw_operation):
     model = reference_model()
@@ -59,7 +61,7 @@ def test_random_sequences_match_the_reference_model(data, reference_model, draw_
             if not kept:
                 # Rollback restores exactly the visible context of the moment the batch opened.
                 assert got == opened[op[1]][1]
-            del opened[op[1]:]
+            del opened[op[1] :]
     events = list(ctx.collect_events())
     assert visible_of(replay(events)) == visible_of(ctx)  # replay == incremental
     hist = fold_history(events)
