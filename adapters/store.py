@@ -16,11 +16,12 @@ from typing import Self, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, LRUCache
-from eventsourcing.persistence import IntegrityError
+from eventsourcing.persistence import IntegrityError, Transcoder
 from eventsourcing.utils import Environment, get_topic
 from pydantic import BaseModel, ConfigDict
 
 from ctxstore.adapters.settings import Settings, library_env
+from ctxstore.adapters.transcoder import ContextTranscoder
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import (
     ContextNotFoundError,
@@ -63,9 +64,11 @@ class ContextStore(Application[UUID]):
     name = "ctxstore"
     is_snapshotting_enabled = True
 
-    def __init__(self, env: dict[str, str], settings: Settings | None = None) -> None:
+    def __init__(
+        self, env: dict[str, str], settings: Settings | None = None, *, url: str = ""
+    ) -> None:
         self.settings = settings or Settings()
-        self.url = env.pop("CTXSTORE_URL_SHOWN", "")
+        self.url = url
         super().__init__(env)
         self._cache: LRUCache[UUID, Context] = LRUCache(maxsize=self.settings.cache_size)
         self._locks: dict[UUID, threading.Lock] = {}
@@ -76,9 +79,10 @@ class ContextStore(Application[UUID]):
         """Open the store at `url`, else CTXSTORE_URL, else the embedded SQLite file."""
         settings = settings or Settings()
         resolved = url or settings.resolved_url()
-        env = library_env(resolved)
-        env["CTXSTORE_URL_SHOWN"] = resolved
-        return cls(env, settings)
+        return cls(library_env(resolved), settings, url=resolved)
+
+    def construct_transcoder(self) -> Transcoder:
+        return ContextTranscoder()
 
     def construct_env(self, name: str, env: dict[str, str] | None = None) -> Environment:  # type: ignore[override]
         # Only our settings configure the library: it would otherwise read os.environ.
@@ -90,12 +94,8 @@ class ContextStore(Application[UUID]):
         self, *, name: str | None = None, metadata: JSON | None = None, actor: str | None = None
     ) -> UUID:
         """Create an empty context; returns its id."""
-        if metadata is not None and not isinstance(metadata, dict):
-            raise InvalidOperationError(f"context metadata must be a JSON object, got {metadata!r}")
-        if name is not None and not isinstance(name, str):
-            raise InvalidOperationError(f"context name must be a string, got {name!r}")
-        ctx = Context(name=name, metadata=dict(metadata or {}), actor=self._actor(actor))
-        self.save(ctx)
+        ctx = Context.start(name=name, metadata=metadata, actor=self._actor(actor))
+        self.events.put(ctx.collect_events())
         self._cache.put(ctx.id, ctx)
         return ctx.id
 

@@ -22,7 +22,7 @@ from ctxstore.domain.errors import (
     UnknownBatchError,
     UnknownMessageError,
 )
-from ctxstore.domain.messages import Message, parse_message
+from ctxstore.domain.messages import Message, parse_json_object, parse_message
 from ctxstore.domain.transcript import (
     check_transcript,
     pairing_closure_violation,
@@ -98,6 +98,17 @@ class Context(Aggregate):
         self.order: list[str] = []
         self.entries: dict[str, JSON] = {}
         self.savepoints: list[JSON] = []
+
+    @classmethod
+    def start(cls, *, name: str | None, metadata: JSON | None, actor: str) -> Context:
+        """A new, empty context; raises InvalidOperationError for a bad name or metadata."""
+        if name is not None and (not isinstance(name, str) or len(name) > 500):
+            raise InvalidOperationError(
+                f"context name must be a string of at most 500 chars, got {name!r:.80}"
+            )
+        return cls(
+            name=name, metadata=parse_json_object(metadata or {}, "context metadata"), actor=actor
+        )
 
     # ---- reads -----------------------------------------------------------------------
 
@@ -219,9 +230,8 @@ class Context(Aggregate):
         if self._id_in_use(summary_id):
             raise InvalidOperationError(f"message id {summary_id!r} is already in use")
         payload = parsed.model_copy(update={"id": summary_id}).model_dump(mode="json")
-        if stats is not None and not isinstance(stats, dict):
-            raise InvalidOperationError(f"compress stats must be a JSON object, got {stats!r}")
-        self._messages_compressed(covered, payload, dict(stats or {}), self.batch, actor)
+        clean_stats = parse_json_object(stats or {}, "compress stats")
+        self._messages_compressed(covered, payload, clean_stats, self.batch, actor)
         return summary_id
 
     def batch_start(self, *, actor: str) -> int:

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
-from ctxstore.domain.errors import InvalidMessageError
+from ctxstore.domain.errors import InvalidMessageError, InvalidOperationError
+
+_JSON: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
+_JSON_OBJECT: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(dict[str, JsonValue])
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "developer", "user", "assistant", "tool")
@@ -24,6 +35,8 @@ class ContentPart(BaseModel):
     def _text_parts_have_text(self) -> ContentPart:
         if self.type == "text" and self.text is None:
             raise ValueError("a content part of type 'text' needs a 'text' string")
+        for key, value in (self.model_extra or {}).items():
+            _JSON.validate_python(value, context={"field": key})
         return self
 
 
@@ -58,7 +71,7 @@ class Message(BaseModel):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     refusal: str | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, JsonValue] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _shape_fits_role(self) -> Message:
@@ -112,6 +125,14 @@ def parse_message(data: Message | dict[str, Any]) -> Message:
         return Message.model_validate(data)
     except ValidationError as exc:
         raise InvalidMessageError(f"invalid message: {_describe(exc)}") from exc
+
+
+def parse_json_object(value: Any, what: str) -> dict[str, Any]:
+    """A plain JSON object (metadata, stats); raises InvalidOperationError otherwise."""
+    try:
+        return _JSON_OBJECT.validate_python(value)
+    except ValidationError as exc:
+        raise InvalidOperationError(f"{what} must be a JSON object: {_describe(exc)}") from exc
 
 
 def _describe(exc: ValidationError) -> str:

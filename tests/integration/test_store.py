@@ -262,3 +262,30 @@ def test_random_sequences_on_storage_match_the_model(
     with ContextStore.from_url(store_url, Settings(snapshot_interval=5)) as cold:
         if store_url != "memory://":
             assert cold.visible(cid) == store.visible(cid)
+
+
+def test_any_json_in_messages_and_metadata_reads_back_exactly(store_url):
+    """User JSON shaped like the event library's tags must not be reinterpreted on read."""
+    tricky = {"_type_": "uuid_hex", "_data_": "not a uuid"}
+    with ContextStore.from_url(store_url, Settings(snapshot_interval=2)) as store:
+        cid = store.create(metadata={"tag": tricky, "n": [1, 2.5, None, True]})
+        message = {
+            "role": "user",
+            "content": [{"type": "text", "text": "hi"}, {"type": "custom", "payload": tricky}],
+            "metadata": {"t": tricky, "deep": {"x": [tricky]}, "unicode": "日本語 ✓"},
+        }
+        store.insert(cid, [message, message | {"metadata": tricky}])
+        store.compress(cid, [1], "s", stats=tricky)
+        store._forget(cid)  # read from storage: snapshot and events
+        got = store.visible(cid).messages
+        assert got[0].metadata == message["metadata"]
+        assert got[0].model_dump(mode="json")["content"][1]["payload"] == tricky
+        assert store.history(cid)[0].details["metadata"]["tag"] == tricky
+        assert store.history(cid)[-1].details["stats"] == tricky
+    scratch = ContextStore.from_url("memory://")
+    with pytest.raises(InvalidOperationError, match="metadata"):
+        scratch.create(metadata={"when": object()})
+    with pytest.raises(InvalidMessageError, match="metadata"):
+        scratch.insert(
+            scratch.create(), [{"role": "user", "content": "x", "metadata": {"s": {1, 2}}}]
+        )

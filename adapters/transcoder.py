@@ -1,0 +1,56 @@
+"""JSON for stored events in which no user data is ever reinterpreted.
+
+The library's JSONTranscoder decodes any object of the form {"_type_": ..., "_data_": ...}
+as a tagged value, so a message whose metadata had that shape would make its context
+unreadable. Here only the library's own datetime fields are tagged (in the library's
+format, so stored rows look the same) and only those positions are decoded as tags.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import Transcoder
+
+DATETIME = "datetime_iso"
+UUID_HEX = "uuid_hex"
+
+
+def _tag(o: Any) -> dict[str, str]:
+    if isinstance(o, datetime):
+        return {"_type_": DATETIME, "_data_": o.isoformat()}
+    if isinstance(o, UUID):
+        return {"_type_": UUID_HEX, "_data_": o.hex}
+    raise TypeError(f"a {type(o).__name__} is not JSON")
+
+
+def _untag(holder: dict[str, Any], key: str) -> None:
+    value = holder.get(key)
+    if isinstance(value, dict) and value.keys() == {"_type_", "_data_"}:
+        if value["_type_"] == DATETIME:
+            holder[key] = datetime.fromisoformat(value["_data_"])
+        elif value["_type_"] == UUID_HEX:
+            holder[key] = UUID(value["_data_"])
+
+
+class ContextTranscoder(Transcoder):
+    """Encodes event and snapshot state; decodes tags only where the library put them."""
+
+    def __init__(self) -> None:
+        self._encoder = json.JSONEncoder(default=_tag, separators=(",", ":"), ensure_ascii=False)
+
+    def encode(self, obj: Any) -> bytes:
+        return self._encoder.encode(obj).encode("utf8")
+
+    def decode(self, data: bytes) -> Any:
+        obj = json.loads(data)
+        if isinstance(obj, dict):
+            _untag(obj, "timestamp")  # every event and snapshot
+            state = obj.get("state")
+            if "topic" in obj and isinstance(state, dict):  # a snapshot of an aggregate
+                _untag(state, "_created_on")
+                _untag(state, "_modified_on")
+        return obj
