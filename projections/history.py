@@ -75,7 +75,9 @@ def fold_history(events: Iterable[Context.Event]) -> list[HistoryEntry]:
             }
         )
         if isinstance(e, Context.BatchEnded) and e.reverts_from is not None:
-            for row in reversed(rows[:-1]):
+            # Rows are in version order: walk back to the batch's start.
+            for i in range(len(rows) - 2, -1, -1):
+                row = rows[i]
                 if row["version"] < e.reverts_from:
                     break
                 if not row["reverted"]:
