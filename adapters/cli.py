@@ -314,31 +314,19 @@ def replace(
     as_json: JsonFlag = False,
 ) -> None:
     """Give a message new content under the same id."""
-    with open_store() as store:
-        target = parse_ref(ref)
+    if content is not None and role is None and name is None and tool_call_id is None:
+        new: dict[str, Any] | str = content  # only the text changes; the role and the rest stay
+    else:
         one = message_from_flags(role, content, name, tool_call_id)
-        if one is not None and role is None:
-            # Keep the old role when only the text changes.
-            current = store.visible(context).messages
-            cur_id = store_id(current, target)
-            one["role"] = next(m.role for m in current if m.id == cur_id)
         messages = [one] if one is not None else read_messages_from_stdin()
         if len(messages) != 1:
             raise InvalidMessageError(f"replace takes exactly one message, got {len(messages)}")
+        new = messages[0]
+    with open_store() as store:
         w = store.replace(
-            context, target, messages[0], actor=state.actor, expected_version=expected_version
+            context, parse_ref(ref), new, actor=state.actor, expected_version=expected_version
         )
     print_written(w, as_json)
-
-
-def store_id(messages: list[Any], ref: MessageRef) -> str:
-    if isinstance(ref, int):
-        if not -len(messages) <= ref < len(messages):
-            raise UnknownMessageError(
-                f"position {ref} is outside the visible context of {len(messages)} message(s)"
-            )
-        return str(messages[ref].id)
-    return ref
 
 
 @app.command()

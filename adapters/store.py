@@ -102,7 +102,7 @@ class ContextStore(Application[UUID]):
     def insert(
         self,
         context_id: UUID | str,
-        messages: Sequence[Message | JSON],
+        messages: Message | JSON | Sequence[Message | JSON],
         *,
         after: MessageRef | None = None,
         actor: str | None = None,
@@ -121,7 +121,7 @@ class ContextStore(Application[UUID]):
     def delete(
         self,
         context_id: UUID | str,
-        ids: Sequence[MessageRef],
+        ids: MessageRef | Sequence[MessageRef],
         *,
         actor: str | None = None,
         expected_version: int | None = None,
@@ -134,12 +134,12 @@ class ContextStore(Application[UUID]):
         self,
         context_id: UUID | str,
         message_id: MessageRef,
-        message: Message | JSON,
+        message: Message | JSON | str,
         *,
         actor: str | None = None,
         expected_version: int | None = None,
     ) -> Written:
-        """Give a visible message new content under the same id."""
+        """Give a visible message new content under the same id (a string: new text only)."""
         who = self._actor(actor)
         return self._command(
             context_id, expected_version, lambda c: [c.replace(message_id, message, actor=who)]
@@ -148,7 +148,7 @@ class ContextStore(Application[UUID]):
     def compress(
         self,
         context_id: UUID | str,
-        ids: Sequence[MessageRef],
+        ids: MessageRef | Sequence[MessageRef],
         summary: Message | JSON | str,
         *,
         stats: JSON | None = None,
@@ -184,8 +184,8 @@ class ContextStore(Application[UUID]):
     def batch_end(
         self,
         context_id: UUID | str,
-        *,
         to: int | None = None,
+        *,
         keep: bool = False,
         actor: str | None = None,
         expected_version: int | None = None,

@@ -136,8 +136,10 @@ class Context(Aggregate):
             raise UnknownMessageError(f"no visible message with id {ref!r}")
         return ref
 
-    def _resolve_distinct(self, refs: Sequence[MessageRef], what: str) -> list[str]:
-        if isinstance(refs, str | int) or not refs:
+    def _resolve_distinct(self, refs: MessageRef | Sequence[MessageRef], what: str) -> list[str]:
+        if isinstance(refs, str | int):
+            refs = [refs]  # one message named on its own
+        if not isinstance(refs, Sequence) or not refs:
             raise InvalidOperationError(f"{what} needs a non-empty list of message ids")
         ids = [self.resolve(r) for r in refs]
         if len(set(ids)) != len(ids):
@@ -149,14 +151,16 @@ class Context(Aggregate):
 
     def insert(
         self,
-        messages: Sequence[Message | JSON],
+        messages: Message | JSON | Sequence[Message | JSON],
         *,
         after: MessageRef | None = None,
         actor: str,
     ) -> list[str]:
         """Append messages, or place them after a visible message; returns their ids."""
-        if isinstance(messages, Message | dict) or not messages:
-            raise InvalidOperationError("insert needs a non-empty list of messages")
+        if isinstance(messages, Message | dict):
+            messages = [messages]  # one message on its own
+        if isinstance(messages, str) or not isinstance(messages, Sequence) or not messages:
+            raise InvalidOperationError("insert needs a message or a non-empty list of messages")
         parsed = [parse_message(m) for m in messages]
         after_id = None if after is None else self.resolve(after)
         payload: list[JSON] = []
@@ -179,7 +183,7 @@ class Context(Aggregate):
         self._messages_inserted(payload, after_id, self.batch, actor)
         return [p["id"] for p in payload]
 
-    def delete(self, refs: Sequence[MessageRef], *, actor: str) -> list[str]:
+    def delete(self, refs: MessageRef | Sequence[MessageRef], *, actor: str) -> list[str]:
         """Hide visible messages (they stay in the log); returns their ids."""
         ids = self._resolve_distinct(refs, "delete")
         problem = pairing_closure_violation(set(ids), self.order, self._messages_by_id())
@@ -189,9 +193,14 @@ class Context(Aggregate):
         self._messages_deleted(ordered, self.batch, actor)
         return ordered
 
-    def replace(self, ref: MessageRef, message: Message | JSON, *, actor: str) -> str:
-        """Give a visible message new content under the same id; returns the id."""
+    def replace(self, ref: MessageRef, message: Message | JSON | str, *, actor: str) -> str:
+        """Give a visible message new content under the same id; returns the id.
+
+        A plain string replaces only the content and keeps every other field.
+        """
         msg_id = self.resolve(ref)
+        if isinstance(message, str):
+            message = {**self.entries[msg_id]["message"], "content": message}
         parsed = parse_message(message)
         if parsed.id is not None and parsed.id != msg_id:
             raise InvalidOperationError(
@@ -205,7 +214,7 @@ class Context(Aggregate):
 
     def compress(
         self,
-        refs: Sequence[MessageRef],
+        refs: MessageRef | Sequence[MessageRef],
         summary: Message | JSON,
         *,
         stats: JSON | None = None,

@@ -184,3 +184,19 @@ def test_rollback_after_kept_inner_batch_reverts_inner_changes_too():
     assert texts(c) == ["base"]
     hist = fold_history(c.collect_events())
     assert [h.reverted for h in hist] == [False, False, True, True, True, True, False]
+
+
+def test_single_messages_and_refs_need_no_list(ctx):
+    (new,) = ctx.insert(user("alone"), actor="a")
+    assert ctx.order[-1] == new
+    assert ctx.delete(new, actor="a") == [new]
+    tool_id = ctx.order[2]
+    ctx.replace(tool_id, "new result text", actor="a")  # a string changes only the content
+    replaced = ctx.visible_messages()[2]
+    assert (replaced.role, replaced.tool_call_id, replaced.text()) == (
+        "tool",
+        "c1",
+        "new result text",
+    )
+    with pytest.raises(InvalidOperationError, match="non-empty list"):
+        ctx.insert("just a string", actor="a")
