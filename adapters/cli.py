@@ -20,6 +20,7 @@ from ctxstore.domain.errors import (
     ContextNotFoundError,
     CtxStoreError,
     InvalidMessageError,
+    StoreUnavailableError,
     UnknownMessageError,
     VersionConflictError,
 )
@@ -41,6 +42,7 @@ EXIT_CODES: list[tuple[type[CtxStoreError], int]] = [
     (ContextNotFoundError, 3),
     (UnknownMessageError, 3),
     (VersionConflictError, 4),
+    (StoreUnavailableError, 5),
     (CtxStoreError, 1),
 ]
 

@@ -31,13 +31,22 @@ class Settings(BaseSettings):
     )
     snapshot_interval: int = Field(default=32, ge=2, description="events between snapshots")
     cache_size: int = Field(default=256, ge=1, description="contexts kept in memory per store")
+    connect_timeout: int = Field(default=10, ge=1, description="seconds to wait for PostgreSQL")
 
     def resolved_url(self) -> str:
         """The URL in force: CTXSTORE_URL, else the embedded SQLite file."""
         return self.url or f"sqlite:///{self.data_dir / 'ctxstore.db'}"
 
 
-def library_env(url: str) -> dict[str, str]:
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return url.replace(f":{parts.password}@", ":***@", 1)
+
+
+def library_env(url: str, connect_timeout: int = 10) -> dict[str, str]:
     """The eventsourcing environment for a store URL; raises StoreURLError."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
@@ -59,7 +68,7 @@ def library_env(url: str) -> dict[str, str]:
             "SQLITE_DBNAME": path,
             "SQLITE_LOCK_TIMEOUT": "30",
         }
-    if scheme in ("postgresql", "postgres"):
+    if scheme.split("+")[0] in ("postgresql", "postgres"):  # postgresql+psycopg:// too
         if not parts.path.strip("/"):
             raise StoreURLError(f"postgresql URL names no database: {url!r}")
         query = parse_qs(parts.query)
@@ -70,6 +79,7 @@ def library_env(url: str) -> dict[str, str]:
             "POSTGRES_PORT": str(parts.port or 5432),
             "POSTGRES_USER": unquote(parts.username or "postgres"),
             "POSTGRES_PASSWORD": unquote(parts.password or ""),
+            "POSTGRES_CONNECT_TIMEOUT": str(connect_timeout),
             # FACTS: the database-function write path doubles the append rate.
             "POSTGRES_ENABLE_DB_FUNCTIONS": "y",
         }

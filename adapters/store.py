@@ -16,17 +16,18 @@ from typing import Self, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application, LRUCache
-from eventsourcing.persistence import IntegrityError, Transcoder
+from eventsourcing.persistence import IntegrityError, PersistenceError, Transcoder
 from eventsourcing.utils import Environment, get_topic
 from pydantic import BaseModel, ConfigDict
 
-from ctxstore.adapters.settings import Settings, library_env
+from ctxstore.adapters.settings import Settings, library_env, redact
 from ctxstore.adapters.transcoder import ContextTranscoder
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import (
     ContextNotFoundError,
     CtxStoreError,
     InvalidOperationError,
+    StoreUnavailableError,
     VersionConflictError,
 )
 from ctxstore.domain.messages import Message
@@ -79,7 +80,13 @@ class ContextStore(Application[UUID]):
         """Open the store at `url`, else CTXSTORE_URL, else the embedded SQLite file."""
         settings = settings or Settings()
         resolved = url or settings.resolved_url()
-        return cls(library_env(resolved), settings, url=resolved)
+        env = library_env(resolved, settings.connect_timeout)
+        try:
+            return cls(env, settings, url=resolved)
+        except (PersistenceError, OSError) as exc:
+            raise StoreUnavailableError(
+                f"cannot open the store at {redact(resolved)}: {exc}"
+            ) from exc
 
     def construct_transcoder(self) -> Transcoder:
         return ContextTranscoder()

@@ -34,3 +34,7 @@ class InvalidOperationError(CtxStoreError, ValueError):
 
 class VersionConflictError(CtxStoreError):
     """The context is not at the version the caller expected, or a racing writer won."""
+
+
+class StoreUnavailableError(CtxStoreError):
+    """The database behind the store cannot be reached or opened."""

@@ -289,3 +289,13 @@ def test_any_json_in_messages_and_metadata_reads_back_exactly(store_url):
         scratch.insert(
             scratch.create(), [{"role": "user", "content": "x", "metadata": {"s": {1, 2}}}]
         )
+
+
+def test_an_unreachable_database_is_a_typed_error_without_the_password():
+    from ctxstore.domain.errors import StoreUnavailableError
+
+    with pytest.raises(StoreUnavailableError) as info:
+        ContextStore.from_url(
+            "postgresql://postgres:s3cret@127.0.0.1:1/none", Settings(connect_timeout=1)
+        )
+    assert "s3cret" not in str(info.value) and "127.0.0.1:1" in str(info.value)
