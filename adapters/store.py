@@ -8,6 +8,7 @@ Reads catch the cached aggregate up with one query, or load the nearest snapshot
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -34,6 +35,7 @@ from ctxstore.domain.messages import Message
 from ctxstore.projections.history import EVENT_TYPES, HistoryEntry, fold_history
 from ctxstore.projections.visible import BatchFrame, VisibleContext, batch_stack, visible_of
 
+log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 20  # a command retried this often against racing writers gives up
 
 
@@ -355,7 +357,16 @@ class ContextStore(Application[UUID]):
         held = len(ctx.entries) + sum(len(s["entries"]) for s in ctx.savepoints)
         step = max(self.settings.snapshot_interval, 1 << (held // 4).bit_length())
         if self.snapshots is not None and ctx.version // step > before // step:
-            self.snapshots.put([Context.Snapshot.take(ctx)])
+            try:
+                self.snapshots.put([Context.Snapshot.take(ctx)])
+            except PersistenceError:
+                # The command's event is stored; a missing snapshot only costs read time.
+                log.warning(
+                    "snapshot of context %s at version %d failed",
+                    ctx.id,
+                    ctx.version,
+                    exc_info=True,
+                )
 
     def _forget(self, cid: UUID) -> None:
         """Drop a context from the cache (its state may be ahead of or behind storage)."""
