@@ -24,3 +24,11 @@ def test_the_two_commands_are_there():
         r"^(python3 -m venv .* && \.venv/bin/pytest)$", text, flags=re.MULTILINE
     )
     assert test_command and test_command.group(1) in ci
+
+
+def test_every_setting_is_documented():
+    from ctxstore.adapters.settings import Settings
+
+    text = README.read_text()
+    for field in Settings.model_fields:
+        assert f"`CTXSTORE_{field.upper()}`" in text, field
