@@ -32,6 +32,12 @@ class Settings(BaseSettings):
     snapshot_interval: int = Field(default=32, ge=2, description="events between snapshots")
     cache_size: int = Field(default=256, ge=1, description="contexts kept in memory per store")
     connect_timeout: int = Field(default=10, ge=1, description="seconds to wait for PostgreSQL")
+    encoding: str = Field(default="cl100k_base", description="token encoding of new contexts")
+    tiktoken_cache_dir: Path | None = Field(
+        default=None,
+        validation_alias="TIKTOKEN_CACHE_DIR",
+        description="tiktoken's own cache folder, where encodings other than cl100k_base are found",
+    )
 
     def resolved_url(self) -> str:
         """The URL in force: CTXSTORE_URL, else the embedded SQLite file."""

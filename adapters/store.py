@@ -22,6 +22,7 @@ from eventsourcing.utils import Environment, get_topic
 from pydantic import BaseModel, ConfigDict
 
 from ctxstore.adapters.settings import Settings, library_env, redact
+from ctxstore.adapters.tokenizer import Tokenizers, check_encoding_name
 from ctxstore.adapters.transcoder import ContextTranscoder
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import (
@@ -32,6 +33,7 @@ from ctxstore.domain.errors import (
     VersionConflictError,
 )
 from ctxstore.domain.messages import Message
+from ctxstore.domain.tokens import TextCounter
 from ctxstore.projections.history import EVENT_TYPES, HistoryEntry, fold_history
 from ctxstore.projections.visible import BatchFrame, VisibleContext, batch_stack, visible_of
 
@@ -74,6 +76,7 @@ class ContextStore(Application[UUID]):
         self.url = url
         super().__init__(env)
         self._cache: LRUCache[UUID, Context] = LRUCache(maxsize=self.settings.cache_size)
+        self.tokenizers = Tokenizers(self.settings.tiktoken_cache_dir)
         self._locks: dict[UUID, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -100,10 +103,16 @@ class ContextStore(Application[UUID]):
     # ---- commands -------------------------------------------------------------------
 
     def create(
-        self, *, name: str | None = None, metadata: JSON | None = None, actor: str | None = None
+        self,
+        *,
+        name: str | None = None,
+        metadata: JSON | None = None,
+        encoding: str | None = None,
+        actor: str | None = None,
     ) -> UUID:
-        """Create an empty context; returns its id."""
-        ctx = Context.start(name=name, metadata=metadata, actor=self._actor(actor))
+        """Create an empty context counting tokens with `encoding`; returns its id."""
+        enc = check_encoding_name(encoding or self.settings.encoding)
+        ctx = Context.start(name=name, metadata=metadata, encoding=enc, actor=self._actor(actor))
         self.events.put(ctx.collect_events())
         self._cache.put(ctx.id, ctx)
         return ctx.id
@@ -124,7 +133,9 @@ class ContextStore(Application[UUID]):
         """
         who = self._actor(actor)
         return self._command(
-            context_id, expected_version, lambda c: c.insert(messages, after=after, actor=who)
+            context_id,
+            expected_version,
+            lambda c: c.insert(messages, after=after, actor=who, counter=self._counter(c)),
         )
 
     def delete(
@@ -151,7 +162,9 @@ class ContextStore(Application[UUID]):
         """Give a visible message new content under the same id (a string: new text only)."""
         who = self._actor(actor)
         return self._command(
-            context_id, expected_version, lambda c: [c.replace(message_id, message, actor=who)]
+            context_id,
+            expected_version,
+            lambda c: [c.replace(message_id, message, actor=who, counter=self._counter(c))],
         )
 
     def compress(
@@ -174,7 +187,7 @@ class ContextStore(Application[UUID]):
         return self._command(
             context_id,
             expected_version,
-            lambda c: [c.compress(ids, summary, stats=stats, actor=who)],
+            lambda c: [c.compress(ids, summary, stats=stats, actor=who, counter=self._counter(c))],
         )
 
     def batch_start(
@@ -424,6 +437,9 @@ class ContextStore(Application[UUID]):
             lock = self._locks.setdefault(cid, threading.Lock())
         with lock:
             yield
+
+    def _counter(self, ctx: Context) -> TextCounter:
+        return self.tokenizers.counter(ctx.encoding)
 
     def _actor(self, actor: str | None) -> str:
         who = self.settings.actor if actor is None else actor

@@ -2,8 +2,12 @@
 
 State is plain JSON (lists and dicts) so snapshots round-trip exactly:
 - `order`: visible message ids in transcript order;
-- `entries`: id -> {"message": <Message JSON>, "summary_of": [ids] | None, "version": int};
+- `entries`: id -> {"message": <Message JSON>, "summary_of": [ids] | None, "version": int,
+  "tokens": int, "estimated": bool};
+- `tokens`, `estimated`: the visible messages' token sum, and how many of them are estimates;
 - `savepoints`: one per open batch above 0, the visible state at the moment it opened.
+Token counts are made once, when a command runs, and stored in its event: replay never
+re-tokenizes.
 Entries are never changed in place, so a savepoint is a shallow copy.
 Commands check everything before they trigger an event; event handlers only apply state.
 """
@@ -23,6 +27,7 @@ from ctxstore.domain.errors import (
     UnknownMessageError,
 )
 from ctxstore.domain.messages import Message, parse_json_object, parse_message
+from ctxstore.domain.tokens import ESTIMATE, TextCounter, message_tokens
 from ctxstore.domain.transcript import (
     check_transcript,
     pairing_closure_violation,
@@ -45,11 +50,14 @@ class Context(Aggregate):
         class_version = 1
         name: str | None
         metadata: JSON
+        encoding: str
         actor: str
 
     class MessagesInserted(Aggregate.Event):
         class_version = 1
         messages: list[JSON]
+        tokens: list[int]
+        estimated: bool
         after_id: str | None
         batch: int
         actor: str
@@ -64,6 +72,8 @@ class Context(Aggregate):
         class_version = 1
         id: str
         message: JSON
+        tokens: int
+        estimated: bool
         batch: int
         actor: str
 
@@ -71,6 +81,9 @@ class Context(Aggregate):
         class_version = 1
         ids: list[str]
         summary: JSON
+        tokens: int  # the summary's
+        estimated: bool
+        tokens_before: int  # the covered messages' sum
         stats: JSON
         batch: int
         actor: str
@@ -91,24 +104,28 @@ class Context(Aggregate):
     # ---- creation -------------------------------------------------------------------
 
     @event(ContextCreated)
-    def __init__(self, name: str | None, metadata: JSON, actor: str) -> None:
+    def __init__(self, name: str | None, metadata: JSON, encoding: str, actor: str) -> None:
         self.name = name
         self.metadata = metadata
+        self.encoding = encoding
         self.created_by = actor
         self.order: list[str] = []
         self.entries: dict[str, JSON] = {}
+        self.tokens = 0
+        self.estimated = 0
         self.savepoints: list[JSON] = []
 
     @classmethod
-    def start(cls, *, name: str | None, metadata: JSON | None, actor: str) -> Context:
+    def start(
+        cls, *, name: str | None, metadata: JSON | None, actor: str, encoding: str = "cl100k_base"
+    ) -> Context:
         """A new, empty context; raises InvalidOperationError for a bad name or metadata."""
         if name is not None and (not isinstance(name, str) or len(name) > 500):
             raise InvalidOperationError(
                 f"context name must be a string of at most 500 chars, got {name!r:.80}"
             )
-        return cls(
-            name=name, metadata=parse_json_object(metadata or {}, "context metadata"), actor=actor
-        )
+        meta = parse_json_object(metadata or {}, "context metadata")
+        return cls(name=name, metadata=meta, encoding=encoding, actor=actor)
 
     # ---- reads -----------------------------------------------------------------------
 
@@ -155,6 +172,7 @@ class Context(Aggregate):
         *,
         after: MessageRef | None = None,
         actor: str,
+        counter: TextCounter = ESTIMATE,
     ) -> list[str]:
         """Append messages, or place them after a visible message; returns their ids."""
         if isinstance(messages, Message | dict):
@@ -180,7 +198,8 @@ class Context(Aggregate):
             ids = self.order[:at] + [p["id"] for p in payload] + self.order[at:]
             new, old = dict(new_items), self._messages_by_id()
             check_transcript((i, new[i] if i in new else old[i]) for i in ids)
-        self._messages_inserted(payload, after_id, self.batch, actor)
+        tokens = [message_tokens(p, counter) for p in payload]
+        self._messages_inserted(payload, tokens, not counter.exact, after_id, self.batch, actor)
         return [p["id"] for p in payload]
 
     def delete(self, refs: MessageRef | Sequence[MessageRef], *, actor: str) -> list[str]:
@@ -193,7 +212,14 @@ class Context(Aggregate):
         self._messages_deleted(ordered, self.batch, actor)
         return ordered
 
-    def replace(self, ref: MessageRef, message: Message | JSON | str, *, actor: str) -> str:
+    def replace(
+        self,
+        ref: MessageRef,
+        message: Message | JSON | str,
+        *,
+        actor: str,
+        counter: TextCounter = ESTIMATE,
+    ) -> str:
         """Give a visible message new content under the same id; returns the id.
 
         A plain string replaces only the content and keeps every other field.
@@ -209,7 +235,8 @@ class Context(Aggregate):
         payload = parsed.model_copy(update={"id": msg_id}).model_dump(mode="json")
         old = self._messages_by_id()
         check_transcript((i, payload if i == msg_id else old[i]) for i in self.order)
-        self._message_replaced(msg_id, payload, self.batch, actor)
+        tokens = message_tokens(payload, counter)
+        self._message_replaced(msg_id, payload, tokens, not counter.exact, self.batch, actor)
         return msg_id
 
     def compress(
@@ -219,6 +246,7 @@ class Context(Aggregate):
         *,
         stats: JSON | None = None,
         actor: str,
+        counter: TextCounter = ESTIMATE,
     ) -> str:
         """Put one summary message in place of a contiguous run; returns the summary's id."""
         ids = self._resolve_distinct(refs, "compress")
@@ -240,7 +268,11 @@ class Context(Aggregate):
             raise InvalidOperationError(f"message id {summary_id!r} is already in use")
         payload = parsed.model_copy(update={"id": summary_id}).model_dump(mode="json")
         clean_stats = parse_json_object(stats or {}, "compress stats")
-        self._messages_compressed(covered, payload, clean_stats, self.batch, actor)
+        tokens = message_tokens(payload, counter)
+        before = sum(int(self.entries[i]["tokens"]) for i in covered)
+        self._messages_compressed(
+            covered, payload, tokens, not counter.exact, before, clean_stats, self.batch, actor
+        )
         return summary_id
 
     def batch_start(self, *, actor: str) -> int:
@@ -272,12 +304,17 @@ class Context(Aggregate):
 
     @event(MessagesInserted)
     def _messages_inserted(
-        self, messages: list[JSON], after_id: str | None, batch: int, actor: str
+        self,
+        messages: list[JSON],
+        tokens: list[int],
+        estimated: bool,
+        after_id: str | None,
+        batch: int,
+        actor: str,
     ) -> None:
-        version = self.version + 1  # handlers run before the library bumps the version
         new_ids = [m["id"] for m in messages]
-        for m in messages:
-            self.entries[m["id"]] = {"message": m, "summary_of": None, "version": version}
+        for m, n in zip(messages, tokens, strict=True):
+            self._add_entry(m, n, estimated, summary_of=None)
         if after_id is None:
             self.order.extend(new_ids)
         else:
@@ -289,30 +326,32 @@ class Context(Aggregate):
         gone = set(ids)
         self.order = [i for i in self.order if i not in gone]
         for i in ids:
-            del self.entries[i]
+            self._drop_entry(i)
 
     @event(MessageReplaced)
-    def _message_replaced(self, id: str, message: JSON, batch: int, actor: str) -> None:
-        old = self.entries[id]
-        self.entries[id] = {
-            "message": message,
-            "summary_of": old["summary_of"],
-            "version": self.version + 1,
-        }
+    def _message_replaced(
+        self, id: str, message: JSON, tokens: int, estimated: bool, batch: int, actor: str
+    ) -> None:
+        old = self._drop_entry(id)
+        self._add_entry(message, tokens, estimated, summary_of=old["summary_of"])
 
     @event(MessagesCompressed)
     def _messages_compressed(
-        self, ids: list[str], summary: JSON, stats: JSON, batch: int, actor: str
+        self,
+        ids: list[str],
+        summary: JSON,
+        tokens: int,
+        estimated: bool,
+        tokens_before: int,
+        stats: JSON,
+        batch: int,
+        actor: str,
     ) -> None:
         at = self.order.index(ids[0])
         self.order[at : at + len(ids)] = [summary["id"]]
         for i in ids:
-            del self.entries[i]
-        self.entries[summary["id"]] = {
-            "message": summary,
-            "summary_of": ids,
-            "version": self.version + 1,
-        }
+            self._drop_entry(i)
+        self._add_entry(summary, tokens, estimated, summary_of=ids)
 
     @event(BatchStarted)
     def _batch_started(self, batch: int, actor: str) -> None:
@@ -322,6 +361,8 @@ class Context(Aggregate):
                 "version": self.version + 1,
                 "order": list(self.order),
                 "entries": dict(self.entries),
+                "tokens": self.tokens,
+                "estimated": self.estimated,
             }
         )
 
@@ -333,9 +374,31 @@ class Context(Aggregate):
             saved = self.savepoints[to]
             self.order = list(saved["order"])
             self.entries = dict(saved["entries"])
+            self.tokens = saved["tokens"]
+            self.estimated = saved["estimated"]
         del self.savepoints[to:]
 
     # ---- helpers -----------------------------------------------------------------------
+
+    def _add_entry(
+        self, message: JSON, tokens: int, estimated: bool, *, summary_of: list[str] | None
+    ) -> None:
+        # Handlers run before the library bumps the version: this event's is one more.
+        self.entries[message["id"]] = {
+            "message": message,
+            "summary_of": summary_of,
+            "version": self.version + 1,
+            "tokens": tokens,
+            "estimated": estimated,
+        }
+        self.tokens += tokens
+        self.estimated += estimated
+
+    def _drop_entry(self, msg_id: str) -> JSON:
+        entry = self.entries.pop(msg_id)
+        self.tokens -= entry["tokens"]
+        self.estimated -= entry["estimated"]
+        return entry
 
     def _messages_by_id(self) -> Mapping[str, JSON]:
         return _MessageView(self.entries)

@@ -40,15 +40,29 @@ class HistoryEntry(BaseModel):
 def _describe(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
     """The batch an event ran in, the message ids it touched, and its other facts."""
     if isinstance(e, Context.ContextCreated):
-        return 0, [], {"name": e.name, "metadata": e.metadata}
+        return 0, [], {"name": e.name, "metadata": e.metadata, "encoding": e.encoding}
     if isinstance(e, Context.MessagesInserted):
-        return e.batch, [m["id"] for m in e.messages], {"after_id": e.after_id}
+        return (
+            e.batch,
+            [m["id"] for m in e.messages],
+            {"after_id": e.after_id, "tokens": sum(e.tokens), "estimated": e.estimated},
+        )
     if isinstance(e, Context.MessagesDeleted):
         return e.batch, list(e.ids), {}
     if isinstance(e, Context.MessageReplaced):
-        return e.batch, [e.id], {}
+        return e.batch, [e.id], {"tokens": e.tokens, "estimated": e.estimated}
     if isinstance(e, Context.MessagesCompressed):
-        return e.batch, list(e.ids), {"summary_id": e.summary["id"], "stats": e.stats}
+        return (
+            e.batch,
+            list(e.ids),
+            {
+                "summary_id": e.summary["id"],
+                "tokens_before": e.tokens_before,
+                "tokens_after": e.tokens,
+                "estimated": e.estimated,
+                "stats": e.stats,
+            },
+        )
     if isinstance(e, Context.BatchStarted):
         return e.batch - 1, [], {"opened": e.batch}
     if isinstance(e, Context.BatchEnded):

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ctxstore.domain.context import Context
 from ctxstore.domain.messages import Message
+from ctxstore.domain.tokens import REPLY_PRIMING
 
 
 class BatchFrame(BaseModel):
@@ -35,6 +36,10 @@ class VisibleContext(BaseModel):
     batches: list[BatchFrame]
     messages: list[Message]
     summaries: dict[str, list[str]]  # summary message id -> ids it covers
+    encoding: str
+    token_counts: dict[str, int]  # message id -> tokens it costs in a prompt
+    tokens: int  # what sending these messages costs: their sum plus the reply priming
+    estimated: bool  # some counts are estimates (the encoding's file was not available)
 
     def to_openai(self) -> list[dict[str, Any]]:
         """The messages as the chat-completions API takes them."""
@@ -63,6 +68,10 @@ def visible_of(ctx: Context) -> VisibleContext:
         summaries={
             i: list(ctx.entries[i]["summary_of"]) for i in ctx.order if ctx.entries[i]["summary_of"]
         },
+        encoding=ctx.encoding,
+        token_counts={i: int(ctx.entries[i]["tokens"]) for i in ctx.order},
+        tokens=ctx.tokens + REPLY_PRIMING,
+        estimated=ctx.estimated > 0,
     )
 
 

@@ -30,5 +30,6 @@ def test_every_setting_is_documented():
     from ctxstore.adapters.settings import Settings
 
     text = README.read_text()
-    for field in Settings.model_fields:
-        assert f"`CTXSTORE_{field.upper()}`" in text, field
+    for name, field in Settings.model_fields.items():
+        variable = field.validation_alias or f"CTXSTORE_{name.upper()}"
+        assert f"`{variable}`" in text, name

@@ -34,7 +34,7 @@ def texts(ctx: Context) -> list[str]:
 
 @pytest.fixture
 def ctx() -> Context:
-    c = Context(name="t", metadata={}, actor="a")
+    c = Context.start(name="t", metadata={}, actor="a")
     c.insert([user("u1"), call("c1", "c2"), result("c1"), result("c2"), user("u2")], actor="a")
     return c
 
@@ -87,7 +87,7 @@ def test_tool_results_cannot_be_separated_from_their_call(ctx):
 
 
 def test_pending_tool_calls_are_allowed_only_at_the_tail():
-    c = Context(name=None, metadata={}, actor="a")
+    c = Context.start(name=None, metadata={}, actor="a")
     c.insert([user("q"), call("c1")], actor="a")
     with pytest.raises(MalformedTranscriptError):
         c.insert([user("too soon")], actor="a")
@@ -173,7 +173,7 @@ def test_replay_equals_incremental_and_history_marks_reverted(ctx):
 
 
 def test_rollback_after_kept_inner_batch_reverts_inner_changes_too():
-    c = Context(name=None, metadata={}, actor="a")
+    c = Context.start(name=None, metadata={}, actor="a")
     c.insert([user("base")], actor="a")
     c.batch_start(actor="a")
     c.batch_start(actor="a")

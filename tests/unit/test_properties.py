@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import CtxStoreError
 from ctxstore.domain.messages import Message
+from ctxstore.domain.tokens import ESTIMATE, message_tokens
 from ctxstore.projections.history import fold_history
 from ctxstore.projections.visible import replay, visible_of
 
@@ -36,7 +37,7 @@ def apply(ctx: Context, op: tuple) -> None:
 @given(data=st.data())
 def test_random_sequences_match_the_reference_model(data, reference_model, draw_operation):
     model = reference_model()
-    ctx = Context(name=None, metadata={}, actor="p")
+    ctx = Context.start(name=None, metadata={}, actor="p")
     counter = [0]
     opened: list[tuple[int, list]] = []  # (version of the batch_start, visible before it)
     for _ in range(data.draw(st.integers(1, 40))):
@@ -54,6 +55,9 @@ def test_random_sequences_match_the_reference_model(data, reference_model, draw_
         got = [(m.id, m.model_dump(mode="json")) for m in ctx.visible_messages()]
         assert got == normal(model.items), op
         assert ctx.batch == model.batch
+        # The running token total is the sum of the visible messages' counts.
+        assert ctx.tokens == sum(message_tokens(m, ESTIMATE) for _, m in got)
+        assert ctx.estimated == len(got)
         if op[0] == "batch_start" and expected_error is None:
             opened.append((ctx.version, got))
         if op[0] == "batch_end" and expected_error is None:
