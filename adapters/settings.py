@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from ctxstore.domain.errors import CtxStoreError
+from ctxstore.domain.prompt import PromptConfig
+
+CONFIG_FILE = "ctxstore.toml"
 
 
 class StoreURLError(CtxStoreError, ValueError):
@@ -22,7 +31,9 @@ def default_data_dir() -> Path:
 class Settings(BaseSettings):
     """ctxstore's settings; each field is the variable CTXSTORE_<FIELD>."""
 
-    model_config = SettingsConfigDict(env_prefix="CTXSTORE_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="CTXSTORE_", env_nested_delimiter="__", extra="ignore"
+    )
 
     url: str | None = Field(default=None, description="store URL; default: embedded SQLite")
     data_dir: Path = Field(default_factory=default_data_dir, description="home of the SQLite file")
@@ -38,6 +49,25 @@ class Settings(BaseSettings):
         validation_alias="TIKTOKEN_CACHE_DIR",
         description="tiktoken's own cache folder, where encodings other than cl100k_base are found",
     )
+
+    prompt: PromptConfig = Field(
+        default_factory=PromptConfig,
+        description="prompt building: CTXSTORE_PROMPT__STRATEGY, ..., or [prompt] in the file",
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Arguments, then CTXSTORE_* variables, then the TOML file named by CTXSTORE_CONFIG
+        # (default ./ctxstore.toml, if it exists).
+        path = Path(os.environ.get("CTXSTORE_CONFIG", CONFIG_FILE))
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=path))
 
     def resolved_url(self) -> str:
         """The URL in force: CTXSTORE_URL, else the embedded SQLite file."""

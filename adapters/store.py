@@ -33,12 +33,22 @@ from ctxstore.domain.errors import (
     VersionConflictError,
 )
 from ctxstore.domain.messages import Message
-from ctxstore.domain.tokens import TextCounter
+from ctxstore.domain.packing import Resource
+from ctxstore.domain.prompt import (
+    Prompt,
+    PromptItem,
+    Similarity,
+    Strategy,
+    build_prompt,
+    lexical_similarity,
+)
+from ctxstore.domain.tokens import TextCounter, message_tokens
 from ctxstore.projections.history import EVENT_TYPES, HistoryEntry, fold_history
 from ctxstore.projections.visible import BatchFrame, VisibleContext, batch_stack, visible_of
 
 log = logging.getLogger(__name__)
-MAX_ATTEMPTS = 20  # a command retried this often against racing writers gives up
+MAX_ATTEMPTS = 20
+PARSED_CACHE_SIZE = 200_000  # validated messages kept per store  # a command retried this often against racing writers gives up
 
 
 class Written(BaseModel):
@@ -77,6 +87,8 @@ class ContextStore(Application[UUID]):
         super().__init__(env)
         self._cache: LRUCache[UUID, Context] = LRUCache(maxsize=self.settings.cache_size)
         self.tokenizers = Tokenizers(self.settings.tiktoken_cache_dir)
+        # Stored messages never change in place: (context, id, version) names one for good.
+        self._parsed: dict[tuple[UUID, str, int], Message] = {}
         self._locks: dict[UUID, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -237,7 +249,10 @@ class ContextStore(Application[UUID]):
             at_version = self._version_at_time(cid, at_time)
         if at_version is None:
             with self._lock(cid):
-                return visible_of(self._fresh(cid))
+                return visible_of(self._fresh(cid), self._message)
+        return visible_of(self._context_at(cid, at_version), self._message)
+
+    def _context_at(self, cid: UUID, at_version: int) -> Context:
         if isinstance(at_version, bool) or not isinstance(at_version, int) or at_version < 1:
             raise InvalidOperationError(
                 f"at_version must be a positive integer, got {at_version!r}"
@@ -247,7 +262,92 @@ class ContextStore(Application[UUID]):
             raise InvalidOperationError(
                 f"context {cid} has no version {at_version}; its head is version {ctx.version}"
             )
-        return visible_of(ctx)
+        return ctx
+
+    def build_prompt(
+        self,
+        context_id: UUID | str,
+        budget: int,
+        strategy: Strategy | None = None,
+        *,
+        query: str | None = None,
+        resources: Sequence[Resource | JSON] = (),
+        safety: float | None = None,
+        at_version: int | None = None,
+        similarity: Similarity | None = None,
+    ) -> Prompt:
+        """What to send under `budget` tokens: messages, total, and what was left out and why.
+
+        Resources are optional items ({"id", "tokens" or "text", "priority"}) packed into
+        what the messages leave. Raises PromptDoesNotFitError, InvalidOperationError.
+        """
+        cid = self._id(context_id)
+        config = self.settings.prompt
+        if safety is not None:
+            if (
+                isinstance(safety, bool)
+                or not isinstance(safety, int | float)
+                or not 0 < safety <= 1
+            ):
+                raise InvalidOperationError(f"safety must be in (0, 1], got {safety!r}")
+            config = config.model_copy(update={"safety": float(safety)})
+        if at_version is None:
+            with self._lock(cid):
+                ctx = self._fresh(cid)
+                items = self._prompt_items(ctx)
+        else:
+            ctx = self._context_at(cid, at_version)
+            items = self._prompt_items(ctx)
+        counter = self._counter(ctx)
+        return build_prompt(
+            items,
+            budget,
+            count=lambda m: message_tokens(m.model_dump(mode="json"), counter),
+            config=config,
+            strategy=strategy,
+            query=query,
+            resources=[self._resource(r, counter) for r in resources],
+            similarity=similarity or lexical_similarity,
+            estimated=ctx.estimated > 0 or not counter.exact,
+        )
+
+    def _prompt_items(self, ctx: Context) -> list[PromptItem]:
+        return [
+            PromptItem(
+                self._message(ctx, i),
+                int(ctx.entries[i]["tokens"]),
+                ctx.entries[i]["summary_of"] is not None,
+            )
+            for i in ctx.order
+        ]
+
+    @staticmethod
+    def _resource(raw: Resource | JSON, counter: TextCounter) -> Resource:
+        if isinstance(raw, Resource):
+            return raw
+        if not isinstance(raw, dict) or not isinstance(raw.get("id"), str):
+            raise InvalidOperationError(f"a resource needs an 'id' string, got {raw!r:.80}")
+        tokens = raw.get("tokens")
+        if tokens is None and isinstance(raw.get("text"), str):
+            tokens = counter.count(raw["text"])
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise InvalidOperationError(
+                f"resource {raw['id']!r} needs 'tokens' (a count >= 0) or 'text'"
+            )
+        priority = raw.get("priority", 0)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise InvalidOperationError(f"resource {raw['id']!r}: priority must be an integer")
+        return Resource(raw["id"], tokens, priority)
+
+    def _message(self, ctx: Context, msg_id: str) -> Message:
+        entry = ctx.entries[msg_id]
+        key = (ctx.id, msg_id, int(entry["version"]))
+        message = self._parsed.get(key)
+        if message is None:
+            if len(self._parsed) >= PARSED_CACHE_SIZE:
+                self._parsed.clear()
+            message = self._parsed[key] = Message.model_validate(entry["message"])
+        return message
 
     def batches(self, context_id: UUID | str) -> list[BatchFrame]:
         """The open batches above batch 0, lowest first."""

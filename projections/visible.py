@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -56,15 +56,25 @@ def batch_stack(ctx: Context) -> list[BatchFrame]:
     ]
 
 
-def visible_of(ctx: Context) -> VisibleContext:
-    """The visible context held by an aggregate (loaded from a snapshot or replayed)."""
+def parse_entry(ctx: Context, msg_id: str) -> Message:
+    """A visible message as a validated model."""
+    return Message.model_validate(ctx.entries[msg_id]["message"])
+
+
+def visible_of(
+    ctx: Context, parse: Callable[[Context, str], Message] = parse_entry
+) -> VisibleContext:
+    """The visible context held by an aggregate (loaded from a snapshot or replayed).
+
+    `parse` turns an entry into a Message; a store passes one that remembers the results.
+    """
     return VisibleContext(
         context_id=ctx.id,
         version=ctx.version,
         modified_at=ctx.modified_on,
         batch=ctx.batch,
         batches=batch_stack(ctx),
-        messages=ctx.visible_messages(),
+        messages=[parse(ctx, i) for i in ctx.order],
         summaries={
             i: list(ctx.entries[i]["summary_of"]) for i in ctx.order if ctx.entries[i]["summary_of"]
         },

@@ -1,0 +1,493 @@
+"""Budgeted prompt building (seeds 003 and 004): what to send when the context does not fit.
+
+Every strategy works on units — a single message, or an assistant message with its tool
+calls together with their results — so no call is ever separated from its result. The
+system and developer messages and the newest user message are always kept; the result
+never exceeds floor(budget x safety) tokens, counting the reply priming and any message
+the strategy adds (a truncation marker, a topic summary).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ctxstore.domain.errors import CtxStoreError, InvalidOperationError
+from ctxstore.domain.messages import Message
+from ctxstore.domain.packing import Packing, Resource, pack
+from ctxstore.domain.tokens import REPLY_PRIMING
+
+Strategy = Literal["full", "compressed", "adaptive", "semantic"]
+STRATEGIES: tuple[str, ...] = ("full", "compressed", "adaptive", "semantic")
+Similarity = Callable[[str, str], float]
+
+# seed 003's importance keywords, English and Chinese
+IMPORTANT_WORDS = [
+    "decision", "important", "error", "problem", "solution", "must", "never", "always",
+    "决定", "重要", "错误", "问题", "解决",
+]  # fmt: skip
+STOP_WORDS = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "and",
+        "or",
+        "but",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "of",
+        "with",
+        "by",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "it",
+        "this",
+        "that",
+        "i",
+        "you",
+        "we",
+        "的",
+        "是",
+        "在",
+        "和",
+        "或",
+        "但是",
+        "如果",
+        "那么",
+    ]
+)
+
+
+class PromptDoesNotFitError(CtxStoreError):
+    """The messages that must always be sent do not fit the budget on their own."""
+
+
+class FullConfig(BaseModel):
+    """`full`: everything; oldest turns dropped first, with a marker saying so."""
+
+    model_config = ConfigDict(extra="forbid")
+    marker: bool = True
+
+
+class CompressedConfig(BaseModel):
+    """`compressed`: summaries and the most recent messages verbatim."""
+
+    model_config = ConfigDict(extra="forbid")
+    recent_messages: int = Field(default=5, ge=0)
+
+
+class AdaptiveConfig(BaseModel):
+    """`adaptive` (seed 003): recent messages, then important ones, then a topic summary."""
+
+    model_config = ConfigDict(extra="forbid")
+    min_recent: int = Field(default=3, ge=0)
+    recent_share: float = Field(default=0.6, gt=0, le=1)
+    important_share: float = Field(default=0.9, gt=0, le=1)
+    keywords: list[str] = Field(default_factory=lambda: list(IMPORTANT_WORDS))
+    topic_summary: bool = True
+    topic_chars: int = Field(default=60, ge=10)
+
+
+class SemanticConfig(BaseModel):
+    """`semantic`: the most recent messages, then the ones most relevant to the query."""
+
+    model_config = ConfigDict(extra="forbid")
+    recent: int = Field(default=3, ge=0)
+    threshold: float = Field(default=0.05, ge=0, le=1)
+
+
+class PromptConfig(BaseModel):
+    """How prompts are built; `CTXSTORE_PROMPT__*` variables or `[prompt]` in the config file."""
+
+    model_config = ConfigDict(extra="forbid")
+    strategy: Strategy = "full"
+    safety: float = Field(default=0.9, gt=0, le=1)
+    full: FullConfig = Field(default_factory=FullConfig)
+    compressed: CompressedConfig = Field(default_factory=CompressedConfig)
+    adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)
+    semantic: SemanticConfig = Field(default_factory=SemanticConfig)
+
+
+@dataclass(frozen=True)
+class PromptItem:
+    """A visible message with its stored token count."""
+
+    message: Message
+    tokens: int
+    summary: bool = False
+
+
+class OmittedMessage(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    id: str
+    reason: str
+
+
+class OmittedResource(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    id: str
+    tokens: int
+    reason: str
+
+
+class Prompt(BaseModel):
+    """What to send: the messages, their total, and what was left out and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    strategy: Strategy
+    budget: int
+    limit: int  # floor(budget x safety): the total never exceeds it
+    messages: list[Message]
+    tokens: int  # messages + reply priming + kept resources
+    message_tokens: int
+    added: list[str]  # ids of messages the strategy wrote (marker, topic summary)
+    omitted: list[OmittedMessage]
+    resources: list[str]
+    resource_tokens: int
+    omitted_resources: list[OmittedResource]
+    resource_utilization: float
+    estimated: bool
+
+    def to_openai(self) -> list[dict[str, object]]:
+        return [m.to_openai() for m in self.messages]
+
+
+@dataclass
+class _Unit:
+    items: list[PromptItem]
+    index: int  # position among units
+    turn: int  # index of the user message that opened its turn (-1 before any)
+    must: bool
+
+    @property
+    def tokens(self) -> int:
+        return sum(i.tokens for i in self.items)
+
+    @property
+    def ids(self) -> list[str]:
+        return [str(i.message.id) for i in self.items]
+
+    @property
+    def text(self) -> str:
+        return " ".join(i.message.text() for i in self.items)
+
+
+def _units(items: Sequence[PromptItem]) -> list[_Unit]:
+    """Group messages so a tool call and its results travel together."""
+    units: list[_Unit] = []
+    turn = -1
+    newest_user = max((n for n, i in enumerate(items) if i.message.role == "user"), default=-1)
+    for n, item in enumerate(items):
+        role = item.message.role
+        if role == "tool" and units:
+            units[-1].items.append(item)
+            continue
+        if role == "user":
+            turn = n
+        must = role in ("system", "developer") or n == newest_user
+        units.append(_Unit([item], len(units), turn, must))
+    return units
+
+
+def lexical_similarity(a: str, b: str) -> float:
+    """Jaccard similarity of word sets (seed 003's baseline); CJK text by character bigrams."""
+    wa, wb = _words(a), _words(b)
+    if not wa or not wb:
+        return 0.0
+    return len(wa & wb) / len(wa | wb)
+
+
+def _words(text: str) -> set[str]:
+    words: set[str] = set()
+    for token in re.findall(r"[\u4e00-\u9fff]+|[\w']+", text.lower()):
+        if re.match(r"[\u4e00-\u9fff]", token):
+            words.update(token[i : i + 2] for i in range(max(1, len(token) - 1)))
+        elif token not in STOP_WORDS:
+            words.add(token)
+    return words - STOP_WORDS
+
+
+def build_prompt(
+    items: Sequence[PromptItem],
+    budget: int,
+    *,
+    count: Callable[[Message], int],
+    config: PromptConfig | None = None,
+    strategy: Strategy | None = None,
+    query: str | None = None,
+    resources: Sequence[Resource] = (),
+    similarity: Similarity = lexical_similarity,
+    estimated: bool = False,
+) -> Prompt:
+    """Choose what to send of `items` under `budget`.
+
+    `count` prices a message the strategy writes itself; `query` steers `semantic` (default:
+    the newest user message). Raises PromptDoesNotFitError, InvalidOperationError.
+    """
+    cfg = config or PromptConfig()
+    chosen_strategy = strategy or cfg.strategy
+    if chosen_strategy not in STRATEGIES:
+        raise InvalidOperationError(
+            f"unknown strategy {chosen_strategy!r}; choose one of {', '.join(STRATEGIES)}"
+        )
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+        raise InvalidOperationError(f"budget must be a positive number of tokens, got {budget!r}")
+    limit = math.floor(budget * cfg.safety)
+    units = _units(items)
+    must_tokens = sum(u.tokens for u in units if u.must) + REPLY_PRIMING
+    if must_tokens > limit:
+        raise PromptDoesNotFitError(
+            f"the system/developer messages and the newest user message alone need "
+            f"{must_tokens} tokens; the limit is {limit} (budget {budget} x safety {cfg.safety})"
+        )
+    plan = _Plan(units, limit, count)
+    if chosen_strategy == "full":
+        _full(plan, cfg.full)
+    elif chosen_strategy == "compressed":
+        _compressed(plan, cfg.compressed)
+    elif chosen_strategy == "adaptive":
+        _adaptive(plan, cfg.adaptive)
+    else:
+        newest_user = next(
+            (u for u in reversed(units) if u.must and u.items[0].message.role == "user"), None
+        )
+        _semantic(
+            plan,
+            cfg.semantic,
+            query if query is not None else (newest_user.text if newest_user else ""),
+            similarity,
+        )
+    return plan.result(chosen_strategy, budget, resources, estimated)
+
+
+class _Plan:
+    """The units chosen so far, their running cost, and why the others were left out."""
+
+    def __init__(self, units: list[_Unit], limit: int, count: Callable[[Message], int]) -> None:
+        self.units = units
+        self.limit = limit
+        self.count = count
+        self.kept: set[int] = set()
+        self._used = REPLY_PRIMING
+        self.reasons: dict[int, str] = {}
+        self.added: list[
+            tuple[int, Message, int]
+        ] = []  # (place before unit index, message, tokens)
+        for u in units:
+            if u.must:
+                self._keep(u)
+
+    def used(self) -> int:
+        return self._used
+
+    def fits(self, extra: int) -> bool:
+        return self._used + extra <= self.limit
+
+    def _keep(self, unit: _Unit) -> None:
+        if unit.index not in self.kept:
+            self.kept.add(unit.index)
+            self._used += unit.tokens
+        self.reasons.pop(unit.index, None)
+
+    def keep_all(self, units: Sequence[_Unit]) -> None:
+        for u in units:
+            self._keep(u)
+
+    def take(self, unit: _Unit) -> bool:
+        """Keep the unit if it fits what is left."""
+        if unit.index in self.kept:
+            return True
+        if self.fits(unit.tokens):
+            self._keep(unit)
+            return True
+        return False
+
+    def leave(self, unit: _Unit, reason: str) -> None:
+        if unit.must:
+            return
+        if unit.index in self.kept:
+            self.kept.discard(unit.index)
+            self._used -= unit.tokens
+        self.reasons[unit.index] = reason
+
+    def add(self, message: Message) -> bool:
+        """Add a message the strategy wrote, after the leading system messages, if it fits."""
+        tokens = self.count(message)
+        if not self.fits(tokens):
+            return False
+        place = next(
+            (u.index for u in self.units if u.items[0].message.role not in ("system", "developer")),
+            len(self.units),
+        )
+        self.added.append((place, message, tokens))
+        self._used += tokens
+        return True
+
+    def result(
+        self, strategy: Strategy, budget: int, resources: Sequence[Resource], estimated: bool
+    ) -> Prompt:
+        messages: list[Message] = []
+        for u in self.units:
+            messages.extend(m for place, m, _ in self.added if place == u.index)
+            if u.index in self.kept:
+                messages.extend(i.message for i in u.items)
+        messages.extend(m for place, m, _ in self.added if place >= len(self.units))
+        message_tokens = self.used()
+        packing: Packing = pack(resources, self.limit - message_tokens)
+        omitted = [
+            OmittedMessage(id=i, reason=self.reasons.get(u.index, "left out by the strategy"))
+            for u in self.units
+            if u.index not in self.kept
+            for i in u.ids
+        ]
+        return Prompt(
+            strategy=strategy,
+            budget=budget,
+            limit=self.limit,
+            messages=messages,
+            tokens=message_tokens + packing.used,
+            message_tokens=message_tokens,
+            added=[str(m.id) for _, m, _ in self.added],
+            omitted=omitted,
+            resources=[r.id for r in packing.kept],
+            resource_tokens=packing.used,
+            omitted_resources=[
+                OmittedResource(id=r.resource.id, tokens=r.resource.tokens, reason=r.reason)
+                for r in packing.removed
+            ],
+            resource_utilization=packing.utilization,
+            estimated=estimated,
+        )
+
+
+def _full(plan: _Plan, cfg: FullConfig) -> None:
+    """Everything; over budget, whole turns go oldest first, then the last turn's oldest units."""
+    droppable = [u for u in plan.units if not u.must]
+    plan.keep_all(droppable)
+    if plan.fits(0):
+        return
+    reserve = plan.count(_marker(len(plan.units) * 9)) if cfg.marker else 0
+    turns: dict[int, list[_Unit]] = {}
+    for u in droppable:
+        turns.setdefault(u.turn, []).append(u)
+    order = list(turns.values())
+    dropped = 0
+    for n, turn in enumerate(order):
+        if plan.fits(reserve):
+            break
+        last = n == len(order) - 1
+        for u in turn:
+            plan.leave(u, "oldest turn dropped to fit the budget")
+            dropped += len(u.items)
+            if last and plan.fits(reserve):
+                break  # the current turn loses only what it must
+    if cfg.marker and dropped:
+        plan.add(_marker(dropped))
+
+
+def _marker(n: int) -> Message:
+    return Message(
+        id="ctxstore-marker",
+        role="system",
+        content=f"[Earlier conversation truncated: {n} messages]",
+        metadata={"ctxstore": "marker"},
+    )
+
+
+def _compressed(plan: _Plan, cfg: CompressedConfig) -> None:
+    """Summaries and the last `recent_messages` messages; the rest is left out."""
+    recent: list[_Unit] = []
+    count = 0
+    for u in reversed(plan.units):
+        if count >= cfg.recent_messages:
+            break
+        recent.append(u)
+        count += len(u.items)
+    summaries = [u for u in plan.units if any(i.summary for i in u.items)]
+    wanted = {u.index for u in recent} | {u.index for u in summaries}
+    for u in plan.units:
+        if u.index not in wanted:
+            plan.leave(
+                u, f"older than the {cfg.recent_messages} most recent messages and not a summary"
+            )
+    for u in recent:  # newest first, then summaries newest first
+        if not plan.take(u):
+            plan.leave(u, "recent, but over budget")
+    for u in reversed(summaries):
+        if not plan.take(u):
+            plan.leave(u, "summary, but over budget")
+
+
+def _adaptive(plan: _Plan, cfg: AdaptiveConfig) -> None:
+    """seed 003: recent messages up to a share of the limit, then important ones, then topics."""
+    recent_cap = plan.limit * cfg.recent_share
+    important_cap = plan.limit * cfg.important_share
+    taken_recent = 0
+    for u in reversed(plan.units):
+        if u.must:
+            continue
+        within = plan.used() + u.tokens <= recent_cap
+        if (within or taken_recent < cfg.min_recent) and plan.take(u):
+            taken_recent += len(u.items)
+        else:
+            break
+    keywords = [k.lower() for k in cfg.keywords]
+    for u in reversed(plan.units):
+        if u.index in plan.kept:
+            continue
+        if any(k in u.text.lower() for k in keywords):
+            if plan.used() + u.tokens <= important_cap and plan.take(u):
+                continue
+            plan.leave(u, "important, but over the important layer's share of the budget")
+        else:
+            plan.leave(u, "background: neither recent nor important")
+    background = [u for u in plan.units if u.index not in plan.kept]
+    if cfg.topic_summary and background:
+        topics = [
+            " ".join(u.text.split())[: cfg.topic_chars]
+            for u in background
+            if u.items[0].message.role == "user" and u.text.strip()
+        ]
+        while topics:
+            summary = Message(
+                id="ctxstore-topics",
+                role="system",
+                content="[Session summary] Earlier topics: " + "; ".join(topics),
+                metadata={"ctxstore": "topic-summary"},
+            )
+            if plan.add(summary):
+                break
+            topics.pop(0)  # drop the oldest topic and try a shorter summary
+
+
+def _semantic(plan: _Plan, cfg: SemanticConfig, query: str, similarity: Similarity) -> None:
+    """The last `recent` messages, then the others by relevance to the query."""
+    count = 0
+    for u in reversed(plan.units):
+        if count >= cfg.recent:
+            break
+        count += len(u.items)
+        if not plan.take(u):
+            plan.leave(u, "recent, but over budget")
+    scored = sorted(
+        ((similarity(query, u.text), u) for u in plan.units if u.index not in plan.kept),
+        key=lambda p: (-p[0], -p[1].index),
+    )
+    for score, u in scored:
+        if score < cfg.threshold:
+            plan.leave(u, f"relevance {score:.2f} to the query is below {cfg.threshold}")
+        elif not plan.take(u):
+            plan.leave(u, f"relevant ({score:.2f}) but over budget")
