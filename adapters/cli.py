@@ -149,9 +149,17 @@ def preview(text: str, width: int = 70) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def token_label(tokens: int, estimated: bool) -> str:
+    return f"~{tokens} (estimated)" if estimated else str(tokens)
+
+
 def render_visible(v: VisibleContext) -> None:
-    table = Table(title=f"context {v.context_id}  version {v.version}  batch {v.batch}")
-    for col in ("#", "id", "role", "content"):
+    title = (
+        f"context {v.context_id}  version {v.version}  batch {v.batch}  "
+        f"tokens {token_label(v.tokens, v.estimated)} ({v.encoding})"
+    )
+    table = Table(title=title)
+    for col in ("#", "id", "role", "tokens", "content"):
         table.add_column(col, overflow="fold")
     for n, m in enumerate(v.messages):
         body = preview(m.text())
@@ -164,7 +172,8 @@ def render_visible(v: VisibleContext) -> None:
             body = f"[{m.tool_call_id}] {body}"
         if m.id in v.summaries:
             body = f"[summary of {len(v.summaries[m.id])}] {body}"
-        table.add_row(str(n), m.id or "", m.role, Text(body))
+        tokens = str(v.token_counts.get(m.id or "", ""))
+        table.add_row(str(n), m.id or "", m.role, tokens, Text(body))
     out.print(table)
 
 
@@ -212,6 +221,9 @@ def main_options(
 def create(
     name: Annotated[str | None, typer.Option(help="A name to find the context by.")] = None,
     metadata: Annotated[str | None, typer.Option(help="Metadata as a JSON object.")] = None,
+    encoding: Annotated[
+        str | None, typer.Option(help="Token encoding (default: CTXSTORE_ENCODING).")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Create an empty context and print its id."""
@@ -222,7 +234,7 @@ def create(
         except json.JSONDecodeError as exc:
             raise InvalidMessageError(f"--metadata is not JSON: {exc.msg}") from None
     with open_store() as store:
-        cid = store.create(name=name, metadata=meta, actor=state.actor)
+        cid = store.create(name=name, metadata=meta, encoding=encoding, actor=state.actor)
     print_json({"context_id": str(cid)}) if as_json else out.print(str(cid), highlight=False)
 
 
@@ -442,6 +454,139 @@ def log(
         print_json([h.model_dump(mode="json") for h in entries])
     else:
         render_history(entries)
+
+
+@app.command()
+@handles_errors
+def prompt(
+    context: str,
+    budget: Annotated[int, typer.Option(help="The model's token budget for this request.")],
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            help="full, compressed, adaptive or semantic (default: CTXSTORE_PROMPT__STRATEGY)."
+        ),
+    ] = None,
+    query: Annotated[
+        str | None, typer.Option(help="For semantic: what relevance is measured against.")
+    ] = None,
+    safety: Annotated[
+        float | None, typer.Option(help="Share of the budget to fill (default 0.9).")
+    ] = None,
+    resources: Annotated[
+        str | None,
+        typer.Option(
+            help='Optional items as JSON: [{"id": .., "tokens" or "text": .., "priority": ..}].'
+        ),
+    ] = None,
+    at_version: Annotated[
+        int | None, typer.Option(help="Build from the context as it was at this version.")
+    ] = None,
+    openai: Annotated[
+        bool,
+        typer.Option("--openai", help="With --json: only the messages, as the API takes them."),
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Choose what to send under a token budget, and say what was left out and why."""
+    items: list[Any] = []
+    if resources is not None:
+        try:
+            items = json.loads(resources)
+        except json.JSONDecodeError as exc:
+            raise InvalidMessageError(f"--resources is not JSON: {exc.msg}") from None
+        if not isinstance(items, list):
+            raise InvalidMessageError("--resources must be a JSON list")
+    with open_store() as store:
+        p = store.build_prompt(
+            context,
+            budget,
+            strategy,  # type: ignore[arg-type]  # checked by build_prompt
+            query=query,
+            resources=items,
+            safety=safety,
+            at_version=at_version,
+        )
+    if as_json:
+        print_json(p.to_openai() if openai else p.model_dump(mode="json", exclude_none=True))
+        return
+    table = Table(
+        title=f"prompt: {p.strategy}, {token_label(p.tokens, p.estimated)} of {p.limit} tokens "
+        f"(budget {p.budget})"
+    )
+    for col in ("id", "role", "content"):
+        table.add_column(col, overflow="fold")
+    for m in p.messages:
+        table.add_row(m.id or "", m.role, Text(preview(m.text()) or ", ".join(m.call_ids)))
+    out.print(table)
+    for o in p.omitted:
+        out.print(Text(f"left out {o.id}: {o.reason}"), style="dim")
+    if p.resources or p.omitted_resources:
+        out.print(
+            f"resources kept: {', '.join(p.resources) or '-'} "
+            f"({p.resource_tokens} tokens, {p.resource_utilization:.0%} of what was left)"
+        )
+        for r in p.omitted_resources:
+            out.print(Text(f"resource {r.id} left out: {r.reason}"), style="dim")
+
+
+@app.command()
+@handles_errors
+def usage(
+    context: str,
+    model: Annotated[str, typer.Option(help="The model that answered.")],
+    prompt_tokens: Annotated[int, typer.Option(help="Prompt tokens the provider reported.")],
+    completion_tokens: Annotated[
+        int, typer.Option(help="Completion tokens the provider reported.")
+    ] = 0,
+    version: Annotated[
+        int | None, typer.Option(help="The context version that was sent (default: the head).")
+    ] = None,
+    counted: Annotated[
+        int | None,
+        typer.Option(help="ctxstore's count of what was sent, if not the whole visible context."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Record a provider's usage for a call made with the context."""
+    with open_store() as store:
+        w = store.record_usage(
+            context, model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+            version=version, counted_tokens=counted, actor=state.actor,
+        )  # fmt: skip
+    print_written(w, as_json)
+
+
+@app.command("usage-report")
+@handles_errors
+def usage_report(
+    model: Annotated[str | None, typer.Option(help="Only this model.")] = None,
+    context: Annotated[str | None, typer.Option(help="Only this context.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Per model: the provider's prompt tokens against ctxstore's own counts."""
+    with open_store() as store:
+        report = store.usage_report(model=model, context_id=context)
+    if as_json:
+        print_json([r.model_dump(mode="json") for r in report])
+        return
+    table = Table(title="provider usage against ctxstore's counts")
+    for col in (
+        "model",
+        "calls",
+        "provider prompt",
+        "ctxstore",
+        "ratio",
+        "mean error",
+        "estimated",
+    ):
+        table.add_column(col)
+    for r in report:
+        table.add_row(
+            r.model, str(r.calls), str(r.prompt_tokens), str(r.counted_tokens),
+            f"{r.ratio:.3f}", f"{r.mean_error:+.1%}", str(r.estimated_calls),
+        )  # fmt: skip
+    out.print(table)
 
 
 @app.command()

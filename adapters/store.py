@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import Self, cast
@@ -42,8 +42,9 @@ from ctxstore.domain.prompt import (
     build_prompt,
     lexical_similarity,
 )
-from ctxstore.domain.tokens import TextCounter, message_tokens
+from ctxstore.domain.tokens import REPLY_PRIMING, TextCounter, message_tokens
 from ctxstore.projections.history import EVENT_TYPES, HistoryEntry, fold_history
+from ctxstore.projections.usage import ModelUsage, usage_by_model
 from ctxstore.projections.visible import BatchFrame, VisibleContext, batch_stack, visible_of
 
 log = logging.getLogger(__name__)
@@ -232,6 +233,66 @@ class ContextStore(Application[UUID]):
             lambda c: (c.batch_end(to=to, keep=keep, actor=who), [])[1],
         )
 
+    def record_usage(
+        self,
+        context_id: UUID | str,
+        *,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int = 0,
+        version: int | None = None,
+        counted_tokens: int | None = None,
+        actor: str | None = None,
+    ) -> Written:
+        """Record what a provider billed for a call made with the context at `version`.
+
+        `version` defaults to the head; `counted_tokens` to ctxstore's count of the visible
+        context at that version (give `Prompt.tokens` when you sent a built prompt instead).
+        """
+        who = self._actor(actor)
+        cid = self._id(context_id)
+        sent = None if version is None else self._context_at(cid, version)
+
+        def command(c: Context) -> list[str]:
+            at = sent or c
+            c.record_usage(
+                for_version=at.version,
+                model=model,
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                counted_tokens=at.tokens + REPLY_PRIMING
+                if counted_tokens is None
+                else counted_tokens,
+                estimated=at.estimated > 0,
+                actor=who,
+            )
+            return []
+
+        return self._command(cid, None, command)
+
+    def usage_report(
+        self, *, model: str | None = None, context_id: UUID | str | None = None
+    ) -> list[ModelUsage]:
+        """Per model: the provider's prompt tokens against ctxstore's counts, across contexts."""
+        if context_id is not None:
+            events: Iterable[Context.Event] = self._events(self._id(context_id))
+        else:
+            events = self._all_of(Context.UsageRecorded)
+        usage = [e for e in events if isinstance(e, Context.UsageRecorded)]
+        return usage_by_model(e for e in usage if model is None or e.model == model)
+
+    def _all_of(self, event_class: type[Context.Event]) -> Iterator[Context.Event]:
+        """Every stored event of one type, across contexts, in the order recorded."""
+        topic = get_topic(event_class)
+        start = 1
+        while True:
+            page = self.recorder.select_notifications(start, 500, topics=[topic])
+            if not page:
+                return
+            for n in page:
+                yield cast(Context.Event, self.mapper.to_domain_event(n))
+            start = page[-1].id + 1
+
     # ---- reads ------------------------------------------------------------------------
 
     def visible(
@@ -385,26 +446,20 @@ class ContextStore(Application[UUID]):
 
     def contexts(self, *, limit: int = 1000) -> list[ContextSummary]:
         """Contexts in the order they were created (from the application sequence)."""
-        topic = get_topic(Context.ContextCreated)
         found: list[ContextSummary] = []
-        start = 1
-        while len(found) < limit:
-            page = self.recorder.select_notifications(start, 500, topics=[topic])
-            if not page:
-                break
-            for n in page:
-                e = self.mapper.to_domain_event(n)
-                assert isinstance(e, Context.ContextCreated)
-                found.append(
-                    ContextSummary(
-                        context_id=e.originator_id,
-                        name=e.name,
-                        created_at=e.timestamp,
-                        created_by=e.actor,
-                    )
+        for e in self._all_of(Context.ContextCreated):
+            assert isinstance(e, Context.ContextCreated)
+            found.append(
+                ContextSummary(
+                    context_id=e.originator_id,
+                    name=e.name,
+                    created_at=e.timestamp,
+                    created_by=e.actor,
                 )
-            start = page[-1].id + 1
-        return found[:limit]
+            )
+            if len(found) >= limit:
+                break
+        return found
 
     # ---- machinery --------------------------------------------------------------------
 

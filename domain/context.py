@@ -101,6 +101,19 @@ class Context(Aggregate):
         reverts_from: int | None  # first version undone by a rollback (batch to+1's start)
         actor: str
 
+    class UsageRecorded(Aggregate.Event):
+        """A model call made with the context at `for_version`, as its provider billed it."""
+
+        class_version = 1
+        for_version: int
+        model: str
+        prompt_tokens: int  # the provider's figure
+        completion_tokens: int
+        counted_tokens: int  # ctxstore's count of what was sent
+        estimated: bool
+        batch: int
+        actor: str
+
     # ---- creation -------------------------------------------------------------------
 
     @event(ContextCreated)
@@ -300,6 +313,38 @@ class Context(Aggregate):
         self._batch_ended(self.batch, target, keep, reverts_from, actor)
         return self.batch
 
+    def record_usage(
+        self,
+        *,
+        for_version: int,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        counted_tokens: int,
+        estimated: bool,
+        actor: str,
+    ) -> None:
+        """Record a provider's usage for a call made with the context at `for_version`."""
+        if not isinstance(model, str) or not model.strip() or len(model) > 200:
+            raise InvalidOperationError(f"model must be a non-empty name, got {model!r:.80}")
+        for name, value in (
+            ("prompt_tokens", prompt_tokens),
+            ("completion_tokens", completion_tokens),
+            ("counted_tokens", counted_tokens),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidOperationError(f"{name} must be a count >= 0, got {value!r}")
+        if isinstance(for_version, bool) or not isinstance(for_version, int):
+            raise InvalidOperationError(f"version must be an integer, got {for_version!r}")
+        if not 1 <= for_version <= self.version:
+            raise InvalidOperationError(
+                f"version {for_version} is not one of this context's (1..{self.version})"
+            )
+        self._usage_recorded(
+            for_version, model, prompt_tokens, completion_tokens, counted_tokens,
+            bool(estimated), self.batch, actor,
+        )  # fmt: skip
+
     # ---- event handlers: apply only -------------------------------------------------
 
     @event(MessagesInserted)
@@ -377,6 +422,20 @@ class Context(Aggregate):
             self.tokens = saved["tokens"]
             self.estimated = saved["estimated"]
         del self.savepoints[to:]
+
+    @event(UsageRecorded)
+    def _usage_recorded(
+        self,
+        for_version: int,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        counted_tokens: int,
+        estimated: bool,
+        batch: int,
+        actor: str,
+    ) -> None:
+        pass  # a record for audit and calibration: the visible context does not change
 
     # ---- helpers -----------------------------------------------------------------------
 

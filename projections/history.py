@@ -18,6 +18,7 @@ EVENT_TYPES: dict[str, str] = {
     "MessagesCompressed": "compress",
     "BatchStarted": "batch_start",
     "BatchEnded": "batch_end",
+    "UsageRecorded": "usage",
 }
 
 
@@ -28,7 +29,7 @@ class HistoryEntry(BaseModel):
 
     version: int
     timestamp: datetime
-    type: str  # create, insert, delete, replace, compress, batch_start, batch_end
+    type: str  # create, insert, delete, replace, compress, batch_start, batch_end, usage
     actor: str
     batch: int
     reverted: bool  # a later batch_end rolled it back
@@ -65,6 +66,19 @@ def _describe(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
         )
     if isinstance(e, Context.BatchStarted):
         return e.batch - 1, [], {"opened": e.batch}
+    if isinstance(e, Context.UsageRecorded):
+        return (
+            e.batch,
+            [],
+            {
+                "for_version": e.for_version,
+                "model": e.model,
+                "prompt_tokens": e.prompt_tokens,
+                "completion_tokens": e.completion_tokens,
+                "counted_tokens": e.counted_tokens,
+                "estimated": e.estimated,
+            },
+        )
     if isinstance(e, Context.BatchEnded):
         return e.batch, [], {"to": e.to, "keep": e.keep, "reverts_from": e.reverts_from}
     raise TypeError(f"not a Context event: {type(e).__name__}")

@@ -201,7 +201,7 @@ def test_bad_arguments_are_named():
     from ctxstore.domain.errors import InvalidOperationError
 
     with pytest.raises(InvalidOperationError, match="unknown strategy 'best'"):
-        build_prompt(conversation(1), 1000, count=count, strategy="best")  # type: ignore[arg-type]
+        build_prompt(conversation(1), 1000, count=count, strategy="best")
     with pytest.raises(InvalidOperationError, match="budget"):
         build_prompt(conversation(1), 0, count=count)
 
