@@ -89,7 +89,8 @@ class ContextStore(Application[UUID]):
         self._cache: LRUCache[UUID, Context] = LRUCache(maxsize=self.settings.cache_size)
         self.tokenizers = Tokenizers(self.settings.tiktoken_cache_dir)
         # Stored messages never change in place: (context, id, version) names one for good.
-        self._parsed: dict[tuple[UUID, str, int], Message] = {}
+        self._parsed: dict[UUID, dict[str, tuple[int, PromptItem]]] = {}
+        self._parsed_count = 0
         self._locks: dict[UUID, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -310,8 +311,10 @@ class ContextStore(Application[UUID]):
             at_version = self._version_at_time(cid, at_time)
         if at_version is None:
             with self._lock(cid):
-                return visible_of(self._fresh(cid), self._message)
-        return visible_of(self._context_at(cid, at_version), self._message)
+                ctx = self._fresh(cid)
+                return visible_of(ctx, [i.message for i in self._prompt_items(ctx)])
+        ctx = self._context_at(cid, at_version)
+        return visible_of(ctx, [i.message for i in self._prompt_items(ctx)])
 
     def _context_at(self, cid: UUID, at_version: int) -> Context:
         if isinstance(at_version, bool) or not isinstance(at_version, int) or at_version < 1:
@@ -373,14 +376,28 @@ class ContextStore(Application[UUID]):
         )
 
     def _prompt_items(self, ctx: Context) -> list[PromptItem]:
-        return [
-            PromptItem(
-                self._message(ctx, i),
-                int(ctx.entries[i]["tokens"]),
-                ctx.entries[i]["summary_of"] is not None,
-            )
-            for i in ctx.order
-        ]
+        """The visible messages as validated models with their counts, remembered."""
+        known = self._parsed.get(ctx.id)
+        if known is None:
+            if self._parsed_count >= PARSED_CACHE_SIZE:
+                self._parsed.clear()
+                self._parsed_count = 0
+            known = self._parsed[ctx.id] = {}
+        items = []
+        entries = ctx.entries
+        for i in ctx.order:
+            entry = entries[i]
+            hit = known.get(i)
+            if hit is None or hit[0] != entry["version"]:
+                message = Message.model_validate(entry["message"])
+                hit = (
+                    entry["version"],
+                    PromptItem(message, entry["tokens"], bool(entry["summary_of"])),
+                )
+                known[i] = hit
+                self._parsed_count += 1
+            items.append(hit[1])
+        return items
 
     @staticmethod
     def _resource(raw: Resource | JSON, counter: TextCounter) -> Resource:
@@ -399,16 +416,6 @@ class ContextStore(Application[UUID]):
         if isinstance(priority, bool) or not isinstance(priority, int):
             raise InvalidOperationError(f"resource {raw['id']!r}: priority must be an integer")
         return Resource(raw["id"], tokens, priority)
-
-    def _message(self, ctx: Context, msg_id: str) -> Message:
-        entry = ctx.entries[msg_id]
-        key = (ctx.id, msg_id, int(entry["version"]))
-        message = self._parsed.get(key)
-        if message is None:
-            if len(self._parsed) >= PARSED_CACHE_SIZE:
-                self._parsed.clear()
-            message = self._parsed[key] = Message.model_validate(entry["message"])
-        return message
 
     def batches(self, context_id: UUID | str) -> list[BatchFrame]:
         """The open batches above batch 0, lowest first."""

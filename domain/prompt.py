@@ -13,7 +13,8 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from functools import lru_cache
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -120,8 +121,7 @@ class PromptConfig(BaseModel):
     semantic: SemanticConfig = Field(default_factory=SemanticConfig)
 
 
-@dataclass(frozen=True)
-class PromptItem:
+class PromptItem(NamedTuple):
     """A visible message with its stored token count."""
 
     message: Message
@@ -129,14 +129,18 @@ class PromptItem:
     summary: bool = False
 
 
-class OmittedMessage(BaseModel):
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True)
+class OmittedMessage:
+    """A message left out of the prompt, and why."""
+
     id: str
     reason: str
 
 
-class OmittedResource(BaseModel):
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True, slots=True)
+class OmittedResource:
+    """A resource left out of the prompt, and why."""
+
     id: str
     tokens: int
     reason: str
@@ -165,16 +169,13 @@ class Prompt(BaseModel):
         return [m.to_openai() for m in self.messages]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Unit:
     items: list[PromptItem]
     index: int  # position among units
     turn: int  # index of the user message that opened its turn (-1 before any)
     must: bool
-
-    @property
-    def tokens(self) -> int:
-        return sum(i.tokens for i in self.items)
+    tokens: int
 
     @property
     def ids(self) -> list[str]:
@@ -189,16 +190,22 @@ def _units(items: Sequence[PromptItem]) -> list[_Unit]:
     """Group messages so a tool call and its results travel together."""
     units: list[_Unit] = []
     turn = -1
-    newest_user = max((n for n, i in enumerate(items) if i.message.role == "user"), default=-1)
+    newest_user = -1
+    for n in range(len(items) - 1, -1, -1):
+        if items[n].message.role == "user":
+            newest_user = n
+            break
     for n, item in enumerate(items):
         role = item.message.role
         if role == "tool" and units:
-            units[-1].items.append(item)
+            last = units[-1]
+            last.items.append(item)
+            last.tokens += item.tokens
             continue
         if role == "user":
             turn = n
         must = role in ("system", "developer") or n == newest_user
-        units.append(_Unit([item], len(units), turn, must))
+        units.append(_Unit([item], len(units), turn, must, item.tokens))
     return units
 
 
@@ -210,14 +217,15 @@ def lexical_similarity(a: str, b: str) -> float:
     return len(wa & wb) / len(wa | wb)
 
 
-def _words(text: str) -> set[str]:
+@lru_cache(maxsize=65536)
+def _words(text: str) -> frozenset[str]:
     words: set[str] = set()
     for token in re.findall(r"[\u4e00-\u9fff]+|[\w']+", text.lower()):
         if re.match(r"[\u4e00-\u9fff]", token):
             words.update(token[i : i + 2] for i in range(max(1, len(token) - 1)))
         elif token not in STOP_WORDS:
             words.add(token)
-    return words - STOP_WORDS
+    return frozenset(words - STOP_WORDS)
 
 
 def build_prompt(
@@ -340,20 +348,23 @@ class _Plan:
         self, strategy: Strategy, budget: int, resources: Sequence[Resource], estimated: bool
     ) -> Prompt:
         messages: list[Message] = []
+        places = {place for place, _, _ in self.added}
         for u in self.units:
-            messages.extend(m for place, m, _ in self.added if place == u.index)
+            if u.index in places:
+                messages.extend(m for place, m, _ in self.added if place == u.index)
             if u.index in self.kept:
                 messages.extend(i.message for i in u.items)
         messages.extend(m for place, m, _ in self.added if place >= len(self.units))
         message_tokens = self.used()
         packing: Packing = pack(resources, self.limit - message_tokens)
+        # Built from checked values: skip re-validating thousands of models.
         omitted = [
-            OmittedMessage(id=i, reason=self.reasons.get(u.index, "left out by the strategy"))
+            OmittedMessage(i, self.reasons.get(u.index, "left out by the strategy"))
             for u in self.units
             if u.index not in self.kept
             for i in u.ids
         ]
-        return Prompt(
+        return Prompt.model_construct(
             strategy=strategy,
             budget=budget,
             limit=self.limit,
@@ -365,8 +376,7 @@ class _Plan:
             resources=[r.id for r in packing.kept],
             resource_tokens=packing.used,
             omitted_resources=[
-                OmittedResource(id=r.resource.id, tokens=r.resource.tokens, reason=r.reason)
-                for r in packing.removed
+                OmittedResource(r.resource.id, r.resource.tokens, r.reason) for r in packing.removed
             ],
             resource_utilization=packing.utilization,
             estimated=estimated,
@@ -456,21 +466,33 @@ def _adaptive(plan: _Plan, cfg: AdaptiveConfig) -> None:
             plan.leave(u, "background: neither recent nor important")
     background = [u for u in plan.units if u.index not in plan.kept]
     if cfg.topic_summary and background:
-        topics = [
-            " ".join(u.text.split())[: cfg.topic_chars]
-            for u in background
-            if u.items[0].message.role == "user" and u.text.strip()
-        ]
-        while topics:
-            summary = Message(
-                id="ctxstore-topics",
-                role="system",
-                content="[Session summary] Earlier topics: " + "; ".join(topics),
-                metadata={"ctxstore": "topic-summary"},
-            )
-            if plan.add(summary):
-                break
-            topics.pop(0)  # drop the oldest topic and try a shorter summary
+        _topic_summary(plan, background, cfg.topic_chars)
+
+
+def _topic_summary(plan: _Plan, background: list[_Unit], chars: int) -> None:
+    """One message naming the left-out user topics, newest kept first if not all fit."""
+    head = "[Session summary] Earlier topics: "
+    room = plan.limit - plan.used() - plan.count(Message(role="system", content=head))
+    topics: list[str] = []
+    for u in reversed(background):
+        if u.items[0].message.role != "user" or not u.text.strip():
+            continue
+        topic = " ".join(u.text.split())[:chars]
+        cost = plan.count(Message(role="user", content=topic)) - 4  # its text, roughly
+        if cost > room:
+            break
+        room -= cost + 1  # and the separator
+        topics.append(topic)
+    while topics:
+        summary = Message(
+            id="ctxstore-topics",
+            role="system",
+            content=head + "; ".join(reversed(topics)),
+            metadata={"ctxstore": "topic-summary"},
+        )
+        if plan.add(summary):
+            return
+        topics.pop()  # the estimate was short: drop the oldest topic kept and try again
 
 
 def _semantic(plan: _Plan, cfg: SemanticConfig, query: str, similarity: Similarity) -> None:

