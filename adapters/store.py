@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Self, cast
 from uuid import UUID
 
+import psycopg
 from eventsourcing.application import AggregateNotFoundError, Application, LRUCache
 from eventsourcing.persistence import IntegrityError, PersistenceError, Transcoder
 from eventsourcing.utils import Environment, get_topic
@@ -49,7 +50,34 @@ from ctxstore.projections.visible import BatchFrame, VisibleContext, batch_stack
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 20
+SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the tables
 PARSED_CACHE_SIZE = 200_000  # validated messages kept per store  # a command retried this often against racing writers gives up
+
+
+@contextmanager
+def schema_lock(env: dict[str, str]) -> Iterator[None]:
+    """On PostgreSQL, hold an advisory lock while the library creates tables and functions.
+
+    Processes starting together would otherwise race: PostgreSQL refuses concurrent
+    CREATE OR REPLACE FUNCTION ("tuple concurrently updated") and CREATE TABLE IF NOT EXISTS.
+    """
+    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
+        yield
+        return
+    with psycopg.connect(
+        dbname=env["POSTGRES_DBNAME"],
+        host=env["POSTGRES_HOST"],
+        port=env["POSTGRES_PORT"],
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"] or None,
+        connect_timeout=int(env.get("POSTGRES_CONNECT_TIMEOUT", "10")),
+        autocommit=True,
+    ) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
 
 
 class Written(BaseModel):
@@ -101,8 +129,9 @@ class ContextStore(Application[UUID]):
         resolved = url or settings.resolved_url()
         env = library_env(resolved, settings.connect_timeout)
         try:
-            return cls(env, settings, url=resolved)
-        except (PersistenceError, OSError) as exc:
+            with schema_lock(env):
+                return cls(env, settings, url=resolved)
+        except (PersistenceError, psycopg.Error, OSError) as exc:
             raise StoreUnavailableError(
                 f"cannot open the store at {redact(resolved)}: {exc}"
             ) from exc

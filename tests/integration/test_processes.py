@@ -49,3 +49,29 @@ def test_processes_racing_on_one_context(durable_url):
     by_version = {h.version: h.actor for h in history}
     for i, vs in enumerate(acked):
         assert all(by_version[v] == f"w{i}" for v in vs)
+
+
+OPENER = """
+import sys
+from ctxstore.adapters.store import ContextStore
+with ContextStore.from_url(sys.argv[1]) as store:
+    print(store.create())
+"""
+
+
+def test_processes_opening_a_new_store_together(durable_url):
+    """The first use of a database creates its tables; processes starting at once must not race."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", OPENER, durable_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(6)
+    ]
+    for p in procs:
+        out, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err
+    with ContextStore.from_url(durable_url) as store:
+        assert len(store.contexts()) == 6
