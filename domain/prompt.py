@@ -99,6 +99,7 @@ class AdaptiveConfig(BaseModel):
     keywords: list[str] = Field(default_factory=lambda: list(IMPORTANT_WORDS))
     topic_summary: bool = True
     topic_chars: int = Field(default=60, ge=10)
+    max_topics: int = Field(default=20, ge=1)
 
 
 class SemanticConfig(BaseModel):
@@ -129,8 +130,7 @@ class PromptItem(NamedTuple):
     summary: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class OmittedMessage:
+class OmittedMessage(NamedTuple):
     """A message left out of the prompt, and why."""
 
     id: str
@@ -176,6 +176,7 @@ class _Unit:
     turn: int  # index of the user message that opened its turn (-1 before any)
     must: bool
     tokens: int
+    _text: str | None = None
 
     @property
     def ids(self) -> list[str]:
@@ -183,7 +184,9 @@ class _Unit:
 
     @property
     def text(self) -> str:
-        return " ".join(i.message.text() for i in self.items)
+        if self._text is None:
+            self._text = " ".join(i.message.text() for i in self.items)
+        return self._text
 
 
 def _units(items: Sequence[PromptItem]) -> list[_Unit]:
@@ -215,6 +218,12 @@ def lexical_similarity(a: str, b: str) -> float:
     if not wa or not wb:
         return 0.0
     return len(wa & wb) / len(wa | wb)
+
+
+@lru_cache(maxsize=65536)
+def _mentions(text: str, keywords: tuple[str, ...]) -> bool:
+    low = text.lower()
+    return any(k in low for k in keywords)
 
 
 @lru_cache(maxsize=65536)
@@ -348,22 +357,21 @@ class _Plan:
         self, strategy: Strategy, budget: int, resources: Sequence[Resource], estimated: bool
     ) -> Prompt:
         messages: list[Message] = []
+        omitted: list[OmittedMessage] = []
         places = {place for place, _, _ in self.added}
+        kept, reasons = self.kept, self.reasons
         for u in self.units:
             if u.index in places:
                 messages.extend(m for place, m, _ in self.added if place == u.index)
-            if u.index in self.kept:
-                messages.extend(i.message for i in u.items)
+            if u.index in kept:
+                messages.extend([i.message for i in u.items])
+            else:
+                reason = reasons.get(u.index, "left out by the strategy")
+                omitted.extend([OmittedMessage(str(i.message.id), reason) for i in u.items])
         messages.extend(m for place, m, _ in self.added if place >= len(self.units))
         message_tokens = self.used()
         packing: Packing = pack(resources, self.limit - message_tokens)
         # Built from checked values: skip re-validating thousands of models.
-        omitted = [
-            OmittedMessage(i, self.reasons.get(u.index, "left out by the strategy"))
-            for u in self.units
-            if u.index not in self.kept
-            for i in u.ids
-        ]
         return Prompt.model_construct(
             strategy=strategy,
             budget=budget,
@@ -454,11 +462,11 @@ def _adaptive(plan: _Plan, cfg: AdaptiveConfig) -> None:
             taken_recent += len(u.items)
         else:
             break
-    keywords = [k.lower() for k in cfg.keywords]
+    keywords = tuple(k.lower() for k in cfg.keywords)
     for u in reversed(plan.units):
         if u.index in plan.kept:
             continue
-        if any(k in u.text.lower() for k in keywords):
+        if _mentions(u.text, keywords):
             if plan.used() + u.tokens <= important_cap and plan.take(u):
                 continue
             plan.leave(u, "important, but over the important layer's share of the budget")
@@ -466,11 +474,11 @@ def _adaptive(plan: _Plan, cfg: AdaptiveConfig) -> None:
             plan.leave(u, "background: neither recent nor important")
     background = [u for u in plan.units if u.index not in plan.kept]
     if cfg.topic_summary and background:
-        _topic_summary(plan, background, cfg.topic_chars)
+        _topic_summary(plan, background, cfg.topic_chars, cfg.max_topics)
 
 
-def _topic_summary(plan: _Plan, background: list[_Unit], chars: int) -> None:
-    """One message naming the left-out user topics, newest kept first if not all fit."""
+def _topic_summary(plan: _Plan, background: list[_Unit], chars: int, most: int) -> None:
+    """One message naming the newest left-out user topics (at most `most`) that fit."""
     head = "[Session summary] Earlier topics: "
     room = plan.limit - plan.used() - plan.count(Message(role="system", content=head))
     topics: list[str] = []
@@ -479,7 +487,7 @@ def _topic_summary(plan: _Plan, background: list[_Unit], chars: int) -> None:
             continue
         topic = " ".join(u.text.split())[:chars]
         cost = plan.count(Message(role="user", content=topic)) - 4  # its text, roughly
-        if cost > room:
+        if cost > room or len(topics) >= most:
             break
         room -= cost + 1  # and the separator
         topics.append(topic)
