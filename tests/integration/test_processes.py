@@ -71,7 +71,7 @@ def test_processes_opening_a_new_store_together(durable_url):
         for _ in range(6)
     ]
     for p in procs:
-        out, err = p.communicate(timeout=180)
+        _, err = p.communicate(timeout=180)
         assert p.returncode == 0, err
     with ContextStore.from_url(durable_url) as store:
         assert len(store.contexts()) == 6
