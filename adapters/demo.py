@@ -121,5 +121,21 @@ def run_demo(
     step(Rule("5. time travel: the context as the model saw it at version 3"))
     show(store.visible(cid, at_version=3))
 
-    step(Rule("6. the log (rolled-back events dimmed)"))
+    step(Rule("6. tokens: what fits a small budget, and the provider's own count"))
+    at3 = store.visible(cid, at_version=3)
+    for budget in (at3.tokens * 2, 60):
+        prompt = store.build_prompt(cid, budget, "full", at_version=3)
+        step(
+            f"budget {budget}: {len(prompt.messages)} messages, {prompt.tokens} of {prompt.limit} "
+            f"tokens; left out {len(prompt.omitted)}"
+            + (f" ({prompt.omitted[0].reason})" if prompt.omitted else "")
+        )
+    store.record_usage(cid, model="gpt-4o", prompt_tokens=at3.tokens + 2, version=3, actor="agent")
+    for row in store.usage_report(context_id=cid):
+        step(
+            f"usage {row.model}: provider {row.prompt_tokens} vs ctxstore {row.counted_tokens} "
+            f"prompt tokens ({row.mean_error:+.1%})"
+        )
+
+    step(Rule("7. the log (rolled-back events dimmed)"))
     show_log(store.history(cid))

@@ -124,3 +124,34 @@ def test_the_installed_command_runs(tmp_path):
     url = f"sqlite:///{tmp_path / 'x.db'}"
     done = subprocess.run([exe, "--url", url, "create"], capture_output=True, text=True, check=True)
     assert len(done.stdout.strip()) == 36
+
+
+def test_tokens_prompt_and_usage_through_the_cli(cli):
+    cid = json.loads(cli("create", "--encoding", "cl100k_base", "--json").stdout)["context_id"]
+    cli("insert", cid, "--role", "system", "--content", "Be brief.")
+    for n in range(6):
+        cli("insert", cid, "--content", f"question number {n} about the weather in Paris")
+        cli("insert", cid, "--role", "assistant", "--content", f"answer number {n}: sunny")
+    shown = json.loads(cli("show", cid, "--json").stdout)
+    assert (
+        shown["tokens"] == sum(shown["token_counts"].values()) + 3 and shown["estimated"] is False
+    )
+    assert "tokens" in cli("show", cid).stdout
+    p = json.loads(cli("prompt", cid, "--budget", "80", "--strategy", "full", "--json").stdout)
+    assert p["tokens"] <= p["limit"] == 72 and p["omitted"]
+    assert p["messages"][1]["id"] == "ctxstore-marker"
+    api = json.loads(cli("prompt", cid, "--budget", "1000", "--json", "--openai").stdout)
+    assert api[0] == {"role": "system", "content": "Be brief."}
+    table = cli("prompt", cid, "--budget", "80").stdout
+    assert "left out" in table and "oldest turn" in table
+    cli("prompt", cid, "--budget", "5", code=1)  # the must-keeps alone do not fit
+    cli("prompt", cid, "--budget", "500", "--strategy", "nope", code=1)
+    cli("usage", cid, "--model", "gpt-4o", "--prompt-tokens", str(shown["tokens"] + 10))
+    report = json.loads(cli("usage-report", "--json").stdout)
+    assert report[0]["model"] == "gpt-4o" and report[0]["counted_tokens"] == shown["tokens"]
+    assert "gpt-4o" in cli("usage-report").stdout
+    assert (
+        json.loads(cli("log", cid, "--json", "--type", "usage").stdout)[0]["details"]["model"]
+        == "gpt-4o"
+    )
+    cli("create", "--encoding", "cl100k", code=1)
