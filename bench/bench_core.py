@@ -122,7 +122,7 @@ def appends(store: ContextStore, n: int) -> tuple[float, list[float], int]:
     return rate, times, int(statistics.mean(sizes))
 
 
-def build(store: ContextStore, events: int, *, open_batch: bool) -> uuid.UUID:
+def build(store: ContextStore, events: int, *, open_batches: int = 0) -> uuid.UUID:
     """A context with VISIBLE messages and `events` events (replaces after the inserts).
 
     Saved in chunks of the snapshot interval to build quickly; snapshots land where the
@@ -130,16 +130,19 @@ def build(store: ContextStore, events: int, *, open_batch: bool) -> uuid.UUID:
     """
     cid = store.create(actor="bench")
     ctx = store._get(cid)
-    if open_batch:
-        ctx.batch_start(actor="bench")
+    counter = store.tokenizers.counter(ctx.encoding)
     for i in range(VISIBLE):
-        ctx.insert([{"role": "user", "content": text(i)}], actor="bench")
+        ctx.insert([{"role": "user", "content": text(i)}], actor="bench", counter=counter)
+    for _ in range(open_batches):
+        ctx.batch_start(actor="bench")
     n = 0
     while ctx.version < events:
         before = ctx.version
         for _ in range(min(INTERVAL - ctx.version % INTERVAL, events - ctx.version)):
             n += 1
-            ctx.replace(n % VISIBLE, {"role": "user", "content": text(n)}, actor="bench")
+            ctx.replace(
+                n % VISIBLE, {"role": "user", "content": text(n)}, actor="bench", counter=counter
+            )
         store.save(ctx)
         store._maybe_snapshot(ctx, before)
     assert ctx.version == events and len(ctx.order) == VISIBLE
@@ -162,8 +165,8 @@ def bench_backend(label: str, url: str, raw: Callable[[int, int], float], n: int
             f"(rows of {row_bytes} B) -> ratio {rate / floor:.2f}x (target >= 0.5x)"
         )
 
-        small = build(store, 100, open_batch=False)
-        large = build(store, HISTORY, open_batch=False)
+        small = build(store, 100)
+        large = build(store, HISTORY)
         # Cold reads over one snapshot interval of further events, alternating the two
         # contexts, so each distance from the last snapshot counts once for both.
         cold_small: list[float] = []
@@ -193,14 +196,17 @@ def bench_backend(label: str, url: str, raw: Callable[[int, int], float], n: int
             f"{med(travel) * 1e3:.2f} ms -> {med(travel) / cold_l:.2f}x the head read (target <= 2x)"
         )
 
+        # Nested batches all opened before the 10,000 events: each batch_end(to=k-1) rolls
+        # back to a batch opened at least 10,000 events earlier.
         rollbacks = []
-        for _ in range(3):
-            cid = build(store, HISTORY, open_batch=True)
-            store.visible(cid)  # loaded, as a context in use is
+        depth = 9
+        cid = build(store, HISTORY, open_batches=depth)
+        store.visible(cid)  # loaded, as a context in use is
+        for k in range(depth, 0, -1):
             t = time.perf_counter()
-            w = store.batch_end(cid, to=0, actor="bench")
+            w = store.batch_end(cid, to=k - 1, actor="bench")
             rollbacks.append(time.perf_counter() - t)
-            assert w.batch == 0 and len(store.visible(cid).messages) == 0
+            assert w.batch == k - 1 and len(store.visible(cid).messages) == VISIBLE
         append_med = med(append_times)
         print(
             f"rollback to a batch opened {HISTORY:,} events earlier: {med(rollbacks) * 1e3:.2f} ms "

@@ -36,5 +36,9 @@ class VersionConflictError(CtxStoreError):
     """The context is not at the version the caller expected, or a racing writer won."""
 
 
+class PromptDoesNotFitError(CtxStoreError, ValueError):
+    """The messages that must always be sent do not fit the budget on their own."""
+
+
 class StoreUnavailableError(CtxStoreError):
     """The database behind the store cannot be reached or opened."""

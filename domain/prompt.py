@@ -18,7 +18,7 @@ from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ctxstore.domain.errors import CtxStoreError, InvalidOperationError
+from ctxstore.domain.errors import InvalidOperationError, PromptDoesNotFitError
 from ctxstore.domain.messages import Message
 from ctxstore.domain.packing import Packing, Resource, pack
 from ctxstore.domain.tokens import REPLY_PRIMING
@@ -69,10 +69,6 @@ STOP_WORDS = frozenset(
         "那么",
     ]
 )
-
-
-class PromptDoesNotFitError(CtxStoreError):
-    """The messages that must always be sent do not fit the budget on their own."""
 
 
 class FullConfig(BaseModel):

@@ -4,8 +4,8 @@ import pytest
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store import ContextStore
-from ctxstore.domain.errors import InvalidOperationError
-from ctxstore.domain.prompt import PromptConfig, PromptDoesNotFitError
+from ctxstore.domain.errors import InvalidOperationError, PromptDoesNotFitError
+from ctxstore.domain.prompt import PromptConfig
 
 
 def fill(store, cid, turns):

@@ -4,12 +4,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ctxstore.domain.errors import PromptDoesNotFitError
 from ctxstore.domain.messages import Message
 from ctxstore.domain.packing import Resource, pack, pack_exact, pack_greedy
 from ctxstore.domain.prompt import (
     STRATEGIES,
     PromptConfig,
-    PromptDoesNotFitError,
     PromptItem,
     build_prompt,
 )
