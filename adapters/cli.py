@@ -591,6 +591,52 @@ def usage_report(
 
 @app.command()
 @handles_errors
+def compact(
+    context: str,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
+    ] = False,
+    no_batch: Annotated[
+        bool, typer.Option("--no-batch", help="Do not open a batch for it.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Summarize the older half of the conversation (seed 000's half window)."""
+    with open_store() as store:
+        if dry_run or as_json:
+            done = store.compact(context, dry_run=dry_run, in_batch=not no_batch, actor=state.actor)
+        else:
+            with err.status("summarizing..."):
+                done = store.compact(context, in_batch=not no_batch, actor=state.actor)
+    if as_json:
+        print_json(done.model_dump(mode="json"))
+        return
+    plan = done.plan
+    out.print(
+        f"plan: {plan['mode']}, {plan['summarized_rounds']} of {plan['total_rounds']} rounds "
+        f"summarized, {plan['kept_rounds']} kept ({plan['split_strategy']}, "
+        f"{plan['boundary_adjustment']}"
+        + (f", fallback: {plan['fallback_reason']}" if plan["fallback_reason"] else "")
+        + f"); {len(done.replaced)} messages",
+        highlight=False,
+    )
+    if done.skipped:
+        out.print(f"skipped: {done.skipped}", highlight=False)
+    elif done.dry_run:
+        out.print("dry run: nothing written", highlight=False)
+    else:
+        st = done.stats
+        out.print(
+            f"summary {done.summary_id}: tokens {done.tokens_before} -> {done.tokens_after}, "
+            f"{st['chunk_count']} chunk(s), depth {st['max_depth']}"
+            + (", truncated" if st["truncated"] else "")
+            + f"; version {done.version}, batch {done.batch}",
+            highlight=False,
+        )
+
+
+@app.command()
+@handles_errors
 def demo() -> None:
     """Play a scripted agent conversation through every operation and print what happens."""
     from ctxstore.adapters.demo import run_demo

@@ -14,6 +14,7 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
+from ctxstore.domain.compaction import CompactionConfig
 from ctxstore.domain.errors import CtxStoreError
 from ctxstore.domain.prompt import PromptConfig
 
@@ -53,6 +54,11 @@ class Settings(BaseSettings):
     prompt: PromptConfig = Field(
         default_factory=PromptConfig,
         description="prompt building: CTXSTORE_PROMPT__STRATEGY, ..., or [prompt] in the file",
+    )
+
+    compaction: CompactionConfig = Field(
+        default_factory=CompactionConfig,
+        description="compaction: CTXSTORE_COMPACTION__MESSAGE_LIMIT, ..., or [compaction]",
     )
 
     @classmethod

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
-from typing import Self, cast
+from typing import Any, Self, cast
 from uuid import UUID
 
 import psycopg
@@ -23,8 +23,10 @@ from eventsourcing.utils import Environment, get_topic
 from pydantic import BaseModel, ConfigDict
 
 from ctxstore.adapters.settings import Settings, library_env, redact
+from ctxstore.adapters.summarizers import ExtractiveSummarizer, OpenAISummarizer
 from ctxstore.adapters.tokenizer import Tokenizers, check_encoding_name
 from ctxstore.adapters.transcoder import ContextTranscoder
+from ctxstore.domain.compaction import Entry, NothingToSummarizeError, plan_compaction
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import (
     ContextNotFoundError,
@@ -43,6 +45,7 @@ from ctxstore.domain.prompt import (
     build_prompt,
     lexical_similarity,
 )
+from ctxstore.domain.summarize import ALGORITHM, Summarizer, summarize_with_bisect
 from ctxstore.domain.tokens import REPLY_PRIMING, TextCounter, message_tokens
 from ctxstore.projections.history import EVENT_TYPES, HistoryEntry, fold_history
 from ctxstore.projections.usage import ModelUsage, usage_by_model
@@ -89,6 +92,25 @@ class Written(BaseModel):
     version: int
     batch: int
     ids: list[str]
+
+
+class Compaction(BaseModel):
+    """What a compaction planned and, unless skipped or a dry run, wrote."""
+
+    model_config = ConfigDict(frozen=True)
+
+    context_id: UUID
+    trigger: str
+    plan: dict[str, Any]
+    replaced: list[str]  # the visible messages the summary took the place of
+    skipped: str | None = None
+    dry_run: bool = False
+    summary_id: str | None = None
+    version: int | None = None  # the context's version after the compaction
+    batch: int | None = None
+    tokens_before: int | None = None  # visible tokens before and after
+    tokens_after: int | None = None
+    stats: dict[str, Any] = {}
 
 
 class ContextSummary(BaseModel):
@@ -175,11 +197,14 @@ class ContextStore(Application[UUID]):
         MalformedTranscriptError, VersionConflictError.
         """
         who = self._actor(actor)
-        return self._command(
+        written = self._command(
             context_id,
             expected_version,
             lambda c: c.insert(messages, after=after, actor=who, counter=self._counter(c)),
         )
+        if self.settings.compaction.auto:
+            self.maybe_compact(written.context_id, actor=who)
+        return written
 
     def delete(
         self,
@@ -322,6 +347,147 @@ class ContextStore(Application[UUID]):
             for n in page:
                 yield cast(Context.Event, self.mapper.to_domain_event(n))
             start = page[-1].id + 1
+
+    def compact(
+        self,
+        context_id: UUID | str,
+        *,
+        trigger: str = "manual",
+        dry_run: bool = False,
+        summarizer: Summarizer | None = None,
+        in_batch: bool | None = None,
+        actor: str | None = None,
+    ) -> Compaction:
+        """Summarize the older half of the rounds since the latest summary (seeds 000, 001).
+
+        Writes one batch_start (unless in_batch=False) and one compress, together; a failed
+        summarization writes nothing. Raises NothingToSummarizeError, and whatever the
+        summarizer raises that is not a context overflow.
+        """
+        who = self._actor(actor)
+        cid = self._id(context_id)
+        cfg = self.settings.compaction
+        writer = summarizer or self.summarizer()
+        batch = cfg.in_batch if in_batch is None else in_batch
+        for _ in range(MAX_ATTEMPTS):
+            with self._lock(cid):
+                ctx = self._fresh(cid)
+                version, before = ctx.version, ctx.tokens + REPLY_PRIMING
+                entries = [
+                    Entry(
+                        i,
+                        ctx.entries[i]["message"]["role"],
+                        ctx.entries[i]["summary_of"] is not None,
+                    )
+                    for i in ctx.order
+                ]
+                by_id = {item.message.id: item.message for item in self._prompt_items(ctx)}
+            plan = plan_compaction(entries, min_rounds=cfg.min_rounds)
+            base = {
+                "context_id": cid,
+                "trigger": trigger,
+                "plan": plan.as_dict(),
+                "replaced": plan.summarize,
+            }
+            if plan.skipped is not None or dry_run:
+                return Compaction(
+                    **base, skipped=plan.skipped, dry_run=dry_run, tokens_before=before
+                )
+            result = summarize_with_bisect(
+                [by_id[i] for i in plan.summarize],
+                writer,
+                target_tokens=cfg.target_tokens,
+                max_depth=cfg.max_depth,
+                min_chunk_messages=cfg.min_chunk_messages,
+            )
+            stats = {
+                "algorithm": ALGORITHM,
+                "trigger": trigger,
+                "chunk_count": result.chunks,
+                "max_depth": result.depth,
+                "truncated": result.truncated,
+                "summarizer_calls": result.calls,
+                "summarizer": {
+                    "name": writer.name,
+                    "model": writer.model,
+                    "prompt_version": writer.prompt_version,
+                },
+                "planner": plan.as_dict(),
+                "tokens_before_visible": before,
+            }
+            summary = {"role": "user", "content": result.text, "metadata": {"ctxstore": "summary"}}
+
+            def write(
+                c: Context,
+                ids: list[str] = plan.summarize,
+                text: JSON = summary,
+                facts: JSON = stats,
+            ) -> list[str]:
+                if batch:
+                    c.batch_start(actor=who)
+                return [c.compress(ids, text, stats=facts, actor=who, counter=self._counter(c))]
+
+            try:
+                w = self._command(cid, version, write)
+            except VersionConflictError:
+                continue  # the context moved while the summary was written: plan again
+            after = self.visible(cid, at_version=w.version).tokens
+            return Compaction(
+                **base, summary_id=w.ids[0], version=w.version, batch=w.batch,
+                tokens_before=before, tokens_after=after, stats=stats,
+            )  # fmt: skip
+        raise VersionConflictError(
+            f"context {cid}: kept changing during {MAX_ATTEMPTS} compactions"
+        )
+
+    def maybe_compact(
+        self, context_id: UUID | str, *, actor: str | None = None
+    ) -> Compaction | None:
+        """Compact proactively if the visible context crossed a configured threshold."""
+        cfg = self.settings.compaction
+        head = self.visible(context_id)
+        if head.tokens < cfg.max_context_tokens and len(head.messages) < cfg.message_limit:
+            return None
+        try:
+            done = self.compact(context_id, trigger="proactive", actor=actor)
+        except NothingToSummarizeError:
+            return None
+        return None if done.skipped else done
+
+    def recover_from_overflow(
+        self,
+        context_id: UUID | str,
+        budget: int,
+        strategy: Strategy | None = None,
+        *,
+        actor: str | None = None,
+        **prompt: Any,
+    ) -> Prompt:
+        """After a model request failed with a context overflow: compact, then the prompt to retry.
+
+        Compacts (trigger overflow_retry) while the visible context exceeds the budget's limit
+        and there is something left to summarize, then builds the prompt, which always fits.
+        Raises PromptDoesNotFitError when even the messages that must be sent do not fit.
+        """
+        cid = self._id(context_id)
+        safety = prompt.get("safety") or self.settings.prompt.safety
+        for _ in range(3):
+            if self.visible(cid).tokens <= int(budget * safety):
+                break
+            try:
+                done = self.compact(cid, trigger="overflow_retry", actor=actor)
+            except NothingToSummarizeError:
+                break
+            if done.skipped:
+                break
+        return self.build_prompt(cid, budget, strategy, **prompt)
+
+    def summarizer(self) -> Summarizer:
+        """The configured summarizer: offline extractive by default, or an OpenAI-compatible model."""
+        cfg = self.settings.compaction
+        if cfg.summarizer == "openai":
+            return OpenAISummarizer(cfg.model, base_url=cfg.base_url, api_key=cfg.api_key)
+        return ExtractiveSummarizer(self.tokenizers.counter(self.settings.encoding))
 
     # ---- reads ------------------------------------------------------------------------
 
