@@ -137,5 +137,33 @@ def run_demo(
             f"prompt tokens ({row.mean_error:+.1%})"
         )
 
-    step(Rule("7. the log (rolled-back events dimmed)"))
+    step(Rule("7. compaction: a longer agent run, half of it summarized, then undone"))
+    run = store.create(name="demo: compaction", actor="demo-sdk")
+    for n in range(6):
+        store.insert(
+            run,
+            [
+                {"role": "user", "content": f"Step {n}: run the test suite and report."},
+                {"role": "assistant", "tool_calls": [_call(f"ci_{n}", "run_tests", "{}")]},
+                {
+                    "role": "tool",
+                    "tool_call_id": f"ci_{n}",
+                    "content": f"{40 + n} passed, 0 failed.",
+                },
+                {"role": "assistant", "content": f"Step {n} is green: {40 + n} tests pass."},
+            ],
+            actor="agent",
+        )
+    done = store.compact(run, actor="compactor")
+    plan = done.plan
+    step(
+        f"{plan['mode']}: {plan['summarized_rounds']} of {plan['total_rounds']} rounds summarized "
+        f"({plan['split_strategy']}, {plan['boundary_adjustment']}); tokens "
+        f"{done.tokens_before} -> {done.tokens_after}; batch {done.batch} holds it"
+    )
+    show(store.visible(run))
+    store.batch_end(run, actor="user")
+    step(f"batch_end: {len(store.visible(run).messages)} messages are back")
+
+    step(Rule("8. the log (rolled-back events dimmed)"))
     show_log(store.history(cid))

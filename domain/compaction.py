@@ -13,6 +13,7 @@ half, moving the split to a turn boundary, with the seed's fallback levels:
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
@@ -47,24 +48,21 @@ class Round(NamedTuple):
 
 def rounds_of(entries: Sequence[Entry], start: int = 0) -> list[Round]:
     """The rounds from position `start` on, in order."""
+    roles = [e.role for e in entries]
+    turn = max((p for p in range(start) if roles[p] == "user"), default=-1)
     rounds: list[Round] = []
-    turn = -1
-    for pos in range(start):
-        if entries[pos].role == "user":
-            turn = pos
-    pos = start
-    n = len(entries)
+    pos, n = start, len(roles)
     while pos < n:
-        role = entries[pos].role
-        if role == "user":
-            turn = pos
+        role = roles[pos]
         if role == "assistant":
             end = pos + 1
-            while end < n and entries[end].role == "tool":
+            while end < n and roles[end] == "tool":
                 end += 1
             rounds.append(Round(pos, end, turn))
             pos = end
             continue
+        if role == "user":
+            turn = pos
         pos += 1
     return rounds
 
@@ -112,7 +110,7 @@ class CompactionPlan:
 
 def plan_compaction(entries: Sequence[Entry], *, min_rounds: int = MIN_ROUNDS) -> CompactionPlan:
     """Plan a compaction of the visible context (seed 000); raises NothingToSummarizeError."""
-    last_summary = max((p for p, e in enumerate(entries) if e.summary), default=-1)
+    last_summary = next((p for p in range(len(entries) - 1, -1, -1) if entries[p].summary), -1)
     region = last_summary + 1
     while region < len(entries) and entries[region].role in ("system", "developer"):
         region += 1  # instructions at the start are never summarized
@@ -172,7 +170,10 @@ def _run(
 
 
 def _counted(rounds: list[Round], start: int, end: int) -> int:
-    return sum(1 for r in rounds if r.start >= start and r.end <= end)
+    """How many rounds lie wholly within [start, end) (rounds are in order)."""
+    first = bisect_left(rounds, start, key=lambda r: r.start)
+    last = bisect_right(rounds, end, key=lambda r: r.end)
+    return max(0, last - first)
 
 
 def _single_round(

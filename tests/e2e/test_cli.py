@@ -155,3 +155,23 @@ def test_tokens_prompt_and_usage_through_the_cli(cli):
         == "gpt-4o"
     )
     cli("create", "--encoding", "cl100k", code=1)
+
+
+def test_compact_through_the_cli(cli):
+    cid = cli("create").stdout.strip()
+    for n in range(5):
+        lines = "\n".join(json.dumps(m) for m in [
+            {"role": "user", "content": f"step {n}. check it."},
+            {"role": "assistant", "tool_calls": [{"id": f"k{n}", "function": {"name": "check", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": f"k{n}", "content": "ok."},
+        ])  # fmt: skip
+        cli("insert", cid, input=lines)
+    dry = cli("compact", cid, "--dry-run").stdout
+    assert "plan: half-window" in dry and "dry run: nothing written" in dry
+    assert len(json.loads(cli("log", cid, "--json").stdout)) == 6
+    done = json.loads(cli("compact", cid, "--json").stdout)
+    assert done["summary_id"] and done["batch"] == 1 and done["stats"]["algorithm"] == "bisect_v1"
+    assert "summary" in cli("compact", cid).stdout or "skipped" in cli("compact", cid).stdout
+    tiny = cli("create").stdout.strip()
+    cli("insert", tiny, "--content", "hi")
+    cli("compact", tiny, code=1)
