@@ -40,10 +40,12 @@ from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import (
     Prompt,
     PromptItem,
+    PromptUnits,
     Similarity,
     Strategy,
     build_prompt,
     lexical_similarity,
+    prompt_units,
 )
 from ctxstore.domain.summarize import ALGORITHM, Summarizer, summarize_with_bisect
 from ctxstore.domain.tokens import REPLY_PRIMING, TextCounter, message_tokens
@@ -141,6 +143,7 @@ class ContextStore(Application[UUID]):
         # Stored messages never change in place: (context, id, version) names one for good.
         self._parsed: dict[UUID, dict[str, tuple[int, PromptItem]]] = {}
         self._parsed_count = 0
+        self._units: dict[UUID, tuple[int, PromptUnits]] = {}  # head version -> grouped units
         self._locks: dict[UUID, threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -553,13 +556,20 @@ class ContextStore(Application[UUID]):
         if at_version is None:
             with self._lock(cid):
                 ctx = self._fresh(cid)
-                items = self._prompt_items(ctx)
+                cached = self._units.get(cid)
+                if cached is None or cached[0] != ctx.version:
+                    if len(self._units) >= self.settings.cache_size:
+                        self._units.clear()
+                    # Grouping 10,000 messages costs about as much as choosing among them:
+                    # do it once per version of the context.
+                    cached = self._units[cid] = (ctx.version, prompt_units(self._prompt_items(ctx)))
+                units = cached[1]
         else:
             ctx = self._context_at(cid, at_version)
-            items = self._prompt_items(ctx)
+            units = prompt_units(self._prompt_items(ctx))
         counter = self._counter(ctx)
         return build_prompt(
-            items,
+            units,
             budget,
             count=lambda m: message_tokens(m.model_dump(mode="json"), counter),
             config=config,

@@ -208,6 +208,18 @@ def _units(items: Sequence[PromptItem]) -> list[_Unit]:
     return units
 
 
+@dataclass(frozen=True)
+class PromptUnits:
+    """A context's messages grouped into units once, for several prompts of one version."""
+
+    units: list[_Unit]
+
+
+def prompt_units(items: Sequence[PromptItem]) -> PromptUnits:
+    """Group the messages once; pass the result to build_prompt to skip the grouping."""
+    return PromptUnits(_units(items))
+
+
 def lexical_similarity(a: str, b: str) -> float:
     """Jaccard similarity of word sets (seed 003's baseline); CJK text by character bigrams."""
     wa, wb = _words(a), _words(b)
@@ -234,7 +246,7 @@ def _words(text: str) -> frozenset[str]:
 
 
 def build_prompt(
-    items: Sequence[PromptItem],
+    items: Sequence[PromptItem] | PromptUnits,
     budget: int,
     *,
     count: Callable[[Message], int],
@@ -259,7 +271,7 @@ def build_prompt(
     if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
         raise InvalidOperationError(f"budget must be a positive number of tokens, got {budget!r}")
     limit = math.floor(budget * cfg.safety)
-    units = _units(items)
+    units = items.units if isinstance(items, PromptUnits) else _units(items)
     must_tokens = sum(u.tokens for u in units if u.must) + REPLY_PRIMING
     if must_tokens > limit:
         raise PromptDoesNotFitError(
