@@ -57,6 +57,10 @@ class State:
 state = State()
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+NameOption = Annotated[str | None, typer.Option(help="The message's name field.")]
+ToolCallIdOption = Annotated[
+    str | None, typer.Option(help="For a tool message: the call it answers.")
+]
 ExpectedVersion = Annotated[
     int | None,
     typer.Option("--expected-version", help="Refuse unless the context is at this version."),
@@ -95,6 +99,16 @@ def parse_ref(token: str) -> MessageRef:
         except ValueError:
             raise UnknownMessageError(f"not a position: {token!r} (use #0, #1, #-1)") from None
     return token
+
+
+def json_option(text: str | None, flag: str) -> Any:
+    """The JSON value given to an option, or None when the option was not given."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidMessageError(f"{flag} is not JSON: {exc.msg}") from None
 
 
 def read_messages_from_stdin() -> list[dict[str, Any]]:
@@ -227,12 +241,7 @@ def create(
     as_json: JsonFlag = False,
 ) -> None:
     """Create an empty context and print its id."""
-    meta = None
-    if metadata is not None:
-        try:
-            meta = json.loads(metadata)
-        except json.JSONDecodeError as exc:
-            raise InvalidMessageError(f"--metadata is not JSON: {exc.msg}") from None
+    meta = json_option(metadata, "--metadata")
     with open_store() as store:
         cid = store.create(name=name, metadata=meta, encoding=encoding, actor=state.actor)
     print_json({"context_id": str(cid)}) if as_json else out.print(str(cid), highlight=False)
@@ -268,10 +277,8 @@ def insert(
     content: Annotated[
         str | None, typer.Option(help="Text of one message; else JSON/JSONL on stdin.")
     ] = None,
-    name: Annotated[str | None, typer.Option(help="The message's name field.")] = None,
-    tool_call_id: Annotated[
-        str | None, typer.Option(help="For a tool message: the call it answers.")
-    ] = None,
+    name: NameOption = None,
+    tool_call_id: ToolCallIdOption = None,
     after: Annotated[
         str | None, typer.Option(help="Insert after this message id or #position.")
     ] = None,
@@ -320,10 +327,8 @@ def replace(
     content: Annotated[
         str | None, typer.Option(help="New text; else one JSON message on stdin.")
     ] = None,
-    name: Annotated[str | None, typer.Option(help="The message's name field.")] = None,
-    tool_call_id: Annotated[
-        str | None, typer.Option(help="For a tool message: the call it answers.")
-    ] = None,
+    name: NameOption = None,
+    tool_call_id: ToolCallIdOption = None,
     expected_version: ExpectedVersion = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -357,12 +362,7 @@ def compress(
     as_json: JsonFlag = False,
 ) -> None:
     """Replace a contiguous run of messages by one summary message."""
-    parsed_stats = None
-    if stats is not None:
-        try:
-            parsed_stats = json.loads(stats)
-        except json.JSONDecodeError as exc:
-            raise InvalidMessageError(f"--stats is not JSON: {exc.msg}") from None
+    parsed_stats = json_option(stats, "--stats")
     message = {"role": role, "content": summary, "metadata": {"ctxstore": "summary"}}
     with open_store() as store:
         w = store.compress(
@@ -489,14 +489,9 @@ def prompt(
     as_json: JsonFlag = False,
 ) -> None:
     """Choose what to send under a token budget, and say what was left out and why."""
-    items: list[Any] = []
-    if resources is not None:
-        try:
-            items = json.loads(resources)
-        except json.JSONDecodeError as exc:
-            raise InvalidMessageError(f"--resources is not JSON: {exc.msg}") from None
-        if not isinstance(items, list):
-            raise InvalidMessageError("--resources must be a JSON list")
+    items = json_option(resources, "--resources") or []
+    if not isinstance(items, list):
+        raise InvalidMessageError("--resources must be a JSON list")
     with open_store() as store:
         p = store.build_prompt(
             context,

@@ -94,6 +94,8 @@ class Written(BaseModel):
     version: int
     batch: int
     ids: list[str]
+    tokens: int  # what the visible context now costs in a prompt
+    messages: int  # how many messages are visible
 
 
 class Compaction(BaseModel):
@@ -130,7 +132,6 @@ class ContextStore(Application[UUID]):
     """Stores contexts as event streams; every public method is one command or one read."""
 
     name = "ctxstore"
-    is_snapshotting_enabled = True
 
     def __init__(
         self, env: dict[str, str], settings: Settings | None = None, *, url: str = ""
@@ -205,8 +206,8 @@ class ContextStore(Application[UUID]):
             expected_version,
             lambda c: c.insert(messages, after=after, actor=who, counter=self._counter(c)),
         )
-        if self.settings.compaction.auto:
-            self.maybe_compact(written.context_id, actor=who)
+        if self.settings.compaction.auto and self._crossed(written.tokens, written.messages):
+            self._compact_proactively(written.context_id, who)
         return written
 
     def delete(
@@ -235,7 +236,7 @@ class ContextStore(Application[UUID]):
         return self._command(
             context_id,
             expected_version,
-            lambda c: [c.replace(message_id, message, actor=who, counter=self._counter(c))],
+            lambda c: c.replace(message_id, message, actor=who, counter=self._counter(c)),
         )
 
     def compress(
@@ -258,7 +259,7 @@ class ContextStore(Application[UUID]):
         return self._command(
             context_id,
             expected_version,
-            lambda c: [c.compress(ids, summary, stats=stats, actor=who, counter=self._counter(c))],
+            lambda c: c.compress(ids, summary, stats=stats, actor=who, counter=self._counter(c)),
         )
 
     def batch_start(
@@ -270,9 +271,7 @@ class ContextStore(Application[UUID]):
     ) -> Written:
         """Open batch n+1 on top of the current batch n."""
         who = self._actor(actor)
-        return self._command(
-            context_id, expected_version, lambda c: (c.batch_start(actor=who), [])[1]
-        )
+        return self._command(context_id, expected_version, lambda c: c.batch_start(actor=who))
 
     def batch_end(
         self,
@@ -288,7 +287,7 @@ class ContextStore(Application[UUID]):
         return self._command(
             context_id,
             expected_version,
-            lambda c: (c.batch_end(to=to, keep=keep, actor=who), [])[1],
+            lambda c: c.batch_end(to=to, keep=keep, actor=who),
         )
 
     def record_usage(
@@ -425,19 +424,18 @@ class ContextStore(Application[UUID]):
                 ids: list[str] = plan.summarize,
                 text: JSON = summary,
                 facts: JSON = stats,
-            ) -> list[str]:
+            ) -> str:
                 if batch:
                     c.batch_start(actor=who)
-                return [c.compress(ids, text, stats=facts, actor=who, counter=self._counter(c))]
+                return c.compress(ids, text, stats=facts, actor=who, counter=self._counter(c))
 
             try:
                 w = self._command(cid, version, write)
             except VersionConflictError:
                 continue  # the context moved while the summary was written: plan again
-            after = self.visible(cid, at_version=w.version).tokens
             return Compaction(
                 **base, summary_id=w.ids[0], version=w.version, batch=w.batch,
-                tokens_before=before, tokens_after=after, stats=stats,
+                tokens_before=before, tokens_after=w.tokens, stats=stats,
             )  # fmt: skip
         raise VersionConflictError(
             f"context {cid}: kept changing during {MAX_ATTEMPTS} compactions"
@@ -447,15 +445,27 @@ class ContextStore(Application[UUID]):
         self, context_id: UUID | str, *, actor: str | None = None
     ) -> Compaction | None:
         """Compact proactively if the visible context crossed a configured threshold."""
-        cfg = self.settings.compaction
-        head = self.visible(context_id)
-        if head.tokens < cfg.max_context_tokens and len(head.messages) < cfg.message_limit:
+        cid = self._id(context_id)
+        if not self._crossed(*self._head_size(cid)):
             return None
+        return self._compact_proactively(cid, actor)
+
+    def _crossed(self, tokens: int, messages: int) -> bool:
+        cfg = self.settings.compaction
+        return tokens >= cfg.max_context_tokens or messages >= cfg.message_limit
+
+    def _compact_proactively(self, cid: UUID, actor: str | None) -> Compaction | None:
         try:
-            done = self.compact(context_id, trigger="proactive", actor=actor)
+            done = self.compact(cid, trigger="proactive", actor=actor)
         except NothingToSummarizeError:
             return None
         return None if done.skipped else done
+
+    def _head_size(self, cid: UUID) -> tuple[int, int]:
+        """The visible context's prompt tokens and message count, without building it."""
+        with self._lock(cid):
+            ctx = self._fresh(cid)
+            return ctx.tokens + REPLY_PRIMING, len(ctx.order)
 
     def recover_from_overflow(
         self,
@@ -475,7 +485,7 @@ class ContextStore(Application[UUID]):
         cid = self._id(context_id)
         safety = prompt.get("safety") or self.settings.prompt.safety
         for _ in range(3):
-            if self.visible(cid).tokens <= int(budget * safety):
+            if self._head_size(cid)[0] <= int(budget * safety):
                 break
             try:
                 done = self.compact(cid, trigger="overflow_retry", actor=actor)
@@ -679,8 +689,10 @@ class ContextStore(Application[UUID]):
         self,
         context_id: UUID | str,
         expected_version: int | None,
-        command: Callable[[Context], list[str]],
+        command: Callable[[Context], list[str] | str | int | None],
     ) -> Written:
+        """Run one aggregate command and store its events; the command returns the ids it
+        touched (a list or one id) or anything else when it touched none (a batch number)."""
         cid = self._id(context_id)
         if expected_version is not None and (
             isinstance(expected_version, bool) or not isinstance(expected_version, int)
@@ -699,7 +711,7 @@ class ContextStore(Application[UUID]):
                     )
                 before = ctx.version
                 try:
-                    ids = command(ctx)
+                    touched = command(ctx)
                 except CtxStoreError:
                     if fresh:
                         raise
@@ -724,7 +736,21 @@ class ContextStore(Application[UUID]):
                     self._forget(cid)
                     raise
                 self._maybe_snapshot(ctx, before)
-                return Written(context_id=cid, version=ctx.version, batch=ctx.batch, ids=ids)
+                ids = (
+                    touched
+                    if isinstance(touched, list)
+                    else [touched]
+                    if isinstance(touched, str)
+                    else []
+                )
+                return Written(
+                    context_id=cid,
+                    version=ctx.version,
+                    batch=ctx.batch,
+                    ids=ids,
+                    tokens=ctx.tokens + REPLY_PRIMING,
+                    messages=len(ctx.order),
+                )
         raise VersionConflictError(f"context {cid}: gave up after {MAX_ATTEMPTS} racing writes")
 
     def _maybe_snapshot(self, ctx: Context, before: int) -> None:

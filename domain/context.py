@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from secrets import token_hex
-from typing import Any, NoReturn
+from typing import Any
 
 from eventsourcing.domain import Aggregate, event
 
@@ -220,7 +220,9 @@ class Context(Aggregate):
         ids = self._resolve_distinct(refs, "delete")
         problem = pairing_closure_violation(set(ids), self.order, self._messages_by_id())
         if problem:
-            raise_malformed(f"delete would break a tool call from its result: {problem}")
+            raise MalformedTranscriptError(
+                f"delete would break a tool call from its result: {problem}"
+            )
         ordered = [i for i in self.order if i in set(ids)]
         self._messages_deleted(ordered, self.batch, actor)
         return ordered
@@ -272,7 +274,9 @@ class Context(Aggregate):
         covered = self.order[positions[0] : positions[-1] + 1]
         problem = pairing_closure_violation(set(covered), self.order, self._messages_by_id())
         if problem:
-            raise_malformed(f"compress would split a tool call from its result: {problem}")
+            raise MalformedTranscriptError(
+                f"compress would split a tool call from its result: {problem}"
+            )
         parsed = parse_message(summary)
         if parsed.role == "tool" or parsed.tool_calls:
             raise InvalidOperationError("a summary cannot be a tool message or make tool calls")
@@ -481,8 +485,3 @@ class _MessageView(Mapping[str, JSON]):
 
     def __len__(self) -> int:
         return len(self._entries)
-
-
-def raise_malformed(problem: str) -> NoReturn:
-    """Raise MalformedTranscriptError; a function so commands read as checks."""
-    raise MalformedTranscriptError(problem)

@@ -20,7 +20,6 @@ _JSON: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
 _JSON_OBJECT: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(dict[str, JsonValue])
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
-ROLES: tuple[str, ...] = ("system", "developer", "user", "assistant", "tool")
 
 
 class ContentPart(BaseModel):
@@ -35,8 +34,8 @@ class ContentPart(BaseModel):
     def _text_parts_have_text(self) -> ContentPart:
         if self.type == "text" and self.text is None:
             raise ValueError("a content part of type 'text' needs a 'text' string")
-        for key, value in (self.model_extra or {}).items():
-            _JSON.validate_python(value, context={"field": key})
+        for value in (self.model_extra or {}).values():
+            _JSON.validate_python(value)  # extra fields are stored: plain JSON only
         return self
 
 

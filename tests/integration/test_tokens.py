@@ -44,7 +44,7 @@ def test_counts_match_hand_computed_cases_and_the_prompt_adds_reply_priming(stor
     v = store.visible(cid)
     expected = [n for _, n in CASES[1:]] + [CASES[0][1]]
     assert [v.token_counts[i] for i in w.ids] == expected
-    assert v.tokens == sum(expected) + 3
+    assert v.tokens == sum(expected) + 3 == w.tokens and w.messages == 4
     assert v.estimated is False and v.encoding == "cl100k_base"
 
 
