@@ -13,15 +13,17 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
-from typing import Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self, cast
 from uuid import UUID
 
 import psycopg
 from eventsourcing.application import AggregateNotFoundError, Application, LRUCache
-from eventsourcing.persistence import IntegrityError, PersistenceError, Transcoder
+from eventsourcing.persistence import IntegrityError, Mapper, PersistenceError, Transcoder
 from eventsourcing.utils import Environment, get_topic
 from pydantic import BaseModel, ConfigDict
 
+from ctxstore.adapters.audit_index import AuditView, audit_view
+from ctxstore.adapters.chain import GENESIS, ChainingMapper, Verification, anchor, unseal
 from ctxstore.adapters.settings import Settings, library_env, redact
 from ctxstore.adapters.summarizers import ExtractiveSummarizer, OpenAISummarizer
 from ctxstore.adapters.tokenizer import Tokenizers, check_encoding_name
@@ -49,9 +51,14 @@ from ctxstore.domain.prompt import (
 )
 from ctxstore.domain.summarize import ALGORITHM, Summarizer, summarize_with_bisect
 from ctxstore.domain.tokens import REPLY_PRIMING, TextCounter, message_tokens
+from ctxstore.projections.audit import AuditPage
+from ctxstore.projections.changes import Diff
 from ctxstore.projections.history import EVENT_TYPES, HistoryEntry, fold_history
 from ctxstore.projections.usage import ModelUsage, usage_by_model
 from ctxstore.projections.visible import BatchFrame, VisibleContext, batch_stack, visible_of
+
+if TYPE_CHECKING:
+    from ctxstore.adapters.debug import ModelCall, ReplayStep
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 20
@@ -126,6 +133,7 @@ class ContextSummary(BaseModel):
     name: str | None
     created_at: datetime
     created_by: str
+    forked_from: dict[str, Any] | None = None  # {"context_id", "version"} of a fork's source
 
 
 class ContextStore(Application[UUID]):
@@ -147,6 +155,8 @@ class ContextStore(Application[UUID]):
         self._units: dict[UUID, tuple[int, PromptUnits]] = {}  # head version -> grouped units
         self._locks: dict[UUID, threading.Lock] = {}
         self._locks_guard = threading.Lock()
+        self._chain_heads: dict[UUID, tuple[int, str]] = {}  # context -> (version, chain)
+        self.audit_index: AuditView = audit_view(self.recorder)
 
     @classmethod
     def from_url(cls, url: str | None = None, settings: Settings | None = None) -> ContextStore:
@@ -165,6 +175,11 @@ class ContextStore(Application[UUID]):
     def construct_transcoder(self) -> Transcoder:
         return ContextTranscoder()
 
+    def construct_mapper(self) -> Mapper[UUID]:
+        # Compressor and cipher as the library's factory would set them, then chaining.
+        plain: Mapper[UUID] = self.factory.mapper(transcoder=self.construct_transcoder())
+        return ChainingMapper(plain.transcoder, plain.compressor, plain.cipher)
+
     def construct_env(self, name: str, env: dict[str, str] | None = None) -> Environment:  # type: ignore[override]
         # Only our settings configure the library: it would otherwise read os.environ.
         return Environment(name, {"IS_SNAPSHOTTING_ENABLED": "y", **(env or {})})
@@ -182,7 +197,7 @@ class ContextStore(Application[UUID]):
         """Create an empty context counting tokens with `encoding`; returns its id."""
         enc = check_encoding_name(encoding or self.settings.encoding)
         ctx = Context.start(name=name, metadata=metadata, encoding=enc, actor=self._actor(actor))
-        self.events.put(ctx.collect_events())
+        self._put(ctx.id, 0, ctx.collect_events())
         self._cache.put(ctx.id, ctx)
         return ctx.id
 
@@ -299,19 +314,35 @@ class ContextStore(Application[UUID]):
         completion_tokens: int = 0,
         version: int | None = None,
         counted_tokens: int | None = None,
+        prompt: Prompt | None = None,
+        sent: Sequence[str | Message | JSON] | None = None,
         actor: str | None = None,
     ) -> Written:
         """Record what a provider billed for a call made with the context at `version`.
 
-        `version` defaults to the head; `counted_tokens` to ctxstore's count of the visible
-        context at that version (give `Prompt.tokens` when you sent a built prompt instead).
+        Give the `prompt` you sent (from build_prompt) or the messages `sent` (ids of visible
+        messages, or messages) so that `call()` can show exactly what the model saw; else the
+        whole visible context counts as sent. `version` defaults to the prompt's, else the
+        head; `counted_tokens` to the prompt's total, else ctxstore's count of the context.
         """
+        from ctxstore.adapters.debug import sent_items
+
         who = self._actor(actor)
         cid = self._id(context_id)
-        sent = None if version is None else self._context_at(cid, version)
+        if prompt is not None:
+            if not isinstance(prompt, Prompt):
+                raise InvalidOperationError(f"prompt must be a Prompt, got {type(prompt).__name__}")
+            version = prompt.version if version is None else version
+            counted_tokens = prompt.tokens if counted_tokens is None else counted_tokens
+        at_sent = None if version is None else self._context_at(cid, version)
+        items = None
+        if prompt is not None or sent is not None:
+            at_version = version if version is not None else self._head_version(cid)
+            items = sent_items(self, cid, at_version, prompt, sent)
+            at_sent = at_sent or self._context_at(cid, at_version)
 
         def command(c: Context) -> list[str]:
-            at = sent or c
+            at = at_sent or c
             c.record_usage(
                 for_version=at.version,
                 model=model,
@@ -321,6 +352,7 @@ class ContextStore(Application[UUID]):
                 if counted_tokens is None
                 else counted_tokens,
                 estimated=at.estimated > 0,
+                sent=items,
                 actor=who,
             )
             return []
@@ -338,12 +370,12 @@ class ContextStore(Application[UUID]):
         usage = [e for e in events if isinstance(e, Context.UsageRecorded)]
         return usage_by_model(e for e in usage if model is None or e.model == model)
 
-    def _all_of(self, event_class: type[Context.Event]) -> Iterator[Context.Event]:
-        """Every stored event of one type, across contexts, in the order recorded."""
-        topic = get_topic(event_class)
+    def _all_of(self, *event_classes: type[Context.Event]) -> Iterator[Context.Event]:
+        """Every stored event of some types, across contexts, in the order recorded."""
+        topics = [get_topic(c) for c in event_classes]
         start = 1
         while True:
-            page = self.recorder.select_notifications(start, 500, topics=[topic])
+            page = self.recorder.select_notifications(start, 500, topics=topics)
             if not page:
                 return
             for n in page:
@@ -578,7 +610,7 @@ class ContextStore(Application[UUID]):
             ctx = self._context_at(cid, at_version)
             units = prompt_units(self._prompt_items(ctx))
         counter = self._counter(ctx)
-        return build_prompt(
+        prompt = build_prompt(
             units,
             budget,
             count=lambda m: message_tokens(m.model_dump(mode="json"), counter),
@@ -589,6 +621,7 @@ class ContextStore(Application[UUID]):
             similarity=similarity or lexical_similarity,
             estimated=ctx.estimated > 0 or not counter.exact,
         )
+        return prompt.model_copy(update={"version": ctx.version})
 
     def _prompt_items(self, ctx: Context) -> list[PromptItem]:
         """The visible messages as validated models with their counts, remembered."""
@@ -646,17 +679,26 @@ class ContextStore(Application[UUID]):
         actor: str | None = None,
         from_version: int | None = None,
         to_version: int | None = None,
+        changes: bool = False,
     ) -> list[HistoryEntry]:
-        """Every event of a context in order, with rollbacks marking what they reverted."""
+        """Every event of a context in order, with rollbacks marking what they reverted.
+
+        With `changes`, each entry also says what it changed in the visible context.
+        """
         cid = self._id(context_id)
         known = set(EVENT_TYPES.values())
         if types is not None:
+            if isinstance(types, str):
+                types = [types]
             unknown = sorted(set(types) - known)
             if unknown:
                 raise InvalidOperationError(
                     f"unknown event type(s) {unknown}; known: {sorted(known)}"
                 )
-        entries = fold_history(self._events(cid))
+        for name, bound in (("from_version", from_version), ("to_version", to_version)):
+            if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
+                raise InvalidOperationError(f"{name} must be an integer, got {bound!r}")
+        entries = fold_history(self._events(cid), changes=changes)
         return [
             h
             for h in entries
@@ -668,20 +710,180 @@ class ContextStore(Application[UUID]):
 
     def contexts(self, *, limit: int = 1000) -> list[ContextSummary]:
         """Contexts in the order they were created (from the application sequence)."""
-        found: list[ContextSummary] = []
-        for e in self._all_of(Context.ContextCreated):
-            assert isinstance(e, Context.ContextCreated)
-            found.append(
-                ContextSummary(
-                    context_id=e.originator_id,
-                    name=e.name,
-                    created_at=e.timestamp,
-                    created_by=e.actor,
-                )
-            )
+        found: dict[UUID, ContextSummary] = {}
+        for e in self._all_of(Context.ContextCreated, Context.ContextForked):
+            if isinstance(e, Context.ContextForked):
+                known = found.get(e.originator_id)
+                if known is not None:
+                    origin = {"context_id": e.source_id, "version": e.source_version}
+                    found[e.originator_id] = known.model_copy(update={"forked_from": origin})
+                continue
             if len(found) >= limit:
                 break
-        return found
+            assert isinstance(e, Context.ContextCreated)
+            found[e.originator_id] = ContextSummary(
+                context_id=e.originator_id,
+                name=e.name,
+                created_at=e.timestamp,
+                created_by=e.actor,
+            )
+        return list(found.values())
+
+    # ---- audit and debugging (adapters/audit.py, debug.py, transfer.py) ---------------
+
+    def audit(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        types: Sequence[str] | None = None,
+        actor: str | None = None,
+        context_id: UUID | str | None = None,
+        after: int = 0,
+        limit: int = 100,
+    ) -> AuditPage:
+        """Events across contexts after position `after`, in the order recorded.
+
+        Filters: a time range (since inclusive, until exclusive), event types, actor and
+        context. Pass the page's `cursor` back as `after` for the next page, or later to
+        follow new events. Raises InvalidOperationError.
+        """
+        from ctxstore.adapters.audit import audit_page
+
+        return audit_page(
+            self, since=since, until=until, types=types, actor=actor,
+            context_id=context_id, after=after, limit=limit,
+        )  # fmt: skip
+
+    def verify(self, context_id: UUID | str | None = None) -> Verification:
+        """Check the hash chain of one context, or of all; names each first broken link."""
+        from ctxstore.adapters.audit import verify
+
+        return verify(self, context_id)
+
+    def diff(self, context_id: UUID | str, from_version: int, to_version: int) -> Diff:
+        """Messages added, removed and changed between two versions, and the token delta."""
+        from ctxstore.adapters.debug import diff
+
+        return diff(self, context_id, from_version, to_version)
+
+    def replay(
+        self, context_id: UUID | str, *, from_version: int = 1, to_version: int | None = None
+    ) -> Iterator[ReplayStep]:
+        """(event, visible context after it, calls that sent it) for each event in the range."""
+        from ctxstore.adapters.debug import replay
+
+        return replay(self, context_id, from_version=from_version, to_version=to_version)
+
+    def calls(self, context_id: UUID | str) -> list[ModelCall]:
+        """The model calls recorded against a context, in order (numbered from 1)."""
+        from ctxstore.adapters.debug import model_calls
+
+        return model_calls(self, context_id)
+
+    def call(self, context_id: UUID | str, number: int) -> ModelCall:
+        """Recorded call `number` (1 the first, -1 the last) with exactly the messages sent."""
+        from ctxstore.adapters.debug import model_calls
+
+        return model_calls(self, context_id, number)[0]
+
+    def fork(
+        self,
+        context_id: UUID | str,
+        *,
+        at_version: int | None = None,
+        name: str | None = None,
+        metadata: JSON | None = None,
+        actor: str | None = None,
+    ) -> UUID:
+        """A new context that starts as a copy of this one's visible context (at a version)."""
+        from ctxstore.adapters.debug import fork_context
+
+        return fork_context(
+            self, context_id, at_version=at_version, name=name, metadata=metadata,
+            actor=self._actor(actor),
+        )  # fmt: skip
+
+    def export_events(self, context_id: UUID | str) -> Iterator[str]:
+        """The context's events as JSON lines (ids, versions, timestamps and chains kept)."""
+        from ctxstore.adapters.transfer import export_lines
+
+        return export_lines(self, context_id)
+
+    def import_events(
+        self,
+        lines: Iterable[str],
+        *,
+        new_id: bool = False,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> UUID:
+        """Store an exported context's events; returns its id. All or nothing.
+
+        Raises InvalidImportError (naming the line), ContextExistsError.
+        """
+        from ctxstore.adapters.transfer import import_lines
+
+        return import_lines(self, lines, new_id=new_id, progress=progress)
+
+    def import_transcript(
+        self,
+        messages: str | Sequence[JSON],
+        *,
+        name: str | None = None,
+        actor: str | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> UUID:
+        """A new context from an OpenAI-format transcript (a list of messages, or its JSON /
+        JSONL text); all messages or nothing."""
+        from ctxstore.adapters.transfer import import_transcript, transcript_messages
+
+        parsed = transcript_messages(messages) if isinstance(messages, str) else list(messages)
+        return import_transcript(
+            self, parsed, name=name, actor=self._actor(actor), progress=progress
+        )
+
+    # ---- helpers for those modules ------------------------------------------------------
+
+    def context_uuid(self, context_id: UUID | str) -> UUID:
+        return self._id(context_id)
+
+    def context_events(self, cid: UUID) -> Iterator[Context.Event]:
+        return self._events(cid)
+
+    def context_at(self, cid: UUID, version: int) -> Context:
+        """A private copy of the context at a version (from the nearest snapshot)."""
+        return self._context_at(cid, version)
+
+    def head(self, cid: UUID) -> Context:
+        """A private copy of the context now."""
+        return self._get(cid)
+
+    def require_context(self, cid: UUID) -> None:
+        self._get(cid)
+
+    def exists(self, cid: UUID) -> bool:
+        return bool(self.recorder.select_events(cid, limit=1))
+
+    def new_context(self, *, name: str | None, actor: str) -> Context:
+        return Context.start(name=name, metadata=None, encoding=self.settings.encoding, actor=actor)
+
+    def counter_for(self, ctx: Context) -> TextCounter:
+        return self._counter(ctx)
+
+    def store_new(self, ctx: Context) -> None:
+        """Store every event of a context not stored before, in one transaction."""
+        self._put(ctx.id, 0, ctx.collect_events())
+        self.remember_import(ctx, self._chain_heads[ctx.id][1])
+
+    def remember_import(self, ctx: Context, chain: str) -> None:
+        """Cache a context stored whole, and snapshot it if it took many events."""
+        self._chain_heads[ctx.id] = (ctx.version, chain)
+        self._cache.put(ctx.id, ctx)
+        self._maybe_snapshot(ctx, 0)
+
+    def _head_version(self, cid: UUID) -> int:
+        with self._lock(cid):
+            return self._fresh(cid).version
 
     # ---- machinery --------------------------------------------------------------------
 
@@ -724,7 +926,7 @@ class ContextStore(Application[UUID]):
                 try:
                     # The event store directly: Application.save's protocol checks cost
                     # more per append than the domain's own work.
-                    self.events.put(ctx.collect_events())
+                    self._put(cid, before, ctx.collect_events())
                 except IntegrityError as exc:
                     self._forget(cid)
                     if expected_version is not None:
@@ -778,6 +980,35 @@ class ContextStore(Application[UUID]):
         """Drop a context from the cache (its state may be ahead of or behind storage)."""
         with suppress(KeyError):
             self._cache.get(cid, evict=True)
+        self._chain_heads.pop(cid, None)
+
+    def _put(self, cid: UUID, before: int, events: Sequence[Any]) -> None:
+        """Store a context's new events (versions before+1, ...), each chained to the last.
+
+        Raises the library's IntegrityError when another writer stored version before+1.
+        """
+        if not events:
+            return
+        mapper = cast(ChainingMapper, self.mapper)
+        stored, head = mapper.to_sealed_events(events, self._chain_head(cid, before))
+        self.recorder.insert_events(stored)
+        if len(self._chain_heads) >= 4 * self.settings.cache_size:
+            self._chain_heads.clear()
+        self._chain_heads[cid] = (before + len(stored), head)
+
+    def _chain_head(self, cid: UUID, version: int) -> str:
+        """The chain of the context's event at `version` (what the next event links to)."""
+        if version == 0:
+            return GENESIS
+        known = self._chain_heads.get(cid)
+        if known is not None and known[0] == version:
+            return known[1]
+        found = self.recorder.select_events(cid, gt=version - 1, lte=version, limit=1)
+        if not found:
+            raise ContextNotFoundError(f"context {cid} has no event at version {version}")
+        plain = cast(ChainingMapper, self.mapper).plaintext(found[0])
+        chain = unseal(plain)[1]
+        return anchor(plain) if chain is None else chain
 
     def _cached_or_loaded(self, cid: UUID) -> tuple[Context, bool]:
         try:

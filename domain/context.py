@@ -104,14 +104,30 @@ class Context(Aggregate):
     class UsageRecorded(Aggregate.Event):
         """A model call made with the context at `for_version`, as its provider billed it."""
 
-        class_version = 1
+        class_version = 2
         for_version: int
         model: str
         prompt_tokens: int  # the provider's figure
         completion_tokens: int
         counted_tokens: int  # ctxstore's count of what was sent
         estimated: bool
+        # What was sent, in order: {"id": ...} names a message visible at for_version,
+        # {"message": {...}} one the prompt builder wrote; None: the whole visible context.
+        sent: list[JSON] | None
         batch: int
+        actor: str
+
+        @staticmethod
+        def upcast_v1_v2(state: JSON) -> None:
+            state["sent"] = None  # v1 calls sent the whole visible context
+
+    class ContextForked(Aggregate.Event):
+        """The context starts as a copy of another's visible context at a version."""
+
+        class_version = 1
+        source_id: str
+        source_version: int
+        entries: list[JSON]  # in order: {"message", "tokens", "estimated", "summary_of"}
         actor: str
 
     # ---- creation -------------------------------------------------------------------
@@ -127,6 +143,7 @@ class Context(Aggregate):
         self.tokens = 0
         self.estimated = 0
         self.savepoints: list[JSON] = []
+        self.forked_from: JSON | None = None
 
     @classmethod
     def start(
@@ -139,6 +156,25 @@ class Context(Aggregate):
             )
         meta = parse_json_object(metadata or {}, "context metadata")
         return cls(name=name, metadata=meta, encoding=encoding, actor=actor)
+
+    def fork_from(self, source: Context, *, actor: str) -> None:
+        """Start this new, empty context as a copy of `source`'s visible context."""
+        if self.version != 1 or self.order:
+            raise InvalidOperationError("only a new, empty context can be a fork")
+        if source.encoding != self.encoding:
+            raise InvalidOperationError(
+                f"a fork counts tokens as its source does ({source.encoding}), not {self.encoding}"
+            )
+        entries = [
+            {
+                "message": source.entries[i]["message"],
+                "tokens": source.entries[i]["tokens"],
+                "estimated": source.entries[i]["estimated"],
+                "summary_of": source.entries[i]["summary_of"],
+            }
+            for i in source.order
+        ]
+        self._context_forked(str(source.id), source.version, entries, actor)
 
     # ---- reads -----------------------------------------------------------------------
 
@@ -326,6 +362,7 @@ class Context(Aggregate):
         completion_tokens: int,
         counted_tokens: int,
         estimated: bool,
+        sent: list[JSON] | None = None,
         actor: str,
     ) -> None:
         """Record a provider's usage for a call made with the context at `for_version`."""
@@ -344,9 +381,23 @@ class Context(Aggregate):
             raise InvalidOperationError(
                 f"version {for_version} is not one of this context's (1..{self.version})"
             )
+        if sent is not None and (
+            not isinstance(sent, list)
+            or not all(
+                isinstance(s, dict)
+                and (
+                    (s.keys() == {"id"} and isinstance(s["id"], str))
+                    or (s.keys() == {"message"} and isinstance(s["message"], dict))
+                )
+                for s in sent
+            )
+        ):
+            raise InvalidOperationError(
+                'sent must list {"id": ...} or {"message": {...}} items, one per message sent'
+            )
         self._usage_recorded(
             for_version, model, prompt_tokens, completion_tokens, counted_tokens,
-            bool(estimated), self.batch, actor,
+            bool(estimated), sent, self.batch, actor,
         )  # fmt: skip
 
     # ---- event handlers: apply only -------------------------------------------------
@@ -436,10 +487,20 @@ class Context(Aggregate):
         completion_tokens: int,
         counted_tokens: int,
         estimated: bool,
+        sent: list[JSON] | None,
         batch: int,
         actor: str,
     ) -> None:
         pass  # a record for audit and calibration: the visible context does not change
+
+    @event(ContextForked)
+    def _context_forked(
+        self, source_id: str, source_version: int, entries: list[JSON], actor: str
+    ) -> None:
+        for e in entries:
+            self._add_entry(e["message"], e["tokens"], e["estimated"], summary_of=e["summary_of"])
+            self.order.append(e["message"]["id"])
+        self.forked_from = {"context_id": source_id, "version": source_version}
 
     # ---- helpers -----------------------------------------------------------------------
 

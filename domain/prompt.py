@@ -160,6 +160,7 @@ class Prompt(BaseModel):
     omitted_resources: list[OmittedResource]
     resource_utilization: float
     estimated: bool
+    version: int | None = None  # the context version it was built from
 
     def to_openai(self) -> list[dict[str, object]]:
         return [m.to_openai() for m in self.messages]

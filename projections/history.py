@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ctxstore.domain.context import Context
+from ctxstore.projections.changes import Change, apply_event
 
 EVENT_TYPES: dict[str, str] = {
     "ContextCreated": "create",
@@ -19,6 +20,7 @@ EVENT_TYPES: dict[str, str] = {
     "BatchStarted": "batch_start",
     "BatchEnded": "batch_end",
     "UsageRecorded": "usage",
+    "ContextForked": "fork",
 }
 
 
@@ -36,9 +38,10 @@ class HistoryEntry(BaseModel):
     reverted_by: int | None  # version of that batch_end
     message_ids: list[str]
     details: dict[str, Any]
+    changes: Change | None = None  # what it changed in the visible context, where asked for
 
 
-def _describe(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
+def describe_event(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
     """The batch an event ran in, the message ids it touched, and its other facts."""
     if isinstance(e, Context.ContextCreated):
         return 0, [], {"name": e.name, "metadata": e.metadata, "encoding": e.encoding}
@@ -77,31 +80,48 @@ def _describe(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
                 "completion_tokens": e.completion_tokens,
                 "counted_tokens": e.counted_tokens,
                 "estimated": e.estimated,
+                "sent": None if e.sent is None else len(e.sent),
             },
+        )
+    if isinstance(e, Context.ContextForked):
+        return (
+            0,
+            [x["message"]["id"] for x in e.entries],
+            {"source_id": e.source_id, "source_version": e.source_version},
         )
     if isinstance(e, Context.BatchEnded):
         return e.batch, [], {"to": e.to, "keep": e.keep, "reverts_from": e.reverts_from}
     raise TypeError(f"not a Context event: {type(e).__name__}")
 
 
-def fold_history(events: Iterable[Context.Event]) -> list[HistoryEntry]:
-    """Every event in order; a rollback marks each event since its batch opened as reverted."""
+def fold_history(events: Iterable[Context.Event], *, changes: bool = False) -> list[HistoryEntry]:
+    """Every event in order; a rollback marks each event since its batch opened as reverted.
+
+    With `changes`, the events are also replayed (from the first) to say what each changed
+    in the visible context.
+    """
     rows: list[dict[str, Any]] = []
+    ctx: Context | None = None
+    calls = 0
     for e in events:
-        batch, ids, details = _describe(e)
-        rows.append(
-            {
-                "version": e.originator_version,
-                "timestamp": e.timestamp,
-                "type": EVENT_TYPES[type(e).__name__],
-                "actor": getattr(e, "actor", ""),
-                "batch": batch,
-                "reverted": False,
-                "reverted_by": None,
-                "message_ids": ids,
-                "details": details,
-            }
-        )
+        batch, ids, details = describe_event(e)
+        if isinstance(e, Context.UsageRecorded):
+            calls += 1
+            details["call"] = calls
+        row = {
+            "version": e.originator_version,
+            "timestamp": e.timestamp,
+            "type": EVENT_TYPES[type(e).__name__],
+            "actor": getattr(e, "actor", ""),
+            "batch": batch,
+            "reverted": False,
+            "reverted_by": None,
+            "message_ids": ids,
+            "details": details,
+        }
+        if changes:
+            ctx, row["changes"] = apply_event(ctx, e)
+        rows.append(row)
         if isinstance(e, Context.BatchEnded) and e.reverts_from is not None:
             # Rows are in version order: walk back to the batch's start.
             for i in range(len(rows) - 2, -1, -1):

@@ -1,0 +1,149 @@
+"""Audit queries across contexts, and the check of every context's hash chain."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, cast
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+
+from ctxstore.adapters.audit_index import AuditFilter
+from ctxstore.adapters.chain import ChainingMapper, ChainWalker, Verification
+from ctxstore.domain.context import Context
+from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.projections.audit import AuditPage, audit_entry, audit_row, revert_of, to_micros
+from ctxstore.projections.history import EVENT_TYPES
+
+if TYPE_CHECKING:
+    from ctxstore.adapters.store import ContextStore
+
+PROJECT_PAGE = 1000  # events projected per transaction
+VERIFY_PAGE = 5000  # events read per query while verifying
+MAX_PAGE = 1000  # the largest audit page a caller may ask for
+
+
+def catch_up(store: ContextStore) -> int:
+    """Bring the audit index up to the newest event; returns the position reached."""
+    view = store.audit_index
+    position = view.position()
+    while True:
+        page = store.recorder.select_notifications(position + 1, PROJECT_PAGE)
+        if not page:
+            return position
+        rows, reverts = [], []
+        for n in page:
+            event = cast(Context.Event, store.mapper.to_domain_event(n))
+            rows.append(audit_row(event, n.id))
+            rv = revert_of(event)
+            if rv is not None:
+                reverts.append(rv)
+        try:
+            view.project(rows, reverts, page[-1].id)
+        except IntegrityError:
+            # Another process indexed this page first: go on from where it got to.
+            reached = view.position()
+            if reached <= position:
+                raise
+            position = reached
+            continue
+        position = page[-1].id
+
+
+def _time(value: datetime | None, name: str) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise InvalidOperationError(
+            f"{name} must be a time with a timezone (e.g. 2026-01-01T00:00:00+00:00), got {value!r}"
+        )
+    return to_micros(value)
+
+
+def audit_page(
+    store: ContextStore,
+    *,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    types: Sequence[str] | None = None,
+    actor: str | None = None,
+    context_id: UUID | str | None = None,
+    after: int = 0,
+    limit: int = 100,
+) -> AuditPage:
+    """Events across contexts after position `after`, in the order recorded, filtered."""
+    known = set(EVENT_TYPES.values())
+    if types is not None:
+        if isinstance(types, str):
+            types = [types]
+        unknown = sorted(set(types) - known)
+        if unknown:
+            raise InvalidOperationError(f"unknown event type(s) {unknown}; known: {sorted(known)}")
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise InvalidOperationError(f"after must be a position >= 0, got {after!r}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidOperationError(f"limit must be between 1 and {MAX_PAGE}, got {limit!r}")
+    if actor is not None and not isinstance(actor, str):
+        raise InvalidOperationError(f"actor must be a string, got {actor!r}")
+    where = AuditFilter(
+        context_id=None if context_id is None else store.context_uuid(context_id),
+        types=list(types) if types else None,
+        actor=actor,
+        since=_time(since, "since"),
+        until=_time(until, "until"),
+    )
+    catch_up(store)
+    found = store.audit_index.query(where, after, limit)
+    entries = [audit_entry(row, reverted_by) for row, reverted_by in found]
+    return AuditPage(
+        entries=entries,
+        cursor=entries[-1].position if entries else after,
+        more=len(entries) == limit,
+    )
+
+
+def verify(store: ContextStore, context_id: UUID | str | None = None) -> Verification:
+    """Check the hash chains of one context or of all; names the first broken link of each."""
+    started = time.perf_counter()
+    mapper = cast(ChainingMapper, store.mapper)
+    walkers: dict[UUID, ChainWalker] = {}
+    events = 0
+    if context_id is not None:
+        cid = store.context_uuid(context_id)
+        walker = walkers[cid] = ChainWalker(cid, mapper)
+        version = 0
+        while True:
+            page = store.recorder.select_events(cid, gt=version, limit=VERIFY_PAGE)
+            if not page:
+                break
+            walker.feed(page)
+            events += len(page)
+            version = page[-1].originator_version
+        if events == 0:
+            store.require_context(cid)
+    else:
+        start = 1
+        while True:
+            notes = store.recorder.select_notifications(start, VERIFY_PAGE)
+            if not notes:
+                break
+            for n in notes:
+                key = (
+                    n.originator_id if isinstance(n.originator_id, UUID) else UUID(n.originator_id)
+                )
+                w = walkers.get(key)
+                if w is None:
+                    w = walkers[key] = ChainWalker(key, mapper)
+                w.feed((n,))
+            events += len(notes)
+            start = notes[-1].id + 1
+    broken = [w.broken for w in walkers.values() if w.broken is not None]
+    return Verification(
+        contexts=len(walkers),
+        events=events,
+        unchained=sum(w.unchained for w in walkers.values()),
+        broken=broken,
+        seconds=time.perf_counter() - started,
+    )

@@ -1,0 +1,323 @@
+"""The persisted audit index: a read model of every event, kept by the library's tracking.
+
+Each backend's view is a tracking recorder of the eventsourcing library: the rows of a page
+of events and the position they reach are written in one transaction, so the index never
+holds an event twice or skips one. Queries filter by context, type, actor and time and
+page by position (the application sequence), through the indexes named below.
+
+On PostgreSQL the insert function of `OrderedPostgresRecorder` takes the events table's
+EXCLUSIVE lock (as the library's default write path does): positions then become visible
+in order, so a reader that has seen position n will never later find a smaller one.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError, Tracking, TrackingRecorder
+from eventsourcing.popo import POPOTrackingRecorder
+from eventsourcing.postgres import (
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+    PostgresTrackingRecorder,
+)
+from eventsourcing.sqlite import SQLiteDatastore, SQLiteTrackingRecorder
+from psycopg.sql import SQL, Identifier
+
+from ctxstore.projections.audit import AuditRow, Revert
+
+TRACKING_NAME = "ctxstore_audit"  # the projection's name in the tracking table
+
+# Each index serves one filter and keeps its rows in position order, so a page is a short
+# range scan; (actor, ts) answers "one actor, recent hours" without reading older rows.
+INDEXES = {
+    "ctxstore_audit_context_idx": "(context_id, position)",
+    "ctxstore_audit_actor_idx": "(actor, position)",
+    "ctxstore_audit_actor_ts_idx": "(actor, ts)",
+    "ctxstore_audit_type_idx": "(type, position)",
+    "ctxstore_audit_ts_idx": "(ts)",
+}
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """What an audit query asks for; None means any."""
+
+    context_id: UUID | None = None
+    types: Sequence[str] | None = None
+    actor: str | None = None
+    since: int | None = None  # microseconds since the epoch, inclusive
+    until: int | None = None  # exclusive
+
+
+class AuditView(TrackingRecorder, ABC):
+    """The audit index of one store."""
+
+    @abstractmethod
+    def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
+        """Store rows and rollback marks, and the position reached, in one transaction.
+
+        Raises the library's IntegrityError when another process got there first.
+        """
+
+    @abstractmethod
+    def query(
+        self, where: AuditFilter, after: int, limit: int
+    ) -> list[tuple[AuditRow, int | None]]:
+        """Rows after a position, in position order, each with the version that reverted it."""
+
+    def position(self) -> int:
+        return self.max_tracking_id(TRACKING_NAME) or 0
+
+
+def _sql_filter(where: AuditFilter, mark: str) -> tuple[str, list[Any]]:
+    """The WHERE clause (after `position > ?`) and its parameters, in one placeholder style."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if where.context_id is not None:
+        clauses.append(f"context_id = {mark}")
+        params.append(where.context_id.hex)
+    if where.types:
+        clauses.append("type IN (" + ", ".join([mark] * len(where.types)) + ")")
+        params.extend(where.types)
+    if where.actor is not None:
+        clauses.append(f"actor = {mark}")
+        params.append(where.actor)
+    if where.since is not None:
+        clauses.append(f"ts >= {mark}")
+        params.append(where.since)
+    if where.until is not None:
+        clauses.append(f"ts < {mark}")
+        params.append(where.until)
+    return "".join(" AND " + c for c in clauses), params
+
+
+COLUMNS = "position, context_id, version, type, actor, ts, batch, facts, reverted_by"
+
+
+def _row(r: Sequence[Any]) -> tuple[AuditRow, int | None]:
+    return AuditRow(r[0], UUID(r[1]), r[2], r[3], r[4], r[5], r[6], r[7]), r[8]
+
+
+def _params(r: AuditRow) -> tuple[Any, ...]:
+    return (r.position, r.context_id.hex, r.version, r.type, r.actor, r.timestamp, r.batch, r.facts)
+
+
+class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
+    """The audit index in the store's SQLite file."""
+
+    def construct_create_table_statements(self) -> list[str]:
+        statements = super().construct_create_table_statements()
+        statements.append(
+            "CREATE TABLE IF NOT EXISTS ctxstore_audit ("
+            "position INTEGER PRIMARY KEY, context_id TEXT NOT NULL, version INTEGER NOT NULL, "
+            "type TEXT NOT NULL, actor TEXT NOT NULL, ts INTEGER NOT NULL, "
+            "batch INTEGER NOT NULL, facts TEXT NOT NULL, reverted_by INTEGER, "
+            "UNIQUE (context_id, version))"
+        )
+        statements += [
+            f"CREATE INDEX IF NOT EXISTS {n} ON ctxstore_audit {c}" for n, c in INDEXES.items()
+        ]
+        return statements
+
+    def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.executemany(
+                "INSERT INTO ctxstore_audit (position, context_id, version, type, actor, ts, "
+                "batch, facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [_params(r) for r in rows],
+            )
+            for rv in reverts:
+                c.execute(
+                    "UPDATE ctxstore_audit SET reverted_by = ? WHERE context_id = ? "
+                    "AND version >= ? AND version < ? AND reverted_by IS NULL",
+                    (rv.by, rv.context_id.hex, rv.from_version, rv.by),
+                )
+            self._insert_tracking(c, Tracking(TRACKING_NAME, upto))
+
+    def query(
+        self, where: AuditFilter, after: int, limit: int
+    ) -> list[tuple[AuditRow, int | None]]:
+        clause, params = _sql_filter(where, "?")
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT {COLUMNS} FROM ctxstore_audit WHERE position > ?{clause} "
+                "ORDER BY position LIMIT ?",
+                [after, *params, limit],
+            )
+            return [_row(r) for r in c.fetchall()]
+
+
+class PostgresAuditView(PostgresTrackingRecorder, AuditView):
+    """The audit index in the store's PostgreSQL schema."""
+
+    def __init__(self, datastore: PostgresDatastore) -> None:
+        super().__init__(datastore, tracking_table_name="ctxstore_audit_tracking")
+        schema = Identifier(datastore.schema)
+        self.table = SQL("{0}.ctxstore_audit").format(schema)
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {0} ("
+                "position bigint PRIMARY KEY, context_id text NOT NULL, version bigint NOT NULL, "
+                "type text NOT NULL, actor text NOT NULL, ts bigint NOT NULL, "
+                "batch integer NOT NULL, facts text NOT NULL, reverted_by bigint, "
+                "UNIQUE (context_id, version))"
+            ).format(self.table)
+        )
+        for name, cols in INDEXES.items():
+            self.sql_create_statements.append(
+                SQL("CREATE INDEX IF NOT EXISTS {0} ON {1} " + cols).format(
+                    Identifier(name), self.table
+                )
+            )
+
+    def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.executemany(
+                SQL(
+                    "INSERT INTO {0} (position, context_id, version, type, actor, ts, batch, "
+                    "facts) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                ).format(self.table),
+                [_params(r) for r in rows],
+            )
+            for rv in reverts:
+                curs.execute(
+                    SQL(
+                        "UPDATE {0} SET reverted_by = %s WHERE context_id = %s "
+                        "AND version >= %s AND version < %s AND reverted_by IS NULL"
+                    ).format(self.table),
+                    (rv.by, rv.context_id.hex, rv.from_version, rv.by),
+                )
+            self._insert_tracking(curs, Tracking(TRACKING_NAME, upto))
+
+    def query(
+        self, where: AuditFilter, after: int, limit: int
+    ) -> list[tuple[AuditRow, int | None]]:
+        clause, params = _sql_filter(where, "%s")
+        statement = SQL(
+            "SELECT "
+            + COLUMNS
+            + " FROM {0} WHERE position > %s"
+            + clause.replace("{", "{{")
+            + " ORDER BY position LIMIT %s"
+        ).format(self.table)
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, [after, *params, limit])
+            rows = curs.fetchall()
+        return [_row(list(r.values())) for r in rows]
+
+    def explain(self, where: AuditFilter, after: int, limit: int) -> str:
+        """PostgreSQL's plan for a query (the benchmark prints which index answers it)."""
+        clause, params = _sql_filter(where, "%s")
+        statement = SQL(
+            "EXPLAIN SELECT "
+            + COLUMNS
+            + " FROM {0} WHERE position > %s"
+            + clause
+            + " ORDER BY position LIMIT %s"
+        ).format(self.table)
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(statement, [after, *params, limit])
+            return "\n".join(str(next(iter(r.values()))) for r in curs)
+
+
+class MemoryAuditView(POPOTrackingRecorder, AuditView):
+    """The audit index of a memory:// store, as a list."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._rows: list[AuditRow] = []
+        self._reverted: dict[tuple[UUID, int], int] = {}
+        self._rows_lock = threading.Lock()
+
+    def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
+        with self._rows_lock:
+            self.insert_tracking(Tracking(TRACKING_NAME, upto))  # raises if not ahead
+            self._rows.extend(rows)
+            for rv in reverts:
+                for v in range(rv.from_version, rv.by):
+                    self._reverted.setdefault((rv.context_id, v), rv.by)
+
+    def query(
+        self, where: AuditFilter, after: int, limit: int
+    ) -> list[tuple[AuditRow, int | None]]:
+        found = []
+        with self._rows_lock:
+            for r in self._rows:
+                if r.position <= after or not _matches(r, where):
+                    continue
+                found.append((r, self._reverted.get((r.context_id, r.version))))
+                if len(found) >= limit:
+                    break
+        return found
+
+
+def _matches(r: AuditRow, w: AuditFilter) -> bool:
+    return (
+        (w.context_id is None or r.context_id == w.context_id)
+        and (not w.types or r.type in w.types)
+        and (w.actor is None or r.actor == w.actor)
+        and (w.since is None or r.timestamp >= w.since)
+        and (w.until is None or r.timestamp < w.until)
+    )
+
+
+def audit_view(recorder: Any) -> AuditView:
+    """The audit index beside an application recorder, its tables created."""
+    datastore = getattr(recorder, "datastore", None)
+    view: AuditView
+    if isinstance(datastore, SQLiteDatastore):
+        view = SQLiteAuditView(datastore)
+    elif isinstance(datastore, PostgresDatastore):
+        view = PostgresAuditView(datastore)
+    else:
+        return MemoryAuditView()
+    view.create_table()
+    return view
+
+
+class OrderedPostgresRecorder(PostgresApplicationRecorder):
+    """The library's database-function insert, with the events table's EXCLUSIVE lock.
+
+    Without the lock, concurrent inserts may commit out of position order and a reader
+    following the sequence would skip an event that commits late.
+    """
+
+    def __init__(self, datastore: PostgresDatastore, **kwargs: Any) -> None:
+        super().__init__(datastore, **kwargs)
+        locked = SQL(
+            "CREATE OR REPLACE FUNCTION "
+            "{schema}.{insert_events}(events {schema}.{event}[]) "
+            "RETURNS SETOF bigint "
+            "LANGUAGE plpgsql "
+            "AS "
+            "$BODY$"
+            "BEGIN"
+            "    SET LOCAL lock_timeout = '{lock_timeout}s';"
+            "    LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE;"
+            "    NOTIFY {channel};"
+            "    RETURN QUERY"
+            "    INSERT INTO {schema}.{table} AS t ("
+            "    originator_id, originator_version, topic, state)"
+            "    SELECT originator_id, originator_version, topic, state"
+            "    FROM unnest(events)"
+            "    RETURNING notification_id;"
+            "END;"
+            "$BODY$"
+        ).format(
+            insert_events=Identifier(self.pg_function_name_insert_events),
+            lock_timeout=self.datastore.lock_timeout,
+            channel=Identifier(self.channel_name),
+            event=Identifier(self.stored_event_type_name),
+            schema=Identifier(self.datastore.schema),
+            table=Identifier(self.events_table_name),
+        )
+        self.sql_create_statements[self.create_insert_function_statement_index] = locked
+
+
+__all__ = ["AuditFilter", "AuditView", "IntegrityError", "OrderedPostgresRecorder", "audit_view"]

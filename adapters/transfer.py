@@ -1,0 +1,209 @@
+"""Export a context's events as JSON lines and import them back; import OpenAI transcripts.
+
+An export line is `{"context_id", "version", "topic", "state", "chain"}`: `state` is the
+stored event's JSON (without its chain), so re-encoding it gives the stored bytes back and
+an import reproduces every id, version, timestamp and chain. Imports check everything
+before writing and write all events in one transaction, or nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, cast
+from uuid import UUID, uuid4
+
+from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.utils import get_topic
+
+from ctxstore.adapters.chain import GENESIS, ChainingMapper, link, unseal
+from ctxstore.domain.context import JSON, Context
+from ctxstore.domain.errors import CtxStoreError, InvalidOperationError
+from ctxstore.domain.messages import parse_message
+from ctxstore.domain.transcript import check_transcript
+
+if TYPE_CHECKING:
+    from ctxstore.adapters.store import ContextStore
+
+Progress = Callable[[int, int], None]  # (done, total)
+TOPICS = {
+    get_topic(cls)
+    for cls in vars(Context).values()
+    if isinstance(cls, type) and issubclass(cls, Context.Event) and cls is not Context.Event
+}
+CHUNK = 500  # transcript messages per insert event
+
+
+class InvalidImportError(InvalidOperationError):
+    """An import file is not a well-formed export or transcript; nothing was written."""
+
+
+class ContextExistsError(InvalidOperationError):
+    """An import would overwrite a context that already exists."""
+
+
+def export_lines(store: ContextStore, context_id: UUID | str) -> Iterator[str]:
+    """The context's events as JSON lines, oldest first."""
+    cid = store.context_uuid(context_id)
+    mapper = cast(ChainingMapper, store.mapper)
+    version, seen = 0, False
+    while True:
+        page = store.recorder.select_events(cid, gt=version, limit=5000)
+        if not page:
+            break
+        seen = True
+        for s in page:
+            body, chain = unseal(mapper.plaintext(s))
+            yield json.dumps(
+                {
+                    "context_id": str(cid),
+                    "version": s.originator_version,
+                    "topic": s.topic,
+                    "state": json.loads(body),
+                    "chain": chain,
+                },
+                ensure_ascii=False,
+                separators=(",", ":"),
+            )
+        version = page[-1].originator_version
+    if not seen:
+        store.require_context(cid)
+
+
+def _records(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
+    for n, line in enumerate(lines, 1):
+        if line.strip():
+            try:
+                yield n, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InvalidImportError(f"line {n} is not JSON: {exc.msg}") from None
+
+
+def import_lines(
+    store: ContextStore,
+    lines: Iterable[str],
+    *,
+    new_id: bool = False,
+    progress: Progress | None = None,
+) -> UUID:
+    """Store an exported context's events (same ids, versions, chains); returns its id.
+
+    With new_id the context gets a fresh id (and so new chains). Raises InvalidImportError
+    naming the line at fault, ContextExistsError; writes nothing then.
+    """
+    mapper = cast(ChainingMapper, store.mapper)
+    records = list(_records(lines))
+    if not records:
+        raise InvalidImportError("the export is empty")
+    source: UUID | None = None
+    target: UUID | None = None
+    prev_file, prev_new = GENESIS, GENESIS
+    stored: list[StoredEvent] = []
+    ctx: Context | None = None
+    for done, (n, rec) in enumerate(records, 1):
+        if (
+            not isinstance(rec, dict)
+            or not {"context_id", "version", "topic", "state"} <= rec.keys()
+        ):
+            raise InvalidImportError(f"line {n}: needs context_id, version, topic and state")
+        try:
+            cid = UUID(str(rec["context_id"]))
+        except ValueError:
+            raise InvalidImportError(
+                f"line {n}: context_id {rec['context_id']!r} is not a UUID"
+            ) from None
+        if source is None:
+            source = cid
+            target = uuid4() if new_id else cid
+        if cid != source:
+            raise InvalidImportError(f"line {n}: another context ({cid}) than line 1 ({source})")
+        if rec["version"] != len(stored) + 1 or isinstance(rec["version"], bool):
+            raise InvalidImportError(
+                f"line {n}: version {rec['version']!r}, expected {len(stored) + 1}"
+            )
+        topic, state = rec["topic"], rec["state"]
+        if topic not in TOPICS:
+            raise InvalidImportError(f"line {n}: {topic!r} is not a ctxstore event type")
+        if not isinstance(state, dict):
+            raise InvalidImportError(f"line {n}: state must be a JSON object")
+        body = mapper.transcoder.encode(state)
+        prev_file = link(prev_file, source, rec["version"], topic, body)
+        if rec.get("chain") is not None and rec["chain"] != prev_file:
+            raise InvalidImportError(f"line {n}: the chain does not match (the export was altered)")
+        assert target is not None
+        prev_new = link(prev_new, target, rec["version"], topic, body)
+        s = StoredEvent(target, rec["version"], topic, mapper.seal_and_wrap(body, prev_new))
+        try:
+            event = cast(Context.Event, mapper.to_domain_event(s))
+            ctx = event.mutate(ctx)
+        except CtxStoreError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # a state the event class cannot apply
+            raise InvalidImportError(
+                f"line {n}: not a valid {topic.rsplit('.', 1)[-1]}: {exc}"
+            ) from None
+        if ctx is None or (done == 1 and not isinstance(event, Context.ContextCreated)):
+            raise InvalidImportError(f"line {n}: an export starts with the context's creation")
+        stored.append(s)
+        if progress:
+            progress(done, len(records))
+    assert ctx is not None and target is not None
+    for i in ctx.order:  # the result must be a context ctxstore itself could have written
+        parse_message(ctx.entries[i]["message"])
+    check_transcript((i, ctx.entries[i]["message"]) for i in ctx.order)
+    if store.exists(target):
+        raise ContextExistsError(f"context {target} already exists; import with new_id")
+    try:
+        store.recorder.insert_events(stored)
+    except IntegrityError as exc:
+        raise ContextExistsError(f"context {target} already exists; import with new_id") from exc
+    store.remember_import(ctx, prev_new)
+    return target
+
+
+def transcript_messages(text: str) -> list[JSON]:
+    """Messages of an OpenAI-format transcript: a JSON list, {"messages": [...]}, or JSONL."""
+    stripped = text.strip()
+    if not stripped:
+        raise InvalidImportError("the transcript is empty")
+    data: Any
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError:
+        data = [rec for _, rec in _records(stripped.splitlines())]
+    if isinstance(data, dict) and isinstance(data.get("messages"), list):
+        data = data["messages"]
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list) or not data:
+        raise InvalidImportError("a transcript is a JSON list of messages, or one message a line")
+    for i, m in enumerate(data):
+        if not isinstance(m, dict):
+            raise InvalidImportError(f"message {i} is not a JSON object: {m!r:.60}")
+    return data
+
+
+def import_transcript(
+    store: ContextStore,
+    messages: list[JSON],
+    *,
+    name: str | None,
+    actor: str,
+    progress: Progress | None = None,
+) -> UUID:
+    """A new context holding an OpenAI-format transcript; all or nothing."""
+    ctx = store.new_context(name=name, actor=actor)
+    counter = store.counter_for(ctx)
+    for start in range(0, len(messages), CHUNK):
+        chunk = messages[start : start + CHUNK]
+        try:
+            ctx.insert(chunk, actor=actor, counter=counter)
+        except CtxStoreError as exc:
+            raise type(exc)(
+                f"transcript messages {start}..{start + len(chunk) - 1}: {exc}"
+            ) from exc
+        if progress:
+            progress(min(start + CHUNK, len(messages)), len(messages))
+    store.store_new(ctx)
+    return ctx.id

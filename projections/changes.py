@@ -1,0 +1,135 @@
+"""What each event changed in the visible context, and the difference between two versions.
+
+`apply_event` folds one event onto an aggregate and says what it added, removed and
+changed; most events say so themselves, and only a rollback needs a comparison of the
+whole visible context before and after.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from ctxstore.domain.context import JSON, Context
+
+PREVIEW_CHARS = 160
+
+
+class MessageBrief(BaseModel):
+    """A message as a change lists it; `message` is its whole JSON where asked for."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    role: str
+    tokens: int
+    preview: str
+    message: dict[str, Any] | None = None
+
+
+class Change(BaseModel):
+    """Messages a step added to, removed from and changed in the visible context."""
+
+    model_config = ConfigDict(frozen=True)
+
+    added: list[MessageBrief] = []
+    removed: list[MessageBrief] = []
+    changed: list[MessageBrief] = []  # as they are after the step
+    tokens_delta: int = 0  # visible tokens after minus before
+
+    @property
+    def empty(self) -> bool:
+        return not (self.added or self.removed or self.changed)
+
+
+class Diff(BaseModel):
+    """The difference between two versions of one context."""
+
+    model_config = ConfigDict(frozen=True)
+
+    context_id: str
+    from_version: int
+    to_version: int
+    added: list[MessageBrief]
+    removed: list[MessageBrief]
+    changed: list[tuple[MessageBrief, MessageBrief]]  # (before, after), same id
+    tokens_before: int
+    tokens_after: int
+    tokens_delta: int
+
+
+def preview(message: JSON) -> str:
+    """The message's text in one line, or the calls it makes."""
+    content = message.get("content")
+    if isinstance(content, list):
+        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    text = " ".join(str(content or "").split())
+    calls = [c.get("function", {}).get("name", "?") for c in message.get("tool_calls") or []]
+    if calls:
+        text = (text + " " if text else "") + "[calls " + ", ".join(calls) + "]"
+    if len(text) > PREVIEW_CHARS:
+        text = text[: PREVIEW_CHARS - 1] + "…"
+    return text
+
+
+def brief(entry: JSON, *, full: bool = False) -> MessageBrief:
+    m = entry["message"]
+    return MessageBrief(
+        id=m["id"],
+        role=m["role"],
+        tokens=int(entry["tokens"]),
+        preview=preview(m),
+        message=m if full else None,
+    )
+
+
+def compare(
+    before: tuple[list[str], dict[str, JSON]],
+    after: tuple[list[str], dict[str, JSON]],
+    *,
+    full: bool = False,
+) -> tuple[list[MessageBrief], list[MessageBrief], list[tuple[MessageBrief, MessageBrief]]]:
+    """Added, removed and changed messages between two visible states (order, entries)."""
+    (old_order, old), (new_order, new) = before, after
+    added = [brief(new[i], full=full) for i in new_order if i not in old]
+    removed = [brief(old[i], full=full) for i in old_order if i not in new]
+    changed = [
+        (brief(old[i], full=full), brief(new[i], full=full))
+        for i in new_order
+        if i in old and old[i] is not new[i] and old[i]["version"] != new[i]["version"]
+    ]
+    return added, removed, changed
+
+
+def apply_event(ctx: Context | None, event: Context.Event) -> tuple[Context, Change]:
+    """Fold one event onto the aggregate; returns it and what the step changed."""
+    tokens = 0 if ctx is None else ctx.tokens
+    gone: list[MessageBrief] = []
+    saved: tuple[list[str], dict[str, JSON]] | None = None
+    if ctx is not None:
+        if isinstance(event, Context.MessagesDeleted | Context.MessagesCompressed):
+            gone = [brief(ctx.entries[i]) for i in event.ids]
+        elif isinstance(event, Context.BatchEnded) and not event.keep:
+            saved = (list(ctx.order), dict(ctx.entries))
+    after = event.mutate(ctx)
+    assert after is not None
+    entries = after.entries
+    if isinstance(event, Context.MessagesInserted):
+        change = Change(added=[brief(entries[m["id"]]) for m in event.messages])
+    elif isinstance(event, Context.ContextForked):
+        change = Change(added=[brief(entries[i]) for i in after.order])
+    elif isinstance(event, Context.MessageReplaced):
+        change = Change(changed=[brief(entries[event.id])])
+    elif isinstance(event, Context.MessagesDeleted):
+        change = Change(removed=gone)
+    elif isinstance(event, Context.MessagesCompressed):
+        change = Change(added=[brief(entries[event.summary["id"]])], removed=gone)
+    elif saved is not None:
+        added, removed, changed = compare(saved, (after.order, entries))
+        change = Change(added=added, removed=removed, changed=[a for _, a in changed])
+    else:
+        change = Change()
+    if change.empty:
+        return after, change
+    return after, change.model_copy(update={"tokens_delta": after.tokens - tokens})
