@@ -1,0 +1,380 @@
+"""CLI commands for audit and debugging: audit, diff, replay, calls, fork, export, import, verify."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.panel import Panel
+from rich.progress import Progress
+from rich.table import Table
+from rich.text import Text
+
+from ctxstore.adapters.cli_common import (
+    JsonFlag,
+    app,
+    err,
+    handles_errors,
+    open_store,
+    out,
+    preview,
+    print_json,
+    render_visible,
+    state,
+    token_label,
+)
+from ctxstore.adapters.debug import ReplayStep
+from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.projections.audit import AuditEntry
+from ctxstore.projections.changes import Change, Diff
+
+RELATIVE = re.compile(r"^(\d+)\s*([smhd])$")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+BROKEN_EXIT = 6  # verify found a broken link
+
+
+def parse_time(text: str | None, flag: str) -> datetime | None:
+    """ISO 8601 with a zone (a missing zone means UTC), or an age such as 90s, 30m, 1h, 2d."""
+    if text is None:
+        return None
+    m = RELATIVE.match(text.strip())
+    if m:
+        return datetime.now(UTC) - timedelta(**{UNITS[m.group(2)]: int(m.group(1))})
+    try:
+        t = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidOperationError(
+            f"{flag} must be an ISO time or an age like 30m, 1h, 2d; got {text!r}"
+        ) from None
+    return t if t.tzinfo else t.replace(tzinfo=UTC)
+
+
+def render_change(c: Change) -> None:
+    for mark, style, items in (
+        ("+", "green", c.added),
+        ("-", "red", c.removed),
+        ("~", "yellow", c.changed),
+    ):
+        for m in items:
+            line = f"  {mark} {m.id} {m.role} ({m.tokens} tokens) {m.preview}"
+            out.print(Text(line, style=style))
+    if not c.empty:
+        out.print(f"  tokens {c.tokens_delta:+d}", style="dim", highlight=False)
+
+
+def audit_table(entries: list[AuditEntry]) -> Table:
+    table = Table(title="audit")
+    for col in ("position", "time", "context", "v", "type", "actor", "batch", "what", "reverted"):
+        table.add_column(col, overflow="fold")
+    for e in entries:
+        ids = e.message_ids
+        what = ", ".join(ids) if len(ids) <= 1 else f"{len(ids)} messages"
+        table.add_row(
+            str(e.position),
+            e.timestamp.isoformat(timespec="seconds"),
+            str(e.context_id)[:8],
+            str(e.version),
+            e.type,
+            e.actor,
+            str(e.batch),
+            Text(what),
+            f"by v{e.reverted_by}" if e.reverted else "",
+            style="dim" if e.reverted else None,
+        )
+    return table
+
+
+@app.command()
+@handles_errors
+def audit(
+    since: Annotated[
+        str | None, typer.Option(help="From this time (ISO 8601, or an age: 30m, 1h, 2d).")
+    ] = None,
+    until: Annotated[str | None, typer.Option(help="Before this time (same forms).")] = None,
+    type_: Annotated[
+        list[str] | None, typer.Option("--type", help="Only these event types.")
+    ] = None,
+    by: Annotated[str | None, typer.Option("--by", help="Only events of this actor.")] = None,
+    context: Annotated[str | None, typer.Option(help="Only events of this context.")] = None,
+    after: Annotated[int, typer.Option(help="Start after this position (a cursor).")] = 0,
+    limit: Annotated[int, typer.Option(help="Events per page (at most 1000).")] = 100,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new events as they are stored.")
+    ] = False,
+    interval: Annotated[float, typer.Option(help="Seconds between polls with --follow.")] = 1.0,
+    as_json: JsonFlag = False,
+) -> None:
+    """Events across all contexts in the order recorded: who changed what, and when.
+
+    With --json each event is one JSON line; the last line without --follow is
+    {"cursor": N, "more": bool}: pass N to --after for the next page.
+    """
+    kwargs = {
+        "since": parse_time(since, "--since"),
+        "until": parse_time(until, "--until"),
+        "types": type_ or None,
+        "actor": by,
+        "context_id": context,
+        "limit": limit,
+    }
+    cursor = after
+    with open_store() as store:
+        while True:
+            page = store.audit(after=cursor, **kwargs)  # type: ignore[arg-type]
+            if as_json:
+                for e in page.entries:
+                    print(json.dumps(e.model_dump(mode="json"), ensure_ascii=False), flush=True)
+            elif page.entries or not follow:
+                out.print(audit_table(page.entries))
+            cursor = page.cursor
+            if page.more:
+                if not follow:
+                    break
+                continue
+            if not follow:
+                break
+            time.sleep(interval)
+    if as_json:
+        print(json.dumps({"cursor": page.cursor, "more": page.more}))
+    elif page.more:
+        out.print(f"more: ctxstore audit --after {page.cursor} ...", style="dim", highlight=False)
+
+
+@app.command()
+@handles_errors
+def diff(
+    context: str,
+    from_version: Annotated[int, typer.Argument(help="The earlier version.")],
+    to_version: Annotated[int, typer.Argument(help="The later version.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """What changed in the visible context between two versions."""
+    with open_store() as store:
+        d = store.diff(context, from_version, to_version)
+    if as_json:
+        print_json(d.model_dump(mode="json", exclude_none=True))
+        return
+    render_diff(d)
+
+
+def render_diff(d: Diff) -> None:
+    out.print(
+        f"context {d.context_id}: version {d.from_version} -> {d.to_version}, "
+        f"tokens {d.tokens_before} -> {d.tokens_after} ({d.tokens_delta:+d})",
+        highlight=False,
+    )
+    for m in d.removed:
+        out.print(Text(f"- {m.id} {m.role} ({m.tokens}) {m.preview}", style="red"))
+    for m in d.added:
+        out.print(Text(f"+ {m.id} {m.role} ({m.tokens}) {m.preview}", style="green"))
+    for before, after in d.changed:
+        out.print(Text(f"~ {before.id} {before.role} ({before.tokens}) {before.preview}", "red"))
+        out.print(Text(f"  {after.id} {after.role} ({after.tokens}) {after.preview}", "green"))
+    if not (d.added or d.removed or d.changed):
+        out.print("no difference in the visible messages", style="dim")
+
+
+@app.command()
+@handles_errors
+def replay(
+    context: str,
+    from_version: Annotated[int, typer.Option("--from", help="First version to show.")] = 1,
+    to: Annotated[int | None, typer.Option("--to", help="Last version to show.")] = None,
+    step: Annotated[
+        bool, typer.Option("--step", help="Wait for Enter after each event (q quits).")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Walk a context's events one by one, with the visible context after each.
+
+    --json prints one JSON line per event: the event (with its changes), the visible
+    messages and token total after it, and the model calls that sent that version.
+    """
+    with open_store() as store:
+        steps = store.replay(context, from_version=from_version, to_version=to)
+        for s in steps:
+            if as_json:
+                line = {
+                    "event": s.event.model_dump(mode="json", exclude_none=True),
+                    "visible": s.visible.model_dump(mode="json", exclude_none=True),
+                    "calls": s.calls,
+                }
+                print(json.dumps(line, ensure_ascii=False), flush=True)
+                continue
+            render_step(s)
+            if step and sys.stdin.isatty() and input("Enter: next, q: quit ").strip() == "q":
+                break
+
+
+def render_step(s: ReplayStep) -> None:
+    e, v = s.event, s.visible
+    head = f"v{e.version} {e.type} by {e.actor}  batch {e.batch}  {e.timestamp:%Y-%m-%d %H:%M:%S}"
+    if e.reverted:
+        head += f"  (reverted by v{e.reverted_by})"
+    if e.type == "usage":
+        d = e.details
+        head += f"  call #{d['call']} {d['model']} sent v{d['for_version']}"
+    out.print(Panel(Text(head, style="dim" if e.reverted else "bold"), expand=False))
+    if e.changes is not None:
+        render_change(e.changes)
+    if s.calls:
+        out.print(f"  this version was sent in call(s) {s.calls}", style="cyan", highlight=False)
+    out.print(
+        f"  visible: {len(v.messages)} messages, {token_label(v.tokens, v.estimated)} tokens",
+        highlight=False,
+    )
+
+
+def show_call(context: str, number: int, openai: bool, as_json: bool) -> None:
+    """`show --call N`: exactly the messages a recorded model call sent."""
+    with open_store() as store:
+        call = store.call(context, number)
+    messages = call.messages or []
+    if as_json:
+        if openai:
+            print_json([m.to_openai() for m in messages])
+        else:
+            print_json(call.model_dump(mode="json", exclude_none=True))
+        return
+    title = (
+        f"call #{call.number}: {call.model}, context version {call.for_version}, "
+        f"provider {call.prompt_tokens} prompt tokens, ctxstore {call.counted_tokens}"
+        + ("" if call.whole_context else " (a built prompt)")
+    )
+    table = Table(title=title)
+    for col in ("#", "id", "role", "content"):
+        table.add_column(col, overflow="fold")
+    for n, m in enumerate(messages):
+        table.add_row(str(n), m.id or "", m.role, Text(preview(m.text()) or ", ".join(m.call_ids)))
+    out.print(table)
+
+
+@app.command()
+@handles_errors
+def calls(context: str, as_json: JsonFlag = False) -> None:
+    """The model calls recorded against a context (see `show --call N`)."""
+    with open_store() as store:
+        found = store.calls(context)
+    if as_json:
+        print_json([c.model_dump(mode="json", exclude_none=True) for c in found])
+        return
+    table = Table(title="model calls")
+    for col in ("#", "time", "model", "sent version", "provider", "ctxstore", "what"):
+        table.add_column(col)
+    for c in found:
+        table.add_row(
+            str(c.number), c.timestamp.isoformat(timespec="seconds"), c.model,
+            str(c.for_version), str(c.prompt_tokens), str(c.counted_tokens),
+            "whole context" if c.whole_context else "built prompt",
+        )  # fmt: skip
+    out.print(table)
+
+
+@app.command()
+@handles_errors
+def fork(
+    context: str,
+    at_version: Annotated[
+        int | None, typer.Option(help="Copy the context as it was at this version.")
+    ] = None,
+    name: Annotated[str | None, typer.Option(help="Name of the new context.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """A new context starting as a copy of this one's visible context; prints its id."""
+    with open_store() as store:
+        new = store.fork(context, at_version=at_version, name=name, actor=state.actor)
+    print_json({"context_id": str(new)}) if as_json else out.print(str(new), highlight=False)
+
+
+@app.command()
+@handles_errors
+def export(
+    context: str,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")
+    ] = None,
+) -> None:
+    """Write a context's events as JSON lines (import takes them back exactly)."""
+    with open_store() as store:
+        lines = store.export_events(context)
+        if output is None:
+            for line in lines:
+                sys.stdout.write(line + "\n")
+        else:
+            with output.open("w", encoding="utf-8") as f:
+                for line in lines:
+                    f.write(line + "\n")
+
+
+def read_input(path: Path | None) -> str:
+    if path is None or str(path) == "-":
+        return sys.stdin.read()
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidOperationError(f"cannot read {path}: {exc}") from None
+
+
+@app.command("import")
+@handles_errors
+def import_(
+    path: Annotated[Path | None, typer.Argument(help="The file (default or -: stdin).")] = None,
+    openai: Annotated[
+        bool,
+        typer.Option("--openai", help="The file is an OpenAI-format transcript (JSON or JSONL)."),
+    ] = False,
+    new_id: Annotated[
+        bool, typer.Option("--new-id", help="Give an exported context a fresh id.")
+    ] = False,
+    name: Annotated[str | None, typer.Option(help="With --openai: the new context's name.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Import an export of `ctxstore export`, or (--openai) a transcript as a new context."""
+    text = read_input(path)
+    with open_store() as store, Progress(console=err, transient=True) as bar:
+        task = bar.add_task("importing", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        if openai:
+            cid = store.import_transcript(text, name=name, actor=state.actor, progress=progress)
+        else:
+            cid = store.import_events(text.splitlines(), new_id=new_id, progress=progress)
+    print_json({"context_id": str(cid)}) if as_json else out.print(str(cid), highlight=False)
+
+
+@app.command()
+@handles_errors
+def verify(
+    context: Annotated[str | None, typer.Argument(help="One context (default: all).")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Check the hash chains of stored events; exit 6 naming the first broken link."""
+    with open_store() as store:
+        result = store.verify(context)
+    if as_json:
+        print_json({**result.model_dump(mode="json"), "ok": result.ok})
+    else:
+        rate = result.events / result.seconds if result.seconds else 0.0
+        out.print(
+            f"{result.events} events in {result.contexts} context(s) checked "
+            f"({rate:,.0f} events/s); {len(result.broken)} broken"
+            + (f", {result.unchained} written before chaining" if result.unchained else ""),
+            highlight=False,
+        )
+        for b in result.broken:
+            out.print(
+                Text(f"BROKEN context {b.context_id} at version {b.version}: {b.reason}", "red")
+            )
+    if not result.ok:
+        raise typer.Exit(BROKEN_EXIT)
+
+
+__all__ = ["render_change", "render_visible", "show_call"]

@@ -1,0 +1,214 @@
+"""Shared pieces of the command line: the app, consoles, error handling, rendering."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from functools import wraps
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from ctxstore.adapters.store import ContextStore, Written
+from ctxstore.domain.context import MessageRef
+from ctxstore.domain.errors import (
+    ContextNotFoundError,
+    CtxStoreError,
+    InvalidMessageError,
+    StoreUnavailableError,
+    UnknownMessageError,
+    VersionConflictError,
+)
+from ctxstore.projections.history import HistoryEntry
+from ctxstore.projections.visible import VisibleContext
+
+app = typer.Typer(
+    name="ctxstore",
+    help="Event-sourced store for LLM conversation context.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console(width=None if sys.stdout.isatty() else 120)
+err = Console(stderr=True, soft_wrap=True)
+
+# One table maps error classes to exit codes (usage errors from typer exit with 2).
+EXIT_CODES: list[tuple[type[CtxStoreError], int]] = [
+    (ContextNotFoundError, 3),
+    (UnknownMessageError, 3),
+    (VersionConflictError, 4),
+    (StoreUnavailableError, 5),
+    (CtxStoreError, 1),
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class State:
+    url: str | None = None
+    actor: str | None = None
+
+
+state = State()
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+NameOption = Annotated[str | None, typer.Option(help="The message's name field.")]
+ToolCallIdOption = Annotated[
+    str | None, typer.Option(help="For a tool message: the call it answers.")
+]
+ExpectedVersion = Annotated[
+    int | None,
+    typer.Option("--expected-version", help="Refuse unless the context is at this version."),
+]
+
+
+def fail(message: str, code: int) -> None:
+    """Print a one-line error and exit."""
+    err.print(f"error: {message}", markup=False, highlight=False)
+    raise typer.Exit(code)
+
+
+def handles_errors(fn: F) -> F:
+    """Turn ctxstore errors into a one-line message and the exit code of their class."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except CtxStoreError as exc:
+            code = next(c for cls, c in EXIT_CODES if isinstance(exc, cls))
+            fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def open_store() -> ContextStore:
+    return ContextStore.from_url(state.url)
+
+
+def parse_ref(token: str) -> MessageRef:
+    """`#N` names the N-th visible message (negative counts from the end); else an id."""
+    if token.startswith("#"):
+        try:
+            return int(token[1:])
+        except ValueError:
+            raise UnknownMessageError(f"not a position: {token!r} (use #0, #1, #-1)") from None
+    return token
+
+
+def json_option(text: str | None, flag: str) -> Any:
+    """The JSON value given to an option, or None when the option was not given."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidMessageError(f"{flag} is not JSON: {exc.msg}") from None
+
+
+def read_messages_from_stdin() -> list[dict[str, Any]]:
+    """Messages from stdin: one JSON object, a JSON array, or JSON lines."""
+    text = sys.stdin.read()
+    if not text.strip():
+        raise InvalidMessageError("no message given: pass --content or JSON/JSONL on stdin")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                data.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InvalidMessageError(f"stdin line {n} is not JSON: {exc.msg}") from None
+    items = data if isinstance(data, list) else [data]
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InvalidMessageError(f"stdin message {i} is not a JSON object: {item!r:.60}")
+    return items
+
+
+def message_from_flags(
+    role: str | None, content: str | None, name: str | None, tool_call_id: str | None
+) -> dict[str, Any] | None:
+    if content is None:
+        return None
+    message: dict[str, Any] = {"role": role or "user", "content": content}
+    if name is not None:
+        message["name"] = name
+    if tool_call_id is not None:
+        message["tool_call_id"] = tool_call_id
+    return message
+
+
+def print_json(data: Any) -> None:
+    out.print_json(json.dumps(data, default=str, ensure_ascii=False))
+
+
+def print_written(w: Written, as_json: bool) -> None:
+    if as_json:
+        print_json(w.model_dump(mode="json"))
+    else:
+        out.print(f"version {w.version}  batch {w.batch}  " + " ".join(w.ids), highlight=False)
+
+
+def preview(text: str, width: int = 70) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def token_label(tokens: int, estimated: bool) -> str:
+    return f"~{tokens} (estimated)" if estimated else str(tokens)
+
+
+def render_visible(v: VisibleContext) -> None:
+    title = (
+        f"context {v.context_id}  version {v.version}  batch {v.batch}  "
+        f"tokens {token_label(v.tokens, v.estimated)} ({v.encoding})"
+    )
+    table = Table(title=title)
+    for col in ("#", "id", "role", "tokens", "content"):
+        table.add_column(col, overflow="fold")
+    for n, m in enumerate(v.messages):
+        body = preview(m.text())
+        if m.tool_calls:
+            calls = ", ".join(
+                f"{c.function.name}({preview(c.function.arguments, 30)})" for c in m.tool_calls
+            )
+            body = (body + " " if body else "") + f"[calls {calls}]"
+        if m.tool_call_id:
+            body = f"[{m.tool_call_id}] {body}"
+        if m.id in v.summaries:
+            body = f"[summary of {len(v.summaries[m.id])}] {body}"
+        tokens = str(v.token_counts.get(m.id or "", ""))
+        table.add_row(str(n), m.id or "", m.role, tokens, Text(body))
+    out.print(table)
+
+
+def render_history(entries: list[HistoryEntry]) -> None:
+    table = Table(title="history")
+    for col in ("v", "time", "type", "actor", "batch", "messages", "reverted"):
+        table.add_column(col, overflow="fold")
+    for h in entries:
+        ids = h.message_ids
+        what = ", ".join(ids) if len(ids) <= 1 else f"{len(ids)}: {ids[0]} .. {ids[-1]}"
+        if h.type == "batch_end":
+            what = f"to {h.details['to']}" + (" keep" if h.details["keep"] else " rollback")
+        elif h.type == "batch_start":
+            what = f"opens {h.details['opened']}"
+        table.add_row(
+            str(h.version),
+            h.timestamp.strftime("%H:%M:%S"),
+            h.type,
+            h.actor,
+            str(h.batch),
+            Text(what),
+            f"by v{h.reverted_by}" if h.reverted else "",
+            style="dim" if h.reverted else None,
+        )
+    out.print(table)
