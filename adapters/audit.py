@@ -108,37 +108,36 @@ def verify(store: ContextStore, context_id: UUID | str | None = None) -> Verific
     """Check the hash chains of one context or of all; names the first broken link of each."""
     started = time.perf_counter()
     mapper = cast(ChainingMapper, store.mapper)
-    walkers: dict[UUID, ChainWalker] = {}
+    walkers: dict[str, ChainWalker] = {}
+    view = store.audit_index
     events = 0
     if context_id is not None:
         cid = store.context_uuid(context_id)
-        walker = walkers[cid] = ChainWalker(cid, mapper)
-        version = 0
+        walker = walkers[cid.hex] = ChainWalker(cid.hex, mapper)
         while True:
-            page = store.recorder.select_events(cid, gt=version, limit=VERIFY_PAGE)
-            if not page:
+            rows = view.context_rows(cid.hex, walker.version, VERIFY_PAGE)
+            if not rows:
                 break
-            walker.feed(page)
-            events += len(page)
-            version = page[-1].originator_version
+            for _, version, topic, state in rows:
+                walker.check(version, topic, state)
+            events += len(rows)
+            if walker.broken is not None:
+                break
         if events == 0:
             store.require_context(cid)
     else:
-        start = 1
+        position = 0
         while True:
-            notes = store.recorder.select_notifications(start, VERIFY_PAGE)
-            if not notes:
+            page = view.event_rows(position, VERIFY_PAGE)
+            if not page:
                 break
-            for n in notes:
-                key = (
-                    n.originator_id if isinstance(n.originator_id, UUID) else UUID(n.originator_id)
-                )
-                w = walkers.get(key)
+            for _, (hex_id, version, topic, state) in page:
+                w = walkers.get(hex_id)
                 if w is None:
-                    w = walkers[key] = ChainWalker(key, mapper)
-                w.feed((n,))
-            events += len(notes)
-            start = notes[-1].id + 1
+                    w = walkers[hex_id] = ChainWalker(hex_id, mapper)
+                w.check(version, topic, state)
+            events += len(page)
+            position = page[-1][0]
     broken = [w.broken for w in walkers.values() if w.broken is not None]
     return Verification(
         contexts=len(walkers),

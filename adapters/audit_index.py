@@ -27,8 +27,10 @@ from eventsourcing.postgres import (
     PostgresTrackingRecorder,
 )
 from eventsourcing.sqlite import SQLiteDatastore, SQLiteTrackingRecorder
+from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
+from ctxstore.adapters.chain import Row
 from ctxstore.projections.audit import AuditRow, Revert
 
 TRACKING_NAME = "ctxstore_audit"  # the projection's name in the tracking table
@@ -74,6 +76,14 @@ class AuditView(TrackingRecorder, ABC):
     def position(self) -> int:
         return self.max_tracking_id(TRACKING_NAME) or 0
 
+    @abstractmethod
+    def event_rows(self, after: int, limit: int) -> list[tuple[int, Row]]:
+        """Stored events after a position, raw: (position, (context hex, version, topic, state))."""
+
+    @abstractmethod
+    def context_rows(self, context_hex: str, after_version: int, limit: int) -> list[Row]:
+        """One context's stored events after a version, raw, in version order."""
+
 
 def _sql_filter(where: AuditFilter, mark: str) -> tuple[str, list[Any]]:
     """The WHERE clause (after `position > ?`) and its parameters, in one placeholder style."""
@@ -110,6 +120,29 @@ def _params(r: AuditRow) -> tuple[Any, ...]:
 
 class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
     """The audit index in the store's SQLite file."""
+
+    def __init__(self, datastore: SQLiteDatastore, events_table: str) -> None:
+        super().__init__(datastore)
+        self.events_table = events_table
+
+    def event_rows(self, after: int, limit: int) -> list[tuple[int, Row]]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT rowid, originator_id, originator_version, topic, state "
+                f"FROM {self.events_table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after, limit),
+            )
+            return [(r[0], (r[1], r[2], r[3], r[4])) for r in c.fetchall()]
+
+    def context_rows(self, context_hex: str, after_version: int, limit: int) -> list[Row]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT originator_id, originator_version, topic, state FROM {self.events_table} "
+                "WHERE originator_id = ? AND originator_version > ? "
+                "ORDER BY originator_version LIMIT ?",
+                (context_hex, after_version, limit),
+            )
+            return [(r[0], r[1], r[2], r[3]) for r in c.fetchall()]
 
     def construct_create_table_statements(self) -> list[str]:
         statements = super().construct_create_table_statements()
@@ -156,10 +189,11 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
 class PostgresAuditView(PostgresTrackingRecorder, AuditView):
     """The audit index in the store's PostgreSQL schema."""
 
-    def __init__(self, datastore: PostgresDatastore) -> None:
+    def __init__(self, datastore: PostgresDatastore, events_table: str) -> None:
         super().__init__(datastore, tracking_table_name="ctxstore_audit_tracking")
         schema = Identifier(datastore.schema)
         self.table = SQL("{0}.ctxstore_audit").format(schema)
+        self.events = SQL("{0}.{1}").format(schema, Identifier(events_table))
         self.sql_create_statements.append(
             SQL(
                 "CREATE TABLE IF NOT EXISTS {0} ("
@@ -211,6 +245,25 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
             rows = curs.fetchall()
         return [_row(list(r.values())) for r in rows]
 
+    def event_rows(self, after: int, limit: int) -> list[tuple[int, Row]]:
+        statement = SQL(
+            "SELECT notification_id, replace(originator_id::text, '-', ''), originator_version, "
+            "topic, state FROM {0} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+        ).format(self.events)
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as c:
+            c.execute(statement, (after, limit))
+            return [(r[0], (r[1], r[2], r[3], r[4])) for r in c.fetchall()]
+
+    def context_rows(self, context_hex: str, after_version: int, limit: int) -> list[Row]:
+        statement = SQL(
+            "SELECT replace(originator_id::text, '-', ''), originator_version, topic, state "
+            "FROM {0} WHERE originator_id = %s AND originator_version > %s "
+            "ORDER BY originator_version LIMIT %s"
+        ).format(self.events)
+        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as c:
+            c.execute(statement, (UUID(context_hex), after_version, limit))
+            return [(r[0], r[1], r[2], r[3]) for r in c.fetchall()]
+
     def explain(self, where: AuditFilter, after: int, limit: int) -> str:
         """PostgreSQL's plan for a query (the benchmark prints which index answers it)."""
         clause, params = _sql_filter(where, "%s")
@@ -229,11 +282,22 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
 class MemoryAuditView(POPOTrackingRecorder, AuditView):
     """The audit index of a memory:// store, as a list."""
 
-    def __init__(self) -> None:
+    def __init__(self, recorder: Any) -> None:
         super().__init__()
+        self.recorder = recorder
         self._rows: list[AuditRow] = []
         self._reverted: dict[tuple[UUID, int], int] = {}
         self._rows_lock = threading.Lock()
+
+    def event_rows(self, after: int, limit: int) -> list[tuple[int, Row]]:
+        found = self.recorder.select_notifications(after + 1, limit)
+        return [
+            (n.id, (n.originator_id.hex, n.originator_version, n.topic, n.state)) for n in found
+        ]
+
+    def context_rows(self, context_hex: str, after_version: int, limit: int) -> list[Row]:
+        found = self.recorder.select_events(UUID(context_hex), gt=after_version, limit=limit)
+        return [(s.originator_id.hex, s.originator_version, s.topic, s.state) for s in found]
 
     def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
         with self._rows_lock:
@@ -272,11 +336,11 @@ def audit_view(recorder: Any) -> AuditView:
     datastore = getattr(recorder, "datastore", None)
     view: AuditView
     if isinstance(datastore, SQLiteDatastore):
-        view = SQLiteAuditView(datastore)
+        view = SQLiteAuditView(datastore, recorder.events_table_name)
     elif isinstance(datastore, PostgresDatastore):
-        view = PostgresAuditView(datastore)
+        view = PostgresAuditView(datastore, recorder.events_table_name)
     else:
-        return MemoryAuditView()
+        return MemoryAuditView(recorder)
     view.create_table()
     return view
 

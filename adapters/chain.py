@@ -11,21 +11,27 @@ stored bytes (after the cipher and compressor, if any, are undone).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Mapper, StoredEvent
-from eventsourcing.utils import get_topic
+from eventsourcing.utils import get_topic, resolve_topic
 from pydantic import BaseModel, ConfigDict
+
+from ctxstore.adapters.transcoder import untag_event
 
 GENESIS = "0" * 64  # the "previous chain" of a context's first event
 SUFFIX_LEN = len(b',"chain":"') + 64 + len(b'"}')
 
 
-def link(prev: str, context_id: UUID, version: int, topic: str, body: bytes) -> str:
-    """The chain value of one event: a hash over the previous chain and this event."""
-    head = f"{prev}\n{context_id.hex}\n{version}\n{topic}\n".encode()
+def link(prev: str, context_id: UUID | str, version: int, topic: str, body: bytes) -> str:
+    """The chain value of one event: a hash over the previous chain and this event.
+
+    `context_id` as a UUID or its 32-digit hex.
+    """
+    hex_id = context_id.hex if isinstance(context_id, UUID) else context_id
+    head = f"{prev}\n{hex_id}\n{version}\n{topic}\n".encode()
     return hashlib.sha256(head + body).hexdigest()
 
 
@@ -89,6 +95,21 @@ class ChainingMapper(Mapper[UUID]):
         """A stored state from a transcoded body and its chain."""
         return self._wrap(seal(body, chain))
 
+    def event_from_state(self, topic: str, context_id: UUID, version: int, state: Any) -> Any:
+        """A domain event from its state as decoded JSON (what to_domain_event builds)."""
+        cls = resolve_topic(topic)
+        event_state = untag_event(dict(state))
+        event_state.pop("chain", None)
+        event_state["originator_id"] = context_id
+        event_state["originator_version"] = version
+        from_version = event_state.pop("class_version", 1)
+        while from_version < getattr(cls, "class_version", 1):
+            getattr(cls, f"upcast_v{from_version}_v{from_version + 1}")(event_state)
+            from_version += 1
+        event = object.__new__(cls)
+        object.__setattr__(event, "__dict__", event_state)
+        return event
+
     def plaintext(self, stored: StoredEvent) -> bytes:
         """A stored event's state with the cipher and compressor undone."""
         return self._plaintext(stored.state)
@@ -134,38 +155,35 @@ class Verification(BaseModel):
         return not self.broken
 
 
-class ChainWalker:
-    """Checks one context's events in version order, link by link."""
+Row = tuple[str, int, str, bytes]  # context id (32 hex digits), version, topic, state
 
-    def __init__(self, context_id: UUID, mapper: ChainingMapper) -> None:
-        self.context_id = context_id
-        self.mapper = mapper
+
+class ChainWalker:
+    """Checks one context's stored events in version order, link by link."""
+
+    def __init__(self, context_hex: str, mapper: ChainingMapper) -> None:
+        self.context_hex = context_hex
+        self.plaintext = mapper.plaintext if mapper.cipher or mapper.compressor else None
         self.version = 0
-        self.prev: str | None = GENESIS
+        self.prev = GENESIS
         self.chained = False  # a chained event was seen: every later one must be chained
         self.unchained = 0
         self.broken: BrokenLink | None = None
 
-    def feed(self, stored: Iterable[StoredEvent]) -> None:
-        """Check the next events; stops at the first broken link."""
-        for s in stored:
-            if self.broken is not None:
-                return
-            self._check(s)
-
-    def _check(self, s: StoredEvent) -> None:
-        version = s.originator_version
+    def check(self, version: int, topic: str, state: bytes) -> None:
+        """Check the next event; after the first broken link, nothing more."""
+        if self.broken is not None:
+            return
         if version != self.version + 1:
-            self._fail(
-                self.version + 1, f"version {self.version + 1} is missing (next is {version})"
-            )
+            self._fail(self.version + 1, f"version {self.version + 1} is missing (next: {version})")
             return
         self.version = version
-        try:
-            state = self.mapper.plaintext(s)
-        except Exception as exc:  # noqa: BLE001  # any cipher's or compressor's refusal
-            self._fail(version, f"stored state cannot be read: {exc}")
-            return
+        if self.plaintext is not None:
+            try:
+                state = self.plaintext(StoredEvent(self.context_hex, version, topic, state))
+            except Exception as exc:  # noqa: BLE001  # any cipher's or compressor's refusal
+                self._fail(version, f"stored state cannot be read: {exc}")
+                return
         body, chain = unseal(state)
         if chain is None:
             if self.chained:
@@ -175,11 +193,10 @@ class ChainWalker:
             self.prev = anchor(state)
             return
         self.chained = True
-        expected = link(self.prev or GENESIS, self.context_id, version, s.topic, body)
-        if expected != chain:
+        if link(self.prev, self.context_hex, version, topic, body) != chain:
             self._fail(version, "stored event does not match its chain (altered or reordered)")
             return
         self.prev = chain
 
     def _fail(self, version: int, reason: str) -> None:
-        self.broken = BrokenLink(context_id=self.context_id, version=version, reason=reason)
+        self.broken = BrokenLink(context_id=UUID(self.context_hex), version=version, reason=reason)

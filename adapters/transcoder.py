@@ -36,6 +36,12 @@ def _untag(holder: dict[str, Any], key: str) -> None:
             holder[key] = UUID(value["_data_"])
 
 
+def untag_event(state: dict[str, Any]) -> dict[str, Any]:
+    """An event's decoded JSON with the library's tagged fields turned back into values."""
+    _untag(state, "timestamp")
+    return state
+
+
 class ContextTranscoder(Transcoder):
     """Encodes event and snapshot state; decodes tags only where the library put them."""
 

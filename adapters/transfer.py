@@ -9,6 +9,7 @@ before writing and write all events in one transaction, or nothing.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID, uuid4
@@ -54,20 +55,28 @@ def export_lines(store: ContextStore, context_id: UUID | str) -> Iterator[str]:
         seen = True
         for s in page:
             body, chain = unseal(mapper.plaintext(s))
-            yield json.dumps(
-                {
-                    "context_id": str(cid),
-                    "version": s.originator_version,
-                    "topic": s.topic,
-                    "state": json.loads(body),
-                    "chain": chain,
-                },
-                ensure_ascii=False,
-                separators=(",", ":"),
+            # The stored JSON goes into the line as it is: nothing to decode and re-encode.
+            yield (
+                f'{{"context_id":"{cid}","version":{s.originator_version},'
+                f'"topic":{json.dumps(s.topic)},"state":{body.decode("utf-8")},'
+                f'"chain":{json.dumps(chain)}}}'
             )
         version = page[-1].originator_version
     if not seen:
         store.require_context(cid)
+
+
+STATE_START = ',"state":'
+CHAIN_END = re.compile(r',"chain":(null|"[0-9a-f]{64}")\}\s*$')
+
+
+def _state_text(line: str) -> bytes | None:
+    """The state's JSON text as an export wrote it, or None for a line laid out otherwise."""
+    start = line.find(STATE_START)
+    end = CHAIN_END.search(line)
+    if start < 0 or end is None or not line.startswith('{"context_id":'):
+        return None
+    return line[start + len(STATE_START) : end.start()].encode("utf-8")
 
 
 def _records(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
@@ -92,7 +101,8 @@ def import_lines(
     naming the line at fault, ContextExistsError; writes nothing then.
     """
     mapper = cast(ChainingMapper, store.mapper)
-    records = list(_records(lines))
+    line_texts = list(lines)
+    records = list(_records(line_texts))
     if not records:
         raise InvalidImportError("the export is empty")
     source: UUID | None = None
@@ -126,7 +136,7 @@ def import_lines(
             raise InvalidImportError(f"line {n}: {topic!r} is not a ctxstore event type")
         if not isinstance(state, dict):
             raise InvalidImportError(f"line {n}: state must be a JSON object")
-        body = mapper.transcoder.encode(state)
+        body = _state_text(line_texts[n - 1]) or mapper.transcoder.encode(state)
         prev_file = link(prev_file, source, rec["version"], topic, body)
         if rec.get("chain") is not None and rec["chain"] != prev_file:
             raise InvalidImportError(f"line {n}: the chain does not match (the export was altered)")
@@ -134,7 +144,9 @@ def import_lines(
         prev_new = link(prev_new, target, rec["version"], topic, body)
         s = StoredEvent(target, rec["version"], topic, mapper.seal_and_wrap(body, prev_new))
         try:
-            event = cast(Context.Event, mapper.to_domain_event(s))
+            event = cast(
+                Context.Event, mapper.event_from_state(topic, target, rec["version"], state)
+            )
             ctx = event.mutate(ctx)
         except CtxStoreError:
             raise
