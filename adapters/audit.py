@@ -15,7 +15,7 @@ from ctxstore.adapters.chain import ChainingMapper, ChainWalker, Verification
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.projections.audit import AuditPage, audit_entry, audit_row, revert_of, to_micros
-from ctxstore.projections.history import EVENT_TYPES
+from ctxstore.projections.history import event_type_filter
 
 if TYPE_CHECKING:
     from ctxstore.adapters.store import ContextStore
@@ -74,13 +74,7 @@ def audit_page(
     limit: int = 100,
 ) -> AuditPage:
     """Events across contexts after position `after`, in the order recorded, filtered."""
-    known = set(EVENT_TYPES.values())
-    if types is not None:
-        if isinstance(types, str):
-            types = [types]
-        unknown = sorted(set(types) - known)
-        if unknown:
-            raise InvalidOperationError(f"unknown event type(s) {unknown}; known: {sorted(known)}")
+    wanted = event_type_filter(types)
     if isinstance(after, bool) or not isinstance(after, int) or after < 0:
         raise InvalidOperationError(f"after must be a position >= 0, got {after!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
@@ -89,7 +83,7 @@ def audit_page(
         raise InvalidOperationError(f"actor must be a string, got {actor!r}")
     where = AuditFilter(
         context_id=None if context_id is None else store.context_uuid(context_id),
-        types=list(types) if types else None,
+        types=wanted or None,
         actor=actor,
         since=_time(since, "since"),
         until=_time(until, "until"),

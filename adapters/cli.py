@@ -483,3 +483,6 @@ def demo() -> None:
 def main() -> None:
     """Console entry point."""
     app()
+
+
+__all__ = ["app", "main"]

@@ -53,7 +53,7 @@ from ctxstore.domain.summarize import ALGORITHM, Summarizer, summarize_with_bise
 from ctxstore.domain.tokens import REPLY_PRIMING, TextCounter, message_tokens
 from ctxstore.projections.audit import AuditPage
 from ctxstore.projections.changes import Diff
-from ctxstore.projections.history import EVENT_TYPES, HistoryEntry, fold_history
+from ctxstore.projections.history import HistoryEntry, event_type_filter, fold_history
 from ctxstore.projections.usage import ModelUsage, usage_by_model
 from ctxstore.projections.visible import BatchFrame, VisibleContext, batch_stack, visible_of
 
@@ -686,15 +686,7 @@ class ContextStore(Application[UUID]):
         With `changes`, each entry also says what it changed in the visible context.
         """
         cid = self._id(context_id)
-        known = set(EVENT_TYPES.values())
-        if types is not None:
-            if isinstance(types, str):
-                types = [types]
-            unknown = sorted(set(types) - known)
-            if unknown:
-                raise InvalidOperationError(
-                    f"unknown event type(s) {unknown}; known: {sorted(known)}"
-                )
+        types = event_type_filter(types)
         for name, bound in (("from_version", from_version), ("to_version", to_version)):
             if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
                 raise InvalidOperationError(f"{name} must be an integer, got {bound!r}")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from ctxstore.domain.context import Context
+from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.projections.changes import Change, apply_event
 
 EVENT_TYPES: dict[str, str] = {
@@ -22,6 +23,18 @@ EVENT_TYPES: dict[str, str] = {
     "UsageRecorded": "usage",
     "ContextForked": "fork",
 }
+
+
+def event_type_filter(types: str | Sequence[str] | None) -> list[str] | None:
+    """Event type names to filter by, checked; raises InvalidOperationError naming unknowns."""
+    if types is None:
+        return None
+    wanted = [types] if isinstance(types, str) else list(types)
+    known = set(EVENT_TYPES.values())
+    unknown = sorted(set(wanted) - known)
+    if unknown:
+        raise InvalidOperationError(f"unknown event type(s) {unknown}; known: {sorted(known)}")
+    return wanted
 
 
 class HistoryEntry(BaseModel):
