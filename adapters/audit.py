@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, cast
 from uuid import UUID
@@ -120,18 +121,20 @@ def verify(store: ContextStore, context_id: UUID | str | None = None) -> Verific
         if events == 0:
             store.require_context(cid)
     else:
-        position = 0
-        while True:
-            page = view.event_rows(position, VERIFY_PAGE)
-            if not page:
-                break
-            for _, (hex_id, version, topic, state) in page:
-                w = walkers.get(hex_id)
-                if w is None:
-                    w = walkers[hex_id] = ChainWalker(hex_id, mapper)
-                w.check(version, topic, state)
-            events += len(page)
-            position = page[-1][0]
+        # The next page is read while this one is hashed: the database works meanwhile.
+        with ThreadPoolExecutor(max_workers=1) as reader:
+            pending = reader.submit(view.event_rows, 0, VERIFY_PAGE)
+            while True:
+                page = pending.result()
+                if not page:
+                    break
+                pending = reader.submit(view.event_rows, page[-1][0], VERIFY_PAGE)
+                for _, (hex_id, version, topic, state) in page:
+                    w = walkers.get(hex_id)
+                    if w is None:
+                        w = walkers[hex_id] = ChainWalker(hex_id, mapper)
+                    w.check(version, topic, state)
+                events += len(page)
     broken = [w.broken for w in walkers.values() if w.broken is not None]
     return Verification(
         contexts=len(walkers),

@@ -163,6 +163,7 @@ class ChainWalker:
 
     def __init__(self, context_hex: str, mapper: ChainingMapper) -> None:
         self.context_hex = context_hex
+        self.infix = f"\n{context_hex}\n"
         self.plaintext = mapper.plaintext if mapper.cipher or mapper.compressor else None
         self.version = 0
         self.prev = GENESIS
@@ -194,7 +195,7 @@ class ChainWalker:
             return
         self.chained = True
         # link() without copying the body: hash the stored bytes up to the chain member.
-        h = hashlib.sha256(f"{self.prev}\n{self.context_hex}\n{version}\n{topic}\n".encode())
+        h = hashlib.sha256(f"{self.prev}{self.infix}{version}\n{topic}\n".encode())
         h.update(memoryview(state)[:-SUFFIX_LEN])
         h.update(b"}")
         chain = tail[10:74].decode("ascii", "replace")
