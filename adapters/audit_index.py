@@ -257,7 +257,10 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
             "SELECT notification_id, replace(originator_id::text, '-', ''), originator_version, "
             "topic, state FROM {0} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
         ).format(self.events)
-        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as c:
+        with (
+            self.datastore.get_connection() as conn,
+            conn.cursor(row_factory=tuple_row, binary=True) as c,
+        ):  # binary: bytea arrives as it is stored, not hex-encoded
             c.execute(statement, (after, limit))
             return [(r[0], (r[1], r[2], r[3], r[4])) for r in c.fetchall()]
 
@@ -267,7 +270,10 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
             "FROM {0} WHERE originator_id = %s AND originator_version > %s "
             "ORDER BY originator_version LIMIT %s"
         ).format(self.events)
-        with self.datastore.get_connection() as conn, conn.cursor(row_factory=tuple_row) as c:
+        with (
+            self.datastore.get_connection() as conn,
+            conn.cursor(row_factory=tuple_row, binary=True) as c,
+        ):  # binary: bytea arrives as it is stored, not hex-encoded
             c.execute(statement, (UUID(context_hex), after_version, limit))
             return [(r[0], r[1], r[2], r[3]) for r in c.fetchall()]
 
