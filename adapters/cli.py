@@ -77,14 +77,16 @@ def contexts(as_json: JsonFlag = False) -> None:
         print_json([c.model_dump(mode="json") for c in found])
         return
     table = Table(title="contexts")
-    for col in ("id", "name", "created", "by"):
+    for col in ("id", "name", "created", "by", "forked from"):
         table.add_column(col)
     for c in found:
+        origin = c.forked_from
         table.add_row(
             str(c.context_id),
             c.name or "",
             c.created_at.isoformat(timespec="seconds"),
             c.created_by,
+            f"{origin['context_id']} v{origin['version']}" if origin else "",
         )
     out.print(table)
 

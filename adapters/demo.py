@@ -167,3 +167,20 @@ def run_demo(
 
     step(Rule("8. the log (rolled-back events dimmed)"))
     show_log(store.history(cid))
+
+    step(Rule("9. audit and debugging: who did what, what changed, a fork, the chain"))
+    page = store.audit(actor="planner", context_id=cid)
+    step(
+        "audit, actor planner: "
+        + ", ".join(
+            f"v{e.version} {e.type}" + (" (reverted)" if e.reverted else "") for e in page.entries
+        )
+    )
+    d = store.diff(run, 2, store.visible(run).version)
+    step(
+        f"diff of the compaction run, v2 -> head: +{len(d.added)} -{len(d.removed)} messages, tokens {d.tokens_delta:+d}"
+    )
+    branch = store.fork(cid, at_version=3, name="demo: what if", actor="developer")
+    step(f"fork of the travel agent at version 3: {len(store.visible(branch).messages)} messages")
+    checked = store.verify()
+    step(f"verify: {checked.events} events, {len(checked.broken)} broken links")
