@@ -129,7 +129,7 @@ def verify(store: ContextStore, context_id: UUID | str | None = None) -> Verific
                 if not page:
                     break
                 pending = reader.submit(view.event_rows, page[-1][0], VERIFY_PAGE)
-                for _, (hex_id, version, topic, state) in page:
+                for _, hex_id, version, topic, state in page:
                     w = walkers.get(hex_id)
                     if w is None:
                         w = walkers[hex_id] = ChainWalker(hex_id, mapper)

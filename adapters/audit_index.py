@@ -31,6 +31,8 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Identifier
 
 from ctxstore.adapters.chain import Row
+
+PositionedRow = tuple[int, str, int, str, bytes]  # position, context hex, version, topic, state
 from ctxstore.projections.audit import AuditRow, Revert
 
 TRACKING_NAME = "ctxstore_audit"  # the projection's name in the tracking table
@@ -77,8 +79,8 @@ class AuditView(TrackingRecorder, ABC):
         return self.max_tracking_id(TRACKING_NAME) or 0
 
     @abstractmethod
-    def event_rows(self, after: int, limit: int) -> list[tuple[int, Row]]:
-        """Stored events after a position, raw: (position, (context hex, version, topic, state))."""
+    def event_rows(self, after: int, limit: int) -> list[PositionedRow]:
+        """Stored events after a position, raw: (position, context hex, version, topic, state)."""
 
     @abstractmethod
     def context_rows(self, context_hex: str, after_version: int, limit: int) -> list[Row]:
@@ -125,14 +127,15 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
         super().__init__(datastore)
         self.events_table = events_table
 
-    def event_rows(self, after: int, limit: int) -> list[tuple[int, Row]]:
+    def event_rows(self, after: int, limit: int) -> list[PositionedRow]:
         with self.datastore.transaction(commit=False) as c:
+            c.sqlite_cursor.row_factory = None  # plain tuples: no per-row objects to build
             c.execute(
                 f"SELECT rowid, originator_id, originator_version, topic, state "
                 f"FROM {self.events_table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
                 (after, limit),
             )
-            return [(r[0], (r[1], r[2], r[3], r[4])) for r in c.fetchall()]
+            return c.fetchall()  # type: ignore[no-any-return]
 
     def context_rows(self, context_hex: str, after_version: int, limit: int) -> list[Row]:
         with self.datastore.transaction(commit=False) as c:
@@ -252,7 +255,7 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
             rows = curs.fetchall()
         return [_row(list(r.values())) for r in rows]
 
-    def event_rows(self, after: int, limit: int) -> list[tuple[int, Row]]:
+    def event_rows(self, after: int, limit: int) -> list[PositionedRow]:
         statement = SQL(
             "SELECT notification_id, replace(originator_id::text, '-', ''), originator_version, "
             "topic, state FROM {0} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
@@ -262,7 +265,7 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
             conn.cursor(row_factory=tuple_row, binary=True) as c,
         ):  # binary: bytea arrives as it is stored, not hex-encoded
             c.execute(statement, (after, limit))
-            return [(r[0], (r[1], r[2], r[3], r[4])) for r in c.fetchall()]
+            return c.fetchall()
 
     def context_rows(self, context_hex: str, after_version: int, limit: int) -> list[Row]:
         statement = SQL(
@@ -302,11 +305,9 @@ class MemoryAuditView(POPOTrackingRecorder, AuditView):
         self._reverted: dict[tuple[UUID, int], int] = {}
         self._rows_lock = threading.Lock()
 
-    def event_rows(self, after: int, limit: int) -> list[tuple[int, Row]]:
+    def event_rows(self, after: int, limit: int) -> list[PositionedRow]:
         found = self.recorder.select_notifications(after + 1, limit)
-        return [
-            (n.id, (n.originator_id.hex, n.originator_version, n.topic, n.state)) for n in found
-        ]
+        return [(n.id, n.originator_id.hex, n.originator_version, n.topic, n.state) for n in found]
 
     def context_rows(self, context_hex: str, after_version: int, limit: int) -> list[Row]:
         found = self.recorder.select_events(UUID(context_hex), gt=after_version, limit=limit)
