@@ -86,6 +86,10 @@ class AuditView(TrackingRecorder, ABC):
     def context_rows(self, context_hex: str, after_version: int, limit: int) -> list[Row]:
         """One context's stored events after a version, raw, in version order."""
 
+    @abstractmethod
+    def indexed_heads(self, context_hex: str | None = None) -> dict[str, int]:
+        """The newest version the index has seen of each context (or of one)."""
+
 
 def _sql_filter(where: AuditFilter, mark: str) -> tuple[str, list[Any]]:
     """The WHERE clause (after `position > ?`) and its parameters, in one placeholder style."""
@@ -175,6 +179,15 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
                     (rv.by, rv.context_id.hex, rv.from_version, rv.by),
                 )
             self._insert_tracking(c, Tracking(TRACKING_NAME, upto))
+
+    def indexed_heads(self, context_hex: str | None = None) -> dict[str, int]:
+        where, params = ("WHERE context_id = ? ", [context_hex]) if context_hex else ("", [])
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT context_id, MAX(version) FROM ctxstore_audit {where}GROUP BY context_id",
+                params,
+            )
+            return {r[0]: r[1] for r in c.fetchall()}
 
     def query(
         self, where: AuditFilter, after: int, limit: int
@@ -280,6 +293,18 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
             c.execute(statement, (UUID(context_hex), after_version, limit))
             return [(r[0], r[1], r[2], r[3]) for r in c.fetchall()]
 
+    def indexed_heads(self, context_hex: str | None = None) -> dict[str, int]:
+        where = SQL("WHERE context_id = %s ") if context_hex else SQL("")
+        statement = SQL("SELECT context_id, MAX(version) FROM {0} {1}GROUP BY context_id").format(
+            self.table, where
+        )
+        with (
+            self.datastore.get_connection() as conn,
+            conn.cursor(row_factory=tuple_row) as c,
+        ):
+            c.execute(statement, [context_hex] if context_hex else [])
+            return {r[0]: r[1] for r in c.fetchall()}
+
     def explain(self, where: AuditFilter, after: int, limit: int) -> str:
         """PostgreSQL's plan for a query (the benchmark prints which index answers it)."""
         clause, params = _sql_filter(where, "%s")
@@ -312,6 +337,14 @@ class MemoryAuditView(POPOTrackingRecorder, AuditView):
     def context_rows(self, context_hex: str, after_version: int, limit: int) -> list[Row]:
         found = self.recorder.select_events(UUID(context_hex), gt=after_version, limit=limit)
         return [(s.originator_id.hex, s.originator_version, s.topic, s.state) for s in found]
+
+    def indexed_heads(self, context_hex: str | None = None) -> dict[str, int]:
+        heads: dict[str, int] = {}
+        with self._rows_lock:
+            for r in self._rows:
+                if context_hex is None or r.context_id.hex == context_hex:
+                    heads[r.context_id.hex] = max(heads.get(r.context_id.hex, 0), r.version)
+        return heads
 
     def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
         with self._rows_lock:

@@ -176,19 +176,19 @@ class ChainWalker:
         if self.broken is not None:
             return
         if version != self.version + 1:
-            self._fail(self.version + 1, f"version {self.version + 1} is missing (next: {version})")
+            self.fail(self.version + 1, f"version {self.version + 1} is missing (next: {version})")
             return
         self.version = version
         if self.plaintext is not None:
             try:
                 state = self.plaintext(StoredEvent(self.context_hex, version, topic, state))
             except Exception as exc:  # noqa: BLE001  # any cipher's or compressor's refusal
-                self._fail(version, f"stored state cannot be read: {exc}")
+                self.fail(version, f"stored state cannot be read: {exc}")
                 return
         tail = state[-SUFFIX_LEN:]
         if len(state) <= SUFFIX_LEN or tail[:10] != b',"chain":"' or tail[-2:] != b'"}':
             if self.chained:
-                self._fail(version, "the event carries no chain, but earlier events do")
+                self.fail(version, "the event carries no chain, but earlier events do")
                 return
             self.unchained += 1
             self.prev = anchor(state)
@@ -200,9 +200,9 @@ class ChainWalker:
         h.update(b"}")
         chain = tail[10:74].decode("ascii", "replace")
         if h.hexdigest() != chain:
-            self._fail(version, "stored event does not match its chain (altered or reordered)")
+            self.fail(version, "stored event does not match its chain (altered or reordered)")
             return
         self.prev = chain
 
-    def _fail(self, version: int, reason: str) -> None:
+    def fail(self, version: int, reason: str) -> None:
         self.broken = BrokenLink(context_id=UUID(self.context_hex), version=version, reason=reason)

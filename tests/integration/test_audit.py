@@ -452,3 +452,19 @@ def test_indexing_a_page_another_process_indexed_first_is_skipped(durable_url, m
         monkeypatch.setattr(b.audit_index, "position", lambda: stale.pop() if stale else real())
         assert catch_up(b) == reached
         assert [e.version for e in b.audit(limit=1000).entries] == [1, 2]
+
+
+def test_verify_catches_deleted_newest_events_the_audit_index_has_seen(durable_url):
+    with ContextStore.from_url(durable_url) as store:
+        cid, _ = scripted(store)
+        store.audit()  # the index now knows versions 1..8
+    _tamper(
+        durable_url,
+        "DELETE FROM stored_events WHERE originator_id = ? AND originator_version >= 7",
+        "DELETE FROM ctxstore_events WHERE originator_id = %s AND originator_version >= 7",
+        (cid.hex if durable_url.startswith("sqlite") else cid,),
+    )
+    with ContextStore.from_url(durable_url) as store:
+        for result in (store.verify(), store.verify(cid)):
+            assert [(b.context_id, b.version) for b in result.broken] == [(cid, 7)]
+            assert "7..8" in result.broken[0].reason
