@@ -9,7 +9,6 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ctxstore.adapters.cli_audit import render_change, show_call
 from ctxstore.adapters.cli_common import (
     ExpectedVersion,
     JsonFlag,
@@ -486,5 +485,8 @@ def main() -> None:
     """Console entry point."""
     app()
 
+
+# The audit and debugging commands register after these, so `--help` lists them last.
+from ctxstore.adapters.cli_audit import render_change, show_call
 
 __all__ = ["app", "main"]
