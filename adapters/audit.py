@@ -103,44 +103,38 @@ def verify(store: ContextStore, context_id: UUID | str | None = None) -> Verific
     """Check the hash chains of one context or of all; names the first broken link of each."""
     started = time.perf_counter()
     mapper = cast(ChainingMapper, store.mapper)
-    walkers: dict[str, ChainWalker] = {}
     view = store.audit_index
+    only = None if context_id is None else store.context_uuid(context_id).hex
+    walkers: dict[str, ChainWalker] = {}
+
+    def walker(hex_id: str) -> ChainWalker:
+        if hex_id not in walkers:
+            walkers[hex_id] = ChainWalker(hex_id, mapper)
+        return walkers[hex_id]
+
     events = 0
-    if context_id is not None:
-        cid = store.context_uuid(context_id)
-        walker = walkers[cid.hex] = ChainWalker(cid.hex, mapper)
-        while True:
-            rows = view.context_rows(cid.hex, walker.version, VERIFY_PAGE)
-            if not rows:
-                break
+    if only is not None:
+        w = walker(only)
+        while w.broken is None and (rows := view.context_rows(only, w.version, VERIFY_PAGE)):
             for _, version, topic, state in rows:
-                walker.check(version, topic, state)
+                w.check(version, topic, state)
             events += len(rows)
-            if walker.broken is not None:
-                break
-        if events == 0 and not view.indexed_heads(cid.hex):
-            store.require_context(cid)
     else:
         # The next page is read while this one is hashed: the database works meanwhile.
         with ThreadPoolExecutor(max_workers=1) as reader:
             pending = reader.submit(view.event_rows, 0, VERIFY_PAGE)
-            while True:
-                page = pending.result()
-                if not page:
-                    break
+            while page := pending.result():
                 pending = reader.submit(view.event_rows, page[-1][0], VERIFY_PAGE)
                 for _, hex_id, version, topic, state in page:
-                    w = walkers.get(hex_id)
-                    if w is None:
-                        w = walkers[hex_id] = ChainWalker(hex_id, mapper)
-                    w.check(version, topic, state)
+                    walker(hex_id).check(version, topic, state)
                 events += len(page)
-    # The audit index remembers versions it has seen: newest events deleted leave no gap
-    # in the chain, but the index still knows they existed.
-    for hex_id, head in view.indexed_heads(
-        None if context_id is None else next(iter(walkers))
-    ).items():
-        w = walkers.get(hex_id) or walkers.setdefault(hex_id, ChainWalker(hex_id, mapper))
+    # The audit index remembers the versions it has seen: newest events deleted leave no
+    # gap in the chain, but the index knows they existed.
+    heads = view.indexed_heads(only)
+    if only is not None and events == 0 and not heads:
+        store.require_context(UUID(only))  # raises ContextNotFoundError
+    for hex_id, head in heads.items():
+        w = walker(hex_id)
         if w.broken is None and w.version < head:
             w.fail(w.version + 1, f"versions {w.version + 1}..{head} were stored and are gone")
     broken = [w.broken for w in walkers.values() if w.broken is not None]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, Tracking, TrackingRecorder
+from eventsourcing.persistence import Tracking, TrackingRecorder
 from eventsourcing.popo import POPOTrackingRecorder
 from eventsourcing.postgres import (
     PostgresApplicationRecorder,
@@ -28,7 +28,7 @@ from eventsourcing.postgres import (
 )
 from eventsourcing.sqlite import SQLiteDatastore, SQLiteTrackingRecorder
 from psycopg.rows import tuple_row
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL, Composed, Identifier
 
 from ctxstore.adapters.chain import Row
 
@@ -255,30 +255,27 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
     def query(
         self, where: AuditFilter, after: int, limit: int
     ) -> list[tuple[AuditRow, int | None]]:
+        return [_row(r) for r in self._fetch(*self._select(where, after, limit))]
+
+    def explain(self, where: AuditFilter, after: int, limit: int) -> str:
+        """PostgreSQL's plan for a query (the benchmark prints which index answers it)."""
+        statement, params = self._select(where, after, limit)
+        return "\n".join(str(r[0]) for r in self._fetch(SQL("EXPLAIN ") + statement, params))
+
+    def _select(self, where: AuditFilter, after: int, limit: int) -> tuple[Composed, list[Any]]:
         clause, params = _sql_filter(where, "%s")
         statement = SQL(
-            "SELECT "
-            + COLUMNS
-            + " FROM {0} WHERE position > %s"
-            + clause.replace("{", "{{")
+            "SELECT " + COLUMNS + " FROM {0} WHERE position > %s" + clause
             + " ORDER BY position LIMIT %s"
-        ).format(self.table)
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement, [after, *params, limit])
-            rows = curs.fetchall()
-        return [_row(list(r.values())) for r in rows]
+        ).format(self.table)  # fmt: skip
+        return statement, [after, *params, limit]
 
     def event_rows(self, after: int, limit: int) -> list[PositionedRow]:
         statement = SQL(
             "SELECT notification_id, replace(originator_id::text, '-', ''), originator_version, "
             "topic, state FROM {0} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
         ).format(self.events)
-        with (
-            self.datastore.get_connection() as conn,
-            conn.cursor(row_factory=tuple_row, binary=True) as c,
-        ):  # binary: bytea arrives as it is stored, not hex-encoded
-            c.execute(statement, (after, limit))
-            return c.fetchall()
+        return self._fetch(statement, [after, limit])
 
     def context_rows(self, context_hex: str, after_version: int, limit: int) -> list[Row]:
         statement = SQL(
@@ -286,38 +283,23 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
             "FROM {0} WHERE originator_id = %s AND originator_version > %s "
             "ORDER BY originator_version LIMIT %s"
         ).format(self.events)
-        with (
-            self.datastore.get_connection() as conn,
-            conn.cursor(row_factory=tuple_row, binary=True) as c,
-        ):  # binary: bytea arrives as it is stored, not hex-encoded
-            c.execute(statement, (UUID(context_hex), after_version, limit))
-            return [(r[0], r[1], r[2], r[3]) for r in c.fetchall()]
+        return self._fetch(statement, [UUID(context_hex), after_version, limit])
 
     def indexed_heads(self, context_hex: str | None = None) -> dict[str, int]:
         where = SQL("WHERE context_id = %s ") if context_hex else SQL("")
         statement = SQL("SELECT context_id, MAX(version) FROM {0} {1}GROUP BY context_id").format(
             self.table, where
         )
+        return dict(self._fetch(statement, [context_hex] if context_hex else []))
+
+    def _fetch(self, statement: Composed, params: list[Any]) -> list[Any]:
+        """Rows as tuples; binary, so bytea arrives as it is stored, not hex-encoded."""
         with (
             self.datastore.get_connection() as conn,
-            conn.cursor(row_factory=tuple_row) as c,
+            conn.cursor(row_factory=tuple_row, binary=True) as c,
         ):
-            c.execute(statement, [context_hex] if context_hex else [])
-            return {r[0]: r[1] for r in c.fetchall()}
-
-    def explain(self, where: AuditFilter, after: int, limit: int) -> str:
-        """PostgreSQL's plan for a query (the benchmark prints which index answers it)."""
-        clause, params = _sql_filter(where, "%s")
-        statement = SQL(
-            "EXPLAIN SELECT "
-            + COLUMNS
-            + " FROM {0} WHERE position > %s"
-            + clause
-            + " ORDER BY position LIMIT %s"
-        ).format(self.table)
-        with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(statement, [after, *params, limit])
-            return "\n".join(str(next(iter(r.values()))) for r in curs)
+            c.execute(statement, params)
+            return c.fetchall()
 
 
 class MemoryAuditView(POPOTrackingRecorder, AuditView):
@@ -431,4 +413,4 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
         self.sql_create_statements[self.create_insert_function_statement_index] = locked
 
 
-__all__ = ["AuditFilter", "AuditView", "IntegrityError", "OrderedPostgresRecorder", "audit_view"]
+__all__ = ["AuditFilter", "AuditView", "OrderedPostgresRecorder", "audit_view"]

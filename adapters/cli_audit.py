@@ -20,6 +20,7 @@ from ctxstore.adapters.cli_common import (
     JsonFlag,
     app,
     err,
+    event_summary,
     handles_errors,
     open_store,
     out,
@@ -73,8 +74,6 @@ def audit_table(entries: list[AuditEntry]) -> Table:
     for col in ("position", "time", "context", "v", "type", "actor", "batch", "what", "reverted"):
         table.add_column(col, overflow="fold")
     for e in entries:
-        ids = e.message_ids
-        what = ", ".join(ids) if len(ids) <= 1 else f"{len(ids)} messages"
         table.add_row(
             str(e.position),
             e.timestamp.isoformat(timespec="seconds"),
@@ -83,7 +82,7 @@ def audit_table(entries: list[AuditEntry]) -> Table:
             e.type,
             e.actor,
             str(e.batch),
-            Text(what),
+            Text(event_summary(e.type, e.message_ids, e.details)),
             f"by v{e.reverted_by}" if e.reverted else "",
             style="dim" if e.reverted else None,
         )

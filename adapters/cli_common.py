@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ctxstore.adapters.store import ContextStore, Written
+from ctxstore.adapters.transfer import transcript_messages
 from ctxstore.domain.context import MessageRef
 from ctxstore.domain.errors import (
     ContextNotFoundError,
@@ -115,22 +116,7 @@ def read_messages_from_stdin() -> list[dict[str, Any]]:
     text = sys.stdin.read()
     if not text.strip():
         raise InvalidMessageError("no message given: pass --content or JSON/JSONL on stdin")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        data = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                data.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise InvalidMessageError(f"stdin line {n} is not JSON: {exc.msg}") from None
-    items = data if isinstance(data, list) else [data]
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise InvalidMessageError(f"stdin message {i} is not a JSON object: {item!r:.60}")
-    return items
+    return transcript_messages(text)
 
 
 def message_from_flags(
@@ -190,24 +176,27 @@ def render_visible(v: VisibleContext) -> None:
     out.print(table)
 
 
+def event_summary(kind: str, ids: list[str], details: dict[str, Any]) -> str:
+    """One cell saying what an event did: its messages, or what a batch event did."""
+    if kind == "batch_end":
+        return f"to {details['to']}" + (" keep" if details["keep"] else " rollback")
+    if kind == "batch_start":
+        return f"opens {details['opened']}"
+    return ", ".join(ids) if len(ids) <= 1 else f"{len(ids)}: {ids[0]} .. {ids[-1]}"
+
+
 def render_history(entries: list[HistoryEntry]) -> None:
     table = Table(title="history")
     for col in ("v", "time", "type", "actor", "batch", "messages", "reverted"):
         table.add_column(col, overflow="fold")
     for h in entries:
-        ids = h.message_ids
-        what = ", ".join(ids) if len(ids) <= 1 else f"{len(ids)}: {ids[0]} .. {ids[-1]}"
-        if h.type == "batch_end":
-            what = f"to {h.details['to']}" + (" keep" if h.details["keep"] else " rollback")
-        elif h.type == "batch_start":
-            what = f"opens {h.details['opened']}"
         table.add_row(
             str(h.version),
             h.timestamp.strftime("%H:%M:%S"),
             h.type,
             h.actor,
             str(h.batch),
-            Text(what),
+            Text(event_summary(h.type, h.message_ids, h.details)),
             f"by v{h.reverted_by}" if h.reverted else "",
             style="dim" if h.reverted else None,
         )

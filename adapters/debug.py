@@ -137,10 +137,9 @@ def fork_context(
     return forked.id
 
 
-def sent_items(
-    store: ContextStore, cid: UUID, version: int, prompt: Prompt | None, sent: Sequence[Any] | None
-) -> list[JSON] | None:
-    """What a call sent, as usage events record it: ids of visible messages, or messages."""
+def sent_items(at: Context, prompt: Prompt | None, sent: Sequence[Any] | None) -> list[JSON] | None:
+    """What a call made with the context `at` sent, as usage events record it: ids of its
+    visible messages, or messages."""
     if prompt is not None:
         if sent is not None:
             raise InvalidOperationError("give a prompt or the messages sent, not both")
@@ -149,12 +148,11 @@ def sent_items(
         return None
     if isinstance(sent, str | bytes) or not isinstance(sent, Sequence):
         raise InvalidOperationError("sent must be a list of message ids or messages")
-    at = store.context_at(cid, version)
     items: list[JSON] = []
     for s in sent:
         if isinstance(s, str):
             if s not in at.entries:
-                raise UnknownMessageError(f"message {s!r} was not visible at version {version}")
+                raise UnknownMessageError(f"message {s!r} was not visible at version {at.version}")
             items.append({"id": s})
         elif isinstance(s, Message | dict):
             dumped = (s if isinstance(s, Message) else parse_message(s)).model_dump(mode="json")

@@ -337,9 +337,9 @@ class ContextStore(Application[UUID]):
         at_sent = None if version is None else self._context_at(cid, version)
         items = None
         if prompt is not None or sent is not None:
-            at_version = version if version is not None else self._head_version(cid)
-            items = sent_items(self, cid, at_version, prompt, sent)
-            at_sent = at_sent or self._context_at(cid, at_version)
+            # The named messages are checked against the version that was sent.
+            at_sent = at_sent or self._get(cid)
+            items = sent_items(at_sent, prompt, sent)
 
         def command(c: Context) -> list[str]:
             at = at_sent or c
@@ -856,26 +856,20 @@ class ContextStore(Application[UUID]):
     def exists(self, cid: UUID) -> bool:
         return bool(self.recorder.select_events(cid, limit=1))
 
-    def new_context(self, *, name: str | None, actor: str) -> Context:
-        return Context.start(name=name, metadata=None, encoding=self.settings.encoding, actor=actor)
-
-    def counter_for(self, ctx: Context) -> TextCounter:
-        return self._counter(ctx)
-
     def store_new(self, ctx: Context) -> None:
         """Store every event of a context not stored before, in one transaction."""
         self._put(ctx.id, 0, ctx.collect_events())
-        self.remember_import(ctx, self._chain_heads[ctx.id][1])
+        self._remember_whole(ctx)
 
     def remember_import(self, ctx: Context, chain: str) -> None:
-        """Cache a context stored whole, and snapshot it if it took many events."""
+        """Note a context whose events an import stored, with its last chain."""
         self._chain_heads[ctx.id] = (ctx.version, chain)
+        self._remember_whole(ctx)
+
+    def _remember_whole(self, ctx: Context) -> None:
+        """Cache a context stored whole, and snapshot it if that took many events."""
         self._cache.put(ctx.id, ctx)
         self._maybe_snapshot(ctx, 0)
-
-    def _head_version(self, cid: UUID) -> int:
-        with self._lock(cid):
-            return self._fresh(cid).version
 
     # ---- machinery --------------------------------------------------------------------
 
@@ -998,7 +992,7 @@ class ContextStore(Application[UUID]):
         found = self.recorder.select_events(cid, gt=version - 1, lte=version, limit=1)
         if not found:
             raise ContextNotFoundError(f"context {cid} has no event at version {version}")
-        plain = cast(ChainingMapper, self.mapper).plaintext(found[0])
+        plain = cast(ChainingMapper, self.mapper).plaintext(found[0].state)
         chain = unseal(plain)[1]
         return anchor(plain) if chain is None else chain
 

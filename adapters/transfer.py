@@ -54,7 +54,7 @@ def export_lines(store: ContextStore, context_id: UUID | str) -> Iterator[str]:
             break
         seen = True
         for s in page:
-            body, chain = unseal(mapper.plaintext(s))
+            body, chain = unseal(mapper.plaintext(s.state))
             # The stored JSON goes into the line as it is: nothing to decode and re-encode.
             yield (
                 f'{{"context_id":"{cid}","version":{s.originator_version},'
@@ -205,8 +205,8 @@ def import_transcript(
     progress: Progress | None = None,
 ) -> UUID:
     """A new context holding an OpenAI-format transcript; all or nothing."""
-    ctx = store.new_context(name=name, actor=actor)
-    counter = store.counter_for(ctx)
+    ctx = Context.start(name=name, metadata=None, encoding=store.settings.encoding, actor=actor)
+    counter = store.tokenizers.counter(ctx.encoding)
     for start in range(0, len(messages), CHUNK):
         chunk = messages[start : start + CHUNK]
         try:

@@ -324,3 +324,24 @@ def draw_op(data, model: ReferenceModel, counter: list[int]) -> tuple:
 @pytest.fixture
 def draw_operation():
     return draw_op
+
+
+def apply_op(store, cid, op):
+    """Run one drawn operation on a store; returns what it wrote."""
+    kind = op[0]
+    if kind == "insert":
+        return store.insert(cid, op[1], after=op[2])
+    if kind == "delete":
+        return store.delete(cid, op[1])
+    if kind == "replace":
+        return store.replace(cid, op[1], op[2])
+    if kind == "compress":
+        return store.compress(cid, op[1], op[2])
+    if kind == "batch_start":
+        return store.batch_start(cid)
+    return store.batch_end(cid, to=op[1], keep=op[2])
+
+
+@pytest.fixture
+def apply_operation():
+    return apply_op

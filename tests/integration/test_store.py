@@ -214,27 +214,12 @@ def test_threads_appending_to_one_context_lose_nothing(durable_url):
         assert [h.version for h in a.history(cid)] == list(range(1, 47))
 
 
-def apply(store, cid, op):
-    kind = op[0]
-    if kind == "insert":
-        return store.insert(cid, op[1], after=op[2])
-    if kind == "delete":
-        return store.delete(cid, op[1])
-    if kind == "replace":
-        return store.replace(cid, op[1], op[2])
-    if kind == "compress":
-        return store.compress(cid, op[1], op[2])
-    if kind == "batch_start":
-        return store.batch_start(cid)
-    return store.batch_end(cid, to=op[1], keep=op[2])
-
-
 @settings(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=st.data())
 def test_random_sequences_on_storage_match_the_model(
-    data, store, store_url, reference_model, draw_operation
+    data, store, store_url, reference_model, draw_operation, apply_operation
 ):
     model = reference_model()
     cid = store.create()
@@ -244,7 +229,7 @@ def test_random_sequences_on_storage_match_the_model(
         op = draw_operation(data, model, counter)
         expected_error = model.apply(op)
         try:
-            w = apply(store, cid, op)
+            w = apply_operation(store, cid, op)
         except CtxStoreError as exc:
             assert type(exc).__name__ == expected_error, (op, exc)
         else:
