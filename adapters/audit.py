@@ -37,7 +37,11 @@ def catch_up(store: ContextStore) -> int:
         rows, reverts = [], []
         for n in page:
             event = cast(Context.Event, store.mapper.to_domain_event(n))
-            rows.append(audit_row(event, n.id))
+            if isinstance(event, Context.ContextCreated):
+                tenant = store.remember_tenant(event.originator_id, event.tenant)
+            else:
+                tenant = store.tenant_of(event.originator_id)
+            rows.append(audit_row(event, n.id, tenant))
             rv = revert_of(event)
             if rv is not None:
                 reverts.append(rv)
@@ -71,6 +75,7 @@ def audit_page(
     types: Sequence[str] | None = None,
     actor: str | None = None,
     context_id: UUID | str | None = None,
+    tenant: str | None = None,
     after: int = 0,
     limit: int = 100,
 ) -> AuditPage:
@@ -80,12 +85,14 @@ def audit_page(
         raise InvalidOperationError(f"after must be a position >= 0, got {after!r}")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
         raise InvalidOperationError(f"limit must be between 1 and {MAX_PAGE}, got {limit!r}")
-    if actor is not None and not isinstance(actor, str):
-        raise InvalidOperationError(f"actor must be a string, got {actor!r}")
+    for name, value in (("actor", actor), ("tenant", tenant)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidOperationError(f"{name} must be a string, got {value!r}")
     where = AuditFilter(
         context_id=None if context_id is None else store.context_uuid(context_id),
         types=wanted or None,
         actor=actor,
+        tenant=tenant,
         since=_time(since, "since"),
         until=_time(until, "until"),
     )

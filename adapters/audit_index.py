@@ -46,6 +46,8 @@ INDEXES = {
     "ctxstore_audit_type_idx": "(type, position)",
     "ctxstore_audit_ts_idx": "(ts)",
 }
+# Added with tenants: created after the column, which older tables gain by ALTER TABLE.
+TENANT_INDEX = ("ctxstore_audit_tenant_idx", "(tenant, position)")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class AuditFilter:
     context_id: UUID | None = None
     types: Sequence[str] | None = None
     actor: str | None = None
+    tenant: str | None = None  # only the contexts of this tenant
     since: int | None = None  # microseconds since the epoch, inclusive
     until: int | None = None  # exclusive
 
@@ -104,6 +107,9 @@ def _sql_filter(where: AuditFilter, mark: str) -> tuple[str, list[Any]]:
     if where.actor is not None:
         clauses.append(f"actor = {mark}")
         params.append(where.actor)
+    if where.tenant is not None:
+        clauses.append(f"tenant = {mark}")
+        params.append(where.tenant)
     if where.since is not None:
         clauses.append(f"ts >= {mark}")
         params.append(where.since)
@@ -113,15 +119,18 @@ def _sql_filter(where: AuditFilter, mark: str) -> tuple[str, list[Any]]:
     return "".join(" AND " + c for c in clauses), params
 
 
-COLUMNS = "position, context_id, version, type, actor, ts, batch, facts, reverted_by"
+COLUMNS = "position, context_id, version, type, actor, ts, batch, facts, tenant, reverted_by"
 
 
 def _row(r: Sequence[Any]) -> tuple[AuditRow, int | None]:
-    return AuditRow(r[0], UUID(r[1]), r[2], r[3], r[4], r[5], r[6], r[7]), r[8]
+    return AuditRow(r[0], UUID(r[1]), r[2], r[3], r[4], r[5], r[6], r[7], r[8]), r[9]
 
 
 def _params(r: AuditRow) -> tuple[Any, ...]:
-    return (r.position, r.context_id.hex, r.version, r.type, r.actor, r.timestamp, r.batch, r.facts)
+    return (
+        r.position, r.context_id.hex, r.version, r.type, r.actor, r.timestamp, r.batch, r.facts,
+        r.tenant,
+    )  # fmt: skip
 
 
 class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
@@ -165,11 +174,21 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
         ]
         return statements
 
+    def create_table(self) -> None:
+        super().create_table()
+        with self.datastore.transaction(commit=True) as c:
+            c.execute("PRAGMA table_info(ctxstore_audit)")
+            if "tenant" not in {r[1] for r in c.fetchall()}:
+                c.execute("ALTER TABLE ctxstore_audit ADD COLUMN tenant TEXT")
+            c.execute(
+                f"CREATE INDEX IF NOT EXISTS {TENANT_INDEX[0]} ON ctxstore_audit {TENANT_INDEX[1]}"
+            )
+
     def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
         with self.datastore.transaction(commit=True) as c:
             c.executemany(
                 "INSERT INTO ctxstore_audit (position, context_id, version, type, actor, ts, "
-                "batch, facts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                "batch, facts, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [_params(r) for r in rows],
             )
             for rv in reverts:
@@ -226,7 +245,10 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
                 "UNIQUE (context_id, version))"
             ).format(self.table)
         )
-        for name, cols in INDEXES.items():
+        self.sql_create_statements.append(
+            SQL("ALTER TABLE {0} ADD COLUMN IF NOT EXISTS tenant text").format(self.table)
+        )
+        for name, cols in (*INDEXES.items(), TENANT_INDEX):
             self.sql_create_statements.append(
                 SQL("CREATE INDEX IF NOT EXISTS {0} ON {1} " + cols).format(
                     Identifier(name), self.table
@@ -238,7 +260,7 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
             curs.executemany(
                 SQL(
                     "INSERT INTO {0} (position, context_id, version, type, actor, ts, batch, "
-                    "facts) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                    "facts, tenant) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
                 ).format(self.table),
                 [_params(r) for r in rows],
             )
@@ -355,6 +377,7 @@ def _matches(r: AuditRow, w: AuditFilter) -> bool:
         (w.context_id is None or r.context_id == w.context_id)
         and (not w.types or r.type in w.types)
         and (w.actor is None or r.actor == w.actor)
+        and (w.tenant is None or r.tenant == w.tenant)
         and (w.since is None or r.timestamp >= w.since)
         and (w.until is None or r.timestamp < w.until)
     )

@@ -131,6 +131,7 @@ def fork_context(
         metadata=source.metadata if metadata is None else metadata,
         encoding=source.encoding,
         actor=actor,
+        tenant=source.tenant,  # a fork stays with its source's owner
     )
     forked.fork_from(source, actor=actor)
     store.store_new(forked)

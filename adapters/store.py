@@ -134,6 +134,7 @@ class ContextSummary(BaseModel):
     created_at: datetime
     created_by: str
     forked_from: dict[str, Any] | None = None  # {"context_id", "version"} of a fork's source
+    tenant: str | None = None
 
 
 class ContextStore(Application[UUID]):
@@ -156,6 +157,7 @@ class ContextStore(Application[UUID]):
         self._locks: dict[UUID, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._chain_heads: dict[UUID, tuple[int, str]] = {}  # context -> (version, chain)
+        self._tenants: dict[UUID, str | None] = {}
         self.audit_index: AuditView = audit_view(self.recorder)
 
     @classmethod
@@ -193,10 +195,16 @@ class ContextStore(Application[UUID]):
         metadata: JSON | None = None,
         encoding: str | None = None,
         actor: str | None = None,
+        tenant: str | None = None,
     ) -> UUID:
-        """Create an empty context counting tokens with `encoding`; returns its id."""
+        """Create an empty context counting tokens with `encoding`; returns its id.
+
+        `tenant` names its owner on a shared service (the HTTP service sets it).
+        """
         enc = check_encoding_name(encoding or self.settings.encoding)
-        ctx = Context.start(name=name, metadata=metadata, encoding=enc, actor=self._actor(actor))
+        ctx = Context.start(
+            name=name, metadata=metadata, encoding=enc, actor=self._actor(actor), tenant=tenant
+        )
         self._put(ctx.id, 0, ctx.collect_events())
         self._cache.put(ctx.id, ctx)
         return ctx.id
@@ -700,9 +708,15 @@ class ContextStore(Application[UUID]):
             and (to_version is None or h.version <= to_version)
         ]
 
-    def contexts(self, *, limit: int = 1000) -> list[ContextSummary]:
-        """Contexts in the order they were created (from the application sequence)."""
+    def contexts(
+        self, *, limit: int = 1000, tenant: str | None = None, search: str | None = None
+    ) -> list[ContextSummary]:
+        """Contexts in the order they were created (from the application sequence).
+
+        `tenant` keeps one tenant's; `search` those whose name or id contains it (any case).
+        """
         found: dict[UUID, ContextSummary] = {}
+        needle = None if search is None else search.casefold()
         for e in self._all_of(Context.ContextCreated, Context.ContextForked):
             if isinstance(e, Context.ContextForked):
                 known = found.get(e.originator_id)
@@ -713,11 +727,17 @@ class ContextStore(Application[UUID]):
             if len(found) >= limit:
                 break
             assert isinstance(e, Context.ContextCreated)
+            self.remember_tenant(e.originator_id, e.tenant)
+            if tenant is not None and e.tenant != tenant:
+                continue
+            if needle is not None and needle not in f"{e.name or ''} {e.originator_id}".casefold():
+                continue
             found[e.originator_id] = ContextSummary(
                 context_id=e.originator_id,
                 name=e.name,
                 created_at=e.timestamp,
                 created_by=e.actor,
+                tenant=e.tenant,
             )
         return list(found.values())
 
@@ -731,6 +751,7 @@ class ContextStore(Application[UUID]):
         types: Sequence[str] | None = None,
         actor: str | None = None,
         context_id: UUID | str | None = None,
+        tenant: str | None = None,
         after: int = 0,
         limit: int = 100,
     ) -> AuditPage:
@@ -744,7 +765,7 @@ class ContextStore(Application[UUID]):
 
         return audit_page(
             self, since=since, until=until, types=types, actor=actor,
-            context_id=context_id, after=after, limit=limit,
+            context_id=context_id, tenant=tenant, after=after, limit=limit,
         )  # fmt: skip
 
     def verify(self, context_id: UUID | str | None = None) -> Verification:
@@ -852,6 +873,27 @@ class ContextStore(Application[UUID]):
 
     def require_context(self, cid: UUID) -> None:
         self._get(cid)
+
+    def tenant_of(self, context_id: UUID | str) -> str | None:
+        """The tenant that owns a context (None: no tenant); raises ContextNotFoundError.
+
+        A context's tenant never changes, so it is read once from its creation event.
+        """
+        cid = self._id(context_id)
+        if cid in self._tenants:
+            return self._tenants[cid]
+        first = self.recorder.select_events(cid, lte=1, limit=1)
+        if not first:
+            raise ContextNotFoundError(f"no context with id {cid}")
+        created = self.mapper.to_domain_event(first[0])
+        assert isinstance(created, Context.ContextCreated)
+        return self.remember_tenant(cid, created.tenant)
+
+    def remember_tenant(self, cid: UUID, tenant: str | None) -> str | None:
+        if len(self._tenants) >= 100_000:
+            self._tenants.clear()
+        self._tenants[cid] = tenant
+        return tenant
 
     def exists(self, cid: UUID) -> bool:
         return bool(self.recorder.select_events(cid, limit=1))

@@ -47,11 +47,16 @@ class Context(Aggregate):
     """A conversation's context as an event-sourced aggregate."""
 
     class ContextCreated(Aggregate.Created):
-        class_version = 1
+        class_version = 2
         name: str | None
         metadata: JSON
         encoding: str
         actor: str
+        tenant: str | None  # who owns it on a shared service; None: no tenant
+
+        @staticmethod
+        def upcast_v1_v2(state: JSON) -> None:
+            state["tenant"] = None  # contexts from before tenants belong to none
 
     class MessagesInserted(Aggregate.Event):
         class_version = 1
@@ -133,8 +138,11 @@ class Context(Aggregate):
     # ---- creation -------------------------------------------------------------------
 
     @event(ContextCreated)
-    def __init__(self, name: str | None, metadata: JSON, encoding: str, actor: str) -> None:
+    def __init__(
+        self, name: str | None, metadata: JSON, encoding: str, actor: str, tenant: str | None
+    ) -> None:
         self.name = name
+        self.tenant = tenant
         self.metadata = metadata
         self.encoding = encoding
         self.created_by = actor
@@ -147,15 +155,23 @@ class Context(Aggregate):
 
     @classmethod
     def start(
-        cls, *, name: str | None, metadata: JSON | None, actor: str, encoding: str = "cl100k_base"
+        cls,
+        *,
+        name: str | None,
+        metadata: JSON | None,
+        actor: str,
+        encoding: str = "cl100k_base",
+        tenant: str | None = None,
     ) -> Context:
         """A new, empty context; raises InvalidOperationError for a bad name or metadata."""
+        if tenant is not None and (not isinstance(tenant, str) or not 0 < len(tenant) <= 200):
+            raise InvalidOperationError(f"tenant must be a non-empty string, got {tenant!r:.80}")
         if name is not None and (not isinstance(name, str) or len(name) > 500):
             raise InvalidOperationError(
                 f"context name must be a string of at most 500 chars, got {name!r:.80}"
             )
         meta = parse_json_object(metadata or {}, "context metadata")
-        return cls(name=name, metadata=meta, encoding=encoding, actor=actor)
+        return cls(name=name, metadata=meta, encoding=encoding, actor=actor, tenant=tenant)
 
     def fork_from(self, source: Context, *, actor: str) -> None:
         """Start this new, empty context as a copy of `source`'s visible context."""

@@ -40,6 +40,7 @@ class AuditRow(NamedTuple):
     timestamp: int  # microseconds since the epoch
     batch: int
     facts: str  # JSON: {"message_ids": [...], "details": {...}}
+    tenant: str | None = None  # the context's owner on a shared service
 
 
 class Revert(NamedTuple):
@@ -78,8 +79,8 @@ class AuditPage(BaseModel):
     more: bool  # a full page: more entries may follow right away
 
 
-def audit_row(event: Context.Event, position: int) -> AuditRow:
-    """The audit row of one stored event."""
+def audit_row(event: Context.Event, position: int, tenant: str | None = None) -> AuditRow:
+    """The audit row of one stored event of a context owned by `tenant`."""
     batch, ids, details = describe_event(event)
     return AuditRow(
         position=position,
@@ -90,6 +91,7 @@ def audit_row(event: Context.Event, position: int) -> AuditRow:
         timestamp=to_micros(event.timestamp),
         batch=batch,
         facts=json.dumps({"message_ids": ids, "details": details}, ensure_ascii=False),
+        tenant=tenant,
     )
 
 

@@ -57,7 +57,8 @@ class HistoryEntry(BaseModel):
 def describe_event(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
     """The batch an event ran in, the message ids it touched, and its other facts."""
     if isinstance(e, Context.ContextCreated):
-        return 0, [], {"name": e.name, "metadata": e.metadata, "encoding": e.encoding}
+        facts = {"name": e.name, "metadata": e.metadata, "encoding": e.encoding}
+        return 0, [], facts if e.tenant is None else {**facts, "tenant": e.tenant}
     if isinstance(e, Context.MessagesInserted):
         return (
             e.batch,
