@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxstore.domain.errors import (
+    ContextExistsError,
     ContextNotFoundError,
     CtxStoreError,
     InvalidMessageError,
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from ctxstore.adapters.store import ContextStore
 
 __all__ = [
+    "ContextExistsError",
     "ContextNotFoundError",
     "CtxStoreError",
     "InvalidMessageError",

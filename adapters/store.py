@@ -31,6 +31,7 @@ from ctxstore.adapters.transcoder import ContextTranscoder
 from ctxstore.domain.compaction import Entry, NothingToSummarizeError, plan_compaction
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import (
+    ContextExistsError,
     ContextNotFoundError,
     CtxStoreError,
     InvalidOperationError,
@@ -196,16 +197,31 @@ class ContextStore(Application[UUID]):
         encoding: str | None = None,
         actor: str | None = None,
         tenant: str | None = None,
+        context_id: UUID | str | None = None,
     ) -> UUID:
         """Create an empty context counting tokens with `encoding`; returns its id.
 
-        `tenant` names its owner on a shared service (the HTTP service sets it).
+        `tenant` names its owner on a shared service (the HTTP service sets it). A caller
+        may choose the id (e.g. derived from its own session key); raises ContextExistsError
+        when that id is taken.
         """
         enc = check_encoding_name(encoding or self.settings.encoding)
+        chosen = None
+        if context_id is not None:
+            try:
+                chosen = context_id if isinstance(context_id, UUID) else UUID(str(context_id))
+            except ValueError:
+                raise InvalidOperationError(
+                    f"context_id is not a UUID: {context_id!r:.80}"
+                ) from None
         ctx = Context.start(
-            name=name, metadata=metadata, encoding=enc, actor=self._actor(actor), tenant=tenant
-        )
-        self._put(ctx.id, 0, ctx.collect_events())
+            name=name, metadata=metadata, encoding=enc, actor=self._actor(actor), tenant=tenant,
+            context_id=chosen,
+        )  # fmt: skip
+        try:
+            self._put(ctx.id, 0, ctx.collect_events())
+        except IntegrityError:
+            raise ContextExistsError(f"context {ctx.id} already exists") from None
         self._cache.put(ctx.id, ctx)
         return ctx.id
 

@@ -19,7 +19,7 @@ from eventsourcing.utils import get_topic
 
 from ctxstore.adapters.chain import GENESIS, ChainingMapper, link, unseal
 from ctxstore.domain.context import JSON, Context
-from ctxstore.domain.errors import CtxStoreError, InvalidOperationError
+from ctxstore.domain.errors import ContextExistsError, CtxStoreError, InvalidOperationError
 from ctxstore.domain.messages import parse_message
 from ctxstore.domain.transcript import check_transcript
 
@@ -37,10 +37,6 @@ CHUNK = 500  # transcript messages per insert event
 
 class InvalidImportError(InvalidOperationError):
     """An import file is not a well-formed export or transcript; nothing was written."""
-
-
-class ContextExistsError(InvalidOperationError):
-    """An import would overwrite a context that already exists."""
 
 
 def export_lines(store: ContextStore, context_id: UUID | str) -> Iterator[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from secrets import token_hex
 from typing import Any
+from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 
@@ -162,6 +163,7 @@ class Context(Aggregate):
         actor: str,
         encoding: str = "cl100k_base",
         tenant: str | None = None,
+        context_id: UUID | None = None,
     ) -> Context:
         """A new, empty context; raises InvalidOperationError for a bad name or metadata."""
         if tenant is not None and (not isinstance(tenant, str) or not 0 < len(tenant) <= 200):
@@ -171,7 +173,12 @@ class Context(Aggregate):
                 f"context name must be a string of at most 500 chars, got {name!r:.80}"
             )
         meta = parse_json_object(metadata or {}, "context metadata")
-        return cls(name=name, metadata=meta, encoding=encoding, actor=actor, tenant=tenant)
+        if context_id is not None and not isinstance(context_id, UUID):
+            raise InvalidOperationError(f"context_id must be a UUID, got {context_id!r:.80}")
+        # The library takes `id` for the originator id; without it, a new random UUID.
+        return cls(  # type: ignore[call-arg]
+            name=name, metadata=meta, encoding=encoding, actor=actor, tenant=tenant, id=context_id
+        )
 
     def fork_from(self, source: Context, *, actor: str) -> None:
         """Start this new, empty context as a copy of `source`'s visible context."""

@@ -32,6 +32,10 @@ class InvalidOperationError(CtxStoreError, ValueError):
     """The command's arguments are inconsistent (empty, duplicated, not contiguous)."""
 
 
+class ContextExistsError(InvalidOperationError):
+    """A context with the given id already exists (a create or import would overwrite it)."""
+
+
 class VersionConflictError(CtxStoreError):
     """The context is not at the version the caller expected, or a racing writer won."""
 
