@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -27,6 +27,20 @@ class StoreURLError(CtxStoreError, ValueError):
 
 def default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "ctxstore"
+
+
+class ServiceConfig(BaseModel):
+    """The HTTP service (`ctxstore serve`): CTXSTORE_SERVICE__*, or [service] in the file."""
+
+    # Bearer token -> tenant. Empty: no authentication, one shared space (loopback only).
+    tokens: dict[str, str] = Field(default_factory=dict)
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    # How long a finished request's response is replayed for a retry with its key.
+    idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=1)
+    # A request still running under a key after this long is taken as lost (crashed).
+    idempotency_pending_seconds: int = Field(default=300, ge=1)
+    # Seconds between catch-ups of the audit index (0: only when an audit is read).
+    audit_refresh_seconds: float = Field(default=1.0, ge=0)
 
 
 class Settings(BaseSettings):
@@ -54,6 +68,11 @@ class Settings(BaseSettings):
     prompt: PromptConfig = Field(
         default_factory=PromptConfig,
         description="prompt building: CTXSTORE_PROMPT__STRATEGY, ..., or [prompt] in the file",
+    )
+
+    service: ServiceConfig = Field(
+        default_factory=ServiceConfig,
+        description='HTTP service: CTXSTORE_SERVICE__TOKENS=\'{"token": "tenant"}\', ...',
     )
 
     compaction: CompactionConfig = Field(

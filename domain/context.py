@@ -175,10 +175,11 @@ class Context(Aggregate):
         meta = parse_json_object(metadata or {}, "context metadata")
         if context_id is not None and not isinstance(context_id, UUID):
             raise InvalidOperationError(f"context_id must be a UUID, got {context_id!r:.80}")
-        # The library takes `id` for the originator id; without it, a new random UUID.
-        return cls(  # type: ignore[call-arg]
-            name=name, metadata=meta, encoding=encoding, actor=actor, tenant=tenant, id=context_id
-        )
+        # The library's _create takes a chosen originator id; None: a new random UUID.
+        return cls._create(
+            cls.ContextCreated, id=context_id,
+            name=name, metadata=meta, encoding=encoding, actor=actor, tenant=tenant,
+        )  # fmt: skip
 
     def fork_from(self, source: Context, *, actor: str) -> None:
         """Start this new, empty context as a copy of `source`'s visible context."""

@@ -1,0 +1,49 @@
+"""`ctxstore serve`: the HTTP service on uvicorn."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Annotated
+
+import typer
+
+from ctxstore.adapters.cli_common import app, err, handles_errors, open_store
+from ctxstore.adapters.settings import redact
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@app.command()
+@handles_errors
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    log_level: Annotated[str, typer.Option(help="uvicorn's log level.")] = "info",
+    allow_anonymous: Annotated[
+        bool,
+        typer.Option(help="Serve without tokens on a non-loopback address (anyone can read)."),
+    ] = False,
+) -> None:
+    """Serve the store over HTTP (OpenAPI at /openapi.json). Tokens: CTXSTORE_SERVICE__TOKENS."""
+    import uvicorn
+
+    from ctxstore.adapters.service import create_app
+
+    with open_store() as store:
+        config = store.settings.service
+        if not config.tokens and not _loopback(host) and not allow_anonymous:
+            err.print(
+                f"[red]refusing to serve {host} without tokens[/red]: set "
+                'CTXSTORE_SERVICE__TOKENS=\'{"<token>": "<tenant>"}\' or pass --allow-anonymous'
+            )
+            raise typer.Exit(1)
+        mode = f"{len(set(config.tokens.values()))} tenant(s)" if config.tokens else "no auth"
+        err.print(f"ctxstore serving {redact(store.url)} on http://{host}:{port} ({mode})")
+        uvicorn.run(create_app(store), host=host, port=port, log_level=log_level)

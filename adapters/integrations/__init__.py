@@ -1,0 +1,1 @@
+"""Persistence for agent frameworks: the OpenAI Agents SDK session, LangChain chat history."""

@@ -1,0 +1,422 @@
+"""The HTTP API: every command and read of the facade, for SDKs in any language.
+
+Routes are thin: they check who is calling and that the context is theirs, then call the
+store. Commands answer the `Written` result with `ETag: "<version>"`; `If-Match` (or
+`expected_version` in the body) makes a write conditional. The OpenAPI description is at
+/openapi.json.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from ctxstore.adapters.audit import catch_up
+from ctxstore.adapters.chain import Verification
+from ctxstore.adapters.debug import ModelCall
+from ctxstore.adapters.service import problems
+from ctxstore.adapters.service.auth import ACTOR_HEADER, Caller, NotAuthenticatedError, Tokens
+from ctxstore.adapters.service.guard import RequestGuard
+from ctxstore.adapters.service.idempotency import idempotency_keys
+from ctxstore.adapters.service.schemas import (
+    BatchEndBody,
+    Command,
+    CompactBody,
+    CompressBody,
+    CreateBody,
+    Created,
+    DeleteBody,
+    ForkBody,
+    Health,
+    InsertBody,
+    PromptBody,
+    ReplaceBody,
+    UsageBody,
+)
+from ctxstore.adapters.settings import ServiceConfig
+from ctxstore.adapters.store import Compaction, ContextStore, ContextSummary, Written
+from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
+from ctxstore.domain.prompt import Prompt
+from ctxstore.projections.audit import AuditPage
+from ctxstore.projections.changes import Diff
+from ctxstore.projections.history import HistoryEntry
+from ctxstore.projections.visible import BatchFrame, VisibleContext
+
+API = "/v1"
+
+
+def caller(
+    request: Request,
+    authorization: Annotated[str | None, Header()] = None,
+    actor: Annotated[
+        str | None,
+        Header(alias=ACTOR_HEADER, description="who acts, recorded under the tenant"),
+    ] = None,
+) -> Caller:
+    """The tenant a request's bearer token names; 401 without a valid one."""
+    tokens: Tokens = request.app.state.tokens
+    try:
+        return tokens.caller(authorization, actor)
+    except NotAuthenticatedError as exc:
+        raise Unauthorized(str(exc)) from None
+
+
+# Module level: FastAPI resolves these annotations by name in the module's globals.
+Who = Annotated[Caller, Depends(caller)]
+ContextId = Annotated[str, Path(description="the context's UUID")]
+IfMatch = Annotated[
+    str | None, Header(alias="if-match", description='"<version>": write only at it')
+]
+ETAG = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
+
+
+def create_app(store: ContextStore, config: ServiceConfig | None = None) -> FastAPI:
+    """The service over one store (which the caller opens and closes)."""
+    config = config or store.settings.service
+    tokens = Tokens(config.tokens)
+    keys = idempotency_keys(
+        store.recorder, config.idempotency_ttl_seconds, config.idempotency_pending_seconds
+    )
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # Keep the audit index current, so audit reads only read.
+        stop = threading.Event()
+        refresher = None
+        if config.audit_refresh_seconds > 0:
+            refresher = threading.Thread(
+                target=_refresh_audit, args=(store, stop, config.audit_refresh_seconds),
+                name="ctxstore-audit", daemon=True,
+            )  # fmt: skip
+            refresher.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            if refresher is not None:
+                refresher.join(timeout=10)
+
+    app = FastAPI(
+        title="ctxstore",
+        version="1",
+        summary="Event-sourced store for LLM conversation context",
+        description=(
+            "Every change to a context is an event. Errors are application/problem+json. "
+            "Authenticate with `Authorization: Bearer <token>` when the service has tokens."
+        ),
+        docs_url=None,  # the interactive pages load scripts from a CDN; the JSON is enough
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.tokens = tokens
+    problems.install(app)
+    app.add_middleware(RequestGuard, max_body=config.max_body_bytes, tokens=tokens, keys=keys)
+
+    def owned(who: Caller, context_id: str) -> UUID:
+        """The context's id if the caller may see it; else 404, as for one that does not exist."""
+        cid = store.context_uuid(context_id)
+        owner = store.tenant_of(cid)
+        if who.tenant is not None and owner != who.tenant:
+            raise ContextNotFoundError(f"no context with id {cid}")
+        return cid
+
+    def written(response: Response, result: Written) -> Written:
+        response.headers["ETag"] = f'"{result.version}"'
+        return result
+
+    # ---- service ------------------------------------------------------------------------
+
+    @app.get("/health", response_model=Health, tags=["service"])
+    def health() -> Health:
+        """Liveness: answers without authentication."""
+        return Health(status="ok", backend=store.url.split(":", 1)[0])
+
+    # ---- contexts -----------------------------------------------------------------------
+
+    @app.post(f"{API}/contexts", status_code=201, response_model=Created, tags=["contexts"])
+    def create(body: CreateBody, who: Who, response: Response) -> Created:
+        """Create an empty context."""
+        cid = store.create(
+            name=body.name, metadata=body.metadata, encoding=body.encoding, actor=who.actor,
+            tenant=who.tenant, context_id=body.context_id,
+        )  # fmt: skip
+        response.headers["Location"] = f"{API}/contexts/{cid}"
+        response.headers["ETag"] = '"1"'
+        return Created(context_id=cid, version=1)
+
+    @app.get(f"{API}/contexts", response_model=list[ContextSummary], tags=["contexts"])
+    def list_contexts(
+        who: Who,
+        search: Annotated[str | None, Query(max_length=200)] = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    ) -> list[ContextSummary]:
+        """The caller's contexts in creation order; `search` matches name or id."""
+        if who.tenant is None:
+            return store.contexts(limit=limit, search=search)
+        return store.contexts(limit=limit, tenant=who.tenant, search=search)
+
+    @app.get(f"{API}/contexts/{{context_id}}", response_model=VisibleContext, tags=["reads"])
+    def visible(
+        context_id: ContextId,
+        who: Who,
+        response: Response,
+        at_version: Annotated[int | None, Query(ge=1, le=2**62)] = None,
+        at_time: Annotated[datetime | None, Query(description="ISO 8601 with a zone")] = None,
+    ) -> VisibleContext:
+        """The visible context now, at a version, or as it was at a time."""
+        cid = owned(who, context_id)
+        found = store.visible(cid, at_version=at_version, at_time=at_time)
+        if at_version is None and at_time is None:
+            response.headers["ETag"] = f'"{found.version}"'
+        return found
+
+    # ---- the six operations, and usage ----------------------------------------------------
+
+    def expected(body: Command, if_match: str | None) -> int | None:
+        if if_match is None or if_match.strip() == "*":
+            return body.expected_version
+        m = ETAG.match(if_match)
+        if m is None:
+            raise InvalidOperationError(f'If-Match must be "<version>", got {if_match!r:.40}')
+        version = int(m.group(1))
+        if body.expected_version is not None and body.expected_version != version:
+            raise InvalidOperationError(
+                f"If-Match says version {version}, expected_version says {body.expected_version}"
+            )
+        return version
+
+    @app.post(f"{API}/contexts/{{context_id}}/insert", response_model=Written, tags=["commands"])
+    def insert(
+        context_id: ContextId,
+        body: InsertBody,
+        who: Who,
+        response: Response,
+        if_match: IfMatch = None,
+    ) -> Written:
+        """Append messages, or place them after a visible message."""
+        cid = owned(who, context_id)
+        return written(response, store.insert(
+            cid, body.messages, after=body.after, actor=who.actor,
+            expected_version=expected(body, if_match),
+        ))  # fmt: skip
+
+    @app.post(f"{API}/contexts/{{context_id}}/delete", response_model=Written, tags=["commands"])
+    def delete(
+        context_id: ContextId,
+        body: DeleteBody,
+        who: Who,
+        response: Response,
+        if_match: IfMatch = None,
+    ) -> Written:
+        """Hide visible messages (a tool call goes with its results)."""
+        cid = owned(who, context_id)
+        return written(response, store.delete(
+            cid, body.ids, actor=who.actor, expected_version=expected(body, if_match)
+        ))  # fmt: skip
+
+    @app.post(f"{API}/contexts/{{context_id}}/replace", response_model=Written, tags=["commands"])
+    def replace(
+        context_id: ContextId,
+        body: ReplaceBody,
+        who: Who,
+        response: Response,
+        if_match: IfMatch = None,
+    ) -> Written:
+        """Give a visible message new content under the same id."""
+        cid = owned(who, context_id)
+        return written(response, store.replace(
+            cid, body.id, body.message, actor=who.actor,
+            expected_version=expected(body, if_match),
+        ))  # fmt: skip
+
+    @app.post(f"{API}/contexts/{{context_id}}/compress", response_model=Written, tags=["commands"])
+    def compress(
+        context_id: ContextId,
+        body: CompressBody,
+        who: Who,
+        response: Response,
+        if_match: IfMatch = None,
+    ) -> Written:
+        """Put one summary in place of a contiguous run of visible messages."""
+        cid = owned(who, context_id)
+        return written(response, store.compress(
+            cid, body.ids, body.summary, stats=body.stats, actor=who.actor,
+            expected_version=expected(body, if_match),
+        ))  # fmt: skip
+
+    @app.post(
+        f"{API}/contexts/{{context_id}}/batch-start", response_model=Written, tags=["commands"]
+    )
+    def batch_start(
+        context_id: ContextId,
+        who: Who,
+        response: Response,
+        if_match: IfMatch = None,
+        body: Command | None = None,
+    ) -> Written:
+        """Open a batch: a point to roll back to."""
+        cid = owned(who, context_id)
+        return written(response, store.batch_start(
+            cid, actor=who.actor, expected_version=expected(body or Command(), if_match)
+        ))  # fmt: skip
+
+    @app.post(f"{API}/contexts/{{context_id}}/batch-end", response_model=Written, tags=["commands"])
+    def batch_end(
+        context_id: ContextId,
+        who: Who,
+        response: Response,
+        if_match: IfMatch = None,
+        body: BatchEndBody | None = None,
+    ) -> Written:
+        """Close batches: roll back to where the batch opened, unless keep."""
+        cid = owned(who, context_id)
+        body = body or BatchEndBody()
+        return written(response, store.batch_end(
+            cid, body.to, keep=body.keep, actor=who.actor,
+            expected_version=expected(body, if_match),
+        ))  # fmt: skip
+
+    @app.post(f"{API}/contexts/{{context_id}}/usage", response_model=Written, tags=["commands"])
+    def record_usage(
+        context_id: ContextId, body: UsageBody, who: Who, response: Response
+    ) -> Written:
+        """Record what a provider billed for a call, and what was sent."""
+        cid = owned(who, context_id)
+        return written(response, store.record_usage(
+            cid, model=body.model, prompt_tokens=body.prompt_tokens,
+            completion_tokens=body.completion_tokens, version=body.version,
+            counted_tokens=body.counted_tokens, sent=body.sent, actor=who.actor,
+        ))  # fmt: skip
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    @app.get(
+        f"{API}/contexts/{{context_id}}/history",
+        response_model=list[HistoryEntry],
+        tags=["reads"],
+    )
+    def history(
+        context_id: ContextId,
+        who: Who,
+        types: Annotated[list[str] | None, Query()] = None,
+        actor: str | None = None,
+        from_version: Annotated[int | None, Query(ge=1, le=2**62)] = None,
+        to_version: Annotated[int | None, Query(ge=1, le=2**62)] = None,
+        changes: bool = False,
+    ) -> list[HistoryEntry]:
+        """Every event of the context, with what rollbacks reverted (and what each changed)."""
+        cid = owned(who, context_id)
+        return store.history(
+            cid, types=types, actor=actor, from_version=from_version, to_version=to_version,
+            changes=changes,
+        )  # fmt: skip
+
+    @app.get(
+        f"{API}/contexts/{{context_id}}/batches", response_model=list[BatchFrame], tags=["reads"]
+    )
+    def batches(context_id: ContextId, who: Who) -> list[BatchFrame]:
+        """The open batches, lowest first."""
+        return store.batches(owned(who, context_id))
+
+    @app.get(f"{API}/contexts/{{context_id}}/diff", response_model=Diff, tags=["reads"])
+    def diff(
+        context_id: ContextId,
+        who: Who,
+        from_version: Annotated[int, Query(ge=1, le=2**62)],
+        to_version: Annotated[int, Query(ge=1, le=2**62)],
+    ) -> Diff:
+        """Messages added, removed and changed between two versions."""
+        return store.diff(owned(who, context_id), from_version, to_version)
+
+    @app.get(f"{API}/contexts/{{context_id}}/calls", response_model=list[ModelCall], tags=["reads"])
+    def calls(context_id: ContextId, who: Who) -> list[ModelCall]:
+        """Recorded model calls, each with exactly the messages sent."""
+        return store.calls(owned(who, context_id))
+
+    @app.get(f"{API}/contexts/{{context_id}}/verify", response_model=Verification, tags=["reads"])
+    def verify(context_id: ContextId, who: Who) -> Verification:
+        """Check the context's hash chain."""
+        return store.verify(owned(who, context_id))
+
+    @app.get(f"{API}/audit", response_model=AuditPage, tags=["reads"])
+    def audit(
+        who: Who,
+        since: Annotated[datetime | None, Query(description="ISO 8601 with a zone")] = None,
+        until: Annotated[datetime | None, Query(description="ISO 8601 with a zone")] = None,
+        types: Annotated[list[str] | None, Query()] = None,
+        actor: str | None = None,
+        context_id: str | None = None,
+        after: Annotated[int, Query(ge=0, le=2**62)] = 0,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    ) -> AuditPage:
+        """Events across the caller's contexts, in the order recorded; page with `after`."""
+        cid = None if context_id is None else owned(who, context_id)
+        return store.audit(
+            since=since, until=until, types=types, actor=actor, context_id=cid,
+            tenant=who.tenant, after=after, limit=limit,
+        )  # fmt: skip
+
+    # ---- derived: fork, prompt, compaction -----------------------------------------------
+
+    @app.post(
+        f"{API}/contexts/{{context_id}}/fork",
+        status_code=201,
+        response_model=Created,
+        tags=["commands"],
+    )
+    def fork(context_id: ContextId, body: ForkBody, who: Who, response: Response) -> Created:
+        """A new context starting as a copy of this one's visible context (at a version)."""
+        cid = owned(who, context_id)
+        new = store.fork(
+            cid, at_version=body.at_version, name=body.name, metadata=body.metadata,
+            actor=who.actor,
+        )  # fmt: skip
+        response.headers["Location"] = f"{API}/contexts/{new}"
+        return Created(context_id=new, version=store.visible(new).version)
+
+    @app.post(f"{API}/contexts/{{context_id}}/prompt", response_model=Prompt, tags=["reads"])
+    def build_prompt(context_id: ContextId, body: PromptBody, who: Who) -> Prompt:
+        """What to send under a token budget, and what was left out and why."""
+        cid = owned(who, context_id)
+        return store.build_prompt(
+            cid, body.budget, body.strategy, query=body.query, resources=body.resources,
+            safety=body.safety, at_version=body.at_version,
+        )  # fmt: skip
+
+    @app.post(
+        f"{API}/contexts/{{context_id}}/compact", response_model=Compaction, tags=["commands"]
+    )
+    def compact(context_id: ContextId, who: Who, body: CompactBody | None = None) -> Compaction:
+        """Summarize the older half of the rounds since the latest summary."""
+        cid = owned(who, context_id)
+        body = body or CompactBody()
+        return store.compact(cid, dry_run=body.dry_run, in_batch=body.in_batch, actor=who.actor)
+
+    @app.exception_handler(Unauthorized)
+    async def unauthorized(request: Request, exc: Unauthorized) -> JSONResponse:
+        return problems.problem(
+            401, "unauthorized", str(exc), instance=request.url.path,
+            headers={"WWW-Authenticate": 'Bearer realm="ctxstore"'},
+        )  # fmt: skip
+
+    return app
+
+
+class Unauthorized(Exception):
+    """Raised by the caller dependency; answered 401 with a Bearer challenge."""
+
+
+def _refresh_audit(store: ContextStore, stop: threading.Event, every: float) -> None:
+    while not stop.wait(every):
+        try:
+            catch_up(store)
+        except Exception:  # noqa: BLE001 - the next audit read catches up and reports it
+            problems.log.warning("audit index refresh failed", exc_info=True)

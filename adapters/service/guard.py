@@ -1,0 +1,148 @@
+"""ASGI middleware in front of the API: a request size limit, and idempotency keys for POSTs.
+
+The body is read once, bounded, before the route sees it: a request over the limit answers
+413 without being parsed. A POST with an `Idempotency-Key` header is fingerprinted (method,
+path, query, body); the first with a key runs, and its successful response is stored and
+replayed to every retry with the same key and fingerprint (`Idempotent-Replayed: true`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ctxstore.adapters.service.auth import ACTOR_HEADER, NotAuthenticatedError, Tokens
+from ctxstore.adapters.service.idempotency import IdempotencyKeys
+from ctxstore.adapters.service.problems import problem
+
+KEY_HEADER = b"idempotency-key"
+REPLAYED_HEADERS = ("content-type", "etag", "location")
+
+
+class RequestGuard:
+    def __init__(
+        self, app: ASGIApp, *, max_body: int, tokens: Tokens, keys: IdempotencyKeys
+    ) -> None:
+        self.app = app
+        self.max_body = max_body
+        self.tokens = tokens
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        path = scope["path"]
+        declared = headers.get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_body):
+            await self._reject(scope, receive, send, 413, "too-large", self._too_large())
+            return
+        body = bytearray()
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
+            if len(body) > self.max_body:
+                await self._reject(scope, receive, send, 413, "too-large", self._too_large())
+                return
+
+        async def replay_body() -> Message:
+            nonlocal body
+            chunk, body = bytes(body), bytearray()
+            return {"type": "http.request", "body": chunk, "more_body": False}
+
+        key = headers.get(KEY_HEADER)
+        if scope["method"] != "POST" or key is None:
+            await self.app(scope, replay_body, send)
+            return
+        text = key.decode("latin-1")
+        if not 1 <= len(text) <= 255 or not text.isprintable() or not text.isascii():
+            detail = "Idempotency-Key must be 1-255 printable ASCII characters"
+            await self._reject(scope, receive, send, 422, "invalid-idempotency-key", detail)
+            return
+        try:
+            caller = self.tokens.caller(
+                headers.get(b"authorization", b"").decode("latin-1"),
+                headers.get(ACTOR_HEADER.encode(), b"").decode("latin-1"),
+            )
+        except NotAuthenticatedError:
+            await self.app(scope, replay_body, send)  # the route answers 401
+            return
+        fingerprint = hashlib.sha256(
+            b"\0".join([b"POST", path.encode(), scope.get("query_string", b""), bytes(body)])
+        ).hexdigest()
+        held = await run_in_threadpool(self.keys.claim, caller.scope, text, fingerprint)
+        if held is not None:
+            await self._answer_held(scope, receive, send, held.fingerprint == fingerprint, held)
+            return
+        sent: list[Message] = []
+
+        async def capture(message: Message) -> None:
+            sent.append(message)
+
+        try:
+            await self.app(scope, replay_body, capture)
+        except BaseException:
+            await run_in_threadpool(self.keys.release, caller.scope, text)
+            raise
+        start = next(m for m in sent if m["type"] == "http.response.start")
+        status = int(start["status"])
+        if 200 <= status < 300:
+            kept = {
+                k.decode("latin-1"): v.decode("latin-1")
+                for k, v in start.get("headers", [])
+                if k.decode("latin-1").lower() in REPLAYED_HEADERS
+            }
+            payload = b"".join(
+                m.get("body", b"") for m in sent if m["type"] == "http.response.body"
+            )
+            record = json.dumps({"headers": kept, "body": payload.decode("utf-8")}).encode()
+            await run_in_threadpool(self.keys.complete, caller.scope, text, status, record)
+        else:
+            await run_in_threadpool(self.keys.release, caller.scope, text)
+        for m in sent:
+            await send(m)
+
+    def _too_large(self) -> str:
+        return f"the request body exceeds {self.max_body} bytes"
+
+    async def _answer_held(
+        self, scope: Scope, receive: Receive, send: Send, same: bool, held: Any
+    ) -> None:
+        if not same:
+            detail = "this Idempotency-Key was used for a different request"
+            await self._reject(scope, receive, send, 422, "idempotency-key-reused", detail)
+        elif held.status is None:
+            detail = "a request with this Idempotency-Key is still running; retry shortly"
+            await self._reject(
+                scope, receive, send, 409, "request-in-progress", detail, {"retry-after": "1"}
+            )
+        else:
+            record = json.loads(held.body)
+            headers = [(k.encode(), v.encode()) for k, v in record["headers"].items()]
+            headers.append((b"idempotent-replayed", b"true"))
+            payload = record["body"].encode("utf-8")
+            headers.append((b"content-length", str(len(payload)).encode()))
+            await send({"type": "http.response.start", "status": held.status, "headers": headers})
+            await send({"type": "http.response.body", "body": payload})
+
+    @staticmethod
+    async def _reject(
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        status: int,
+        slug: str,
+        detail: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        response = problem(status, slug, detail, instance=scope["path"], headers=headers)
+        await response(scope, receive, send)

@@ -1,0 +1,127 @@
+"""Errors as RFC 9457 problem details (application/problem+json).
+
+Every error ctxstore raises on purpose is the client's doing and answers a precise 4xx;
+only a fault of the service itself answers 5xx. `error` names the facade's exception class,
+so a client can raise the same typed error the in-process store would.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ctxstore.domain.compaction import NothingToSummarizeError
+from ctxstore.domain.errors import (
+    ContextExistsError,
+    ContextNotFoundError,
+    CtxStoreError,
+    InvalidMessageError,
+    MalformedTranscriptError,
+    PromptDoesNotFitError,
+    StoreUnavailableError,
+    UnknownBatchError,
+    UnknownMessageError,
+    VersionConflictError,
+)
+
+log = logging.getLogger(__name__)
+MEDIA_TYPE = "application/problem+json"
+
+# Most specific first: ContextExistsError is also an InvalidOperationError.
+STATUS: list[tuple[type[CtxStoreError], int, str]] = [
+    (ContextNotFoundError, 404, "context-not-found"),
+    (UnknownMessageError, 404, "message-not-found"),
+    (ContextExistsError, 409, "context-exists"),
+    (VersionConflictError, 409, "version-conflict"),
+    (InvalidMessageError, 422, "invalid-message"),
+    (MalformedTranscriptError, 422, "malformed-transcript"),
+    (UnknownBatchError, 422, "unknown-batch"),
+    (PromptDoesNotFitError, 422, "prompt-does-not-fit"),
+    (NothingToSummarizeError, 422, "nothing-to-summarize"),
+    (StoreUnavailableError, 503, "store-unavailable"),
+]
+TITLES = {
+    400: "Bad request",
+    401: "Unauthorized",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "Conflict",
+    413: "Request too large",
+    415: "Unsupported media type",
+    422: "Unprocessable request",
+    500: "Internal server error",
+    503: "Service unavailable",
+}
+
+
+def problem(
+    status: int,
+    slug: str,
+    detail: str,
+    *,
+    instance: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": f"/problems/{slug}",
+        "title": TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+    }
+    if instance is not None:
+        body["instance"] = instance
+    body.update(extra)
+    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
+
+
+def for_error(exc: CtxStoreError, instance: str | None = None) -> JSONResponse:
+    """The problem response of an error the store raised."""
+    # InvalidOperationError and the rest: well-formed JSON that makes no sense here.
+    status, slug = next(
+        ((s, g) for c, s, g in STATUS if isinstance(exc, c)), (422, "invalid-operation")
+    )
+    return problem(status, slug, str(exc), instance=instance, error=type(exc).__name__)
+
+
+def install(app: FastAPI) -> None:
+    """Answer every error, the framework's too, as problem+json."""
+
+    @app.exception_handler(CtxStoreError)
+    async def store_error(request: Request, exc: CtxStoreError) -> JSONResponse:
+        return for_error(exc, request.url.path)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type")}
+            for e in exc.errors()
+        ]
+        where = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:5])
+        return problem(
+            422, "invalid-request", f"the request is not valid: {where}",
+            instance=request.url.path, errors=errors,
+        )  # fmt: skip
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        slug = {401: "unauthorized", 404: "not-found", 405: "method-not-allowed"}.get(
+            exc.status_code, "http-error"
+        )
+        return problem(
+            exc.status_code, slug, str(exc.detail), instance=request.url.path,
+            headers=dict(exc.headers or {}),
+        )  # fmt: skip
+
+    @app.exception_handler(Exception)
+    async def fault(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return problem(
+            500, "internal-error", "the service failed; the error is in its log",
+            instance=request.url.path,
+        )  # fmt: skip

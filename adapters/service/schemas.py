@@ -1,0 +1,98 @@
+"""Request bodies of the HTTP API. Unknown fields are refused; messages are checked by the store,
+so an invalid message is named as precisely as in-process."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# A message id, or its position among the visible messages (negative counts from the end).
+Ref = str | int
+Version = int | None
+MessageJSON = dict[str, Any]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Command(Body):
+    expected_version: Version = Field(
+        default=None,
+        description="fail with 409 unless the context is at this version (or use If-Match)",
+    )
+
+
+class CreateBody(Body):
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+    encoding: str | None = Field(default=None, description="token encoding, e.g. o200k_base")
+    context_id: UUID | None = Field(default=None, description="choose the id (409 if taken)")
+
+
+class Created(BaseModel):
+    context_id: UUID
+    version: int
+
+
+class InsertBody(Command):
+    messages: list[MessageJSON] = Field(description="OpenAI-format chat messages")
+    after: Ref | None = Field(default=None, description="insert after this message; default: end")
+
+
+class DeleteBody(Command):
+    ids: list[Ref]
+
+
+class ReplaceBody(Command):
+    id: Ref
+    message: MessageJSON | str = Field(description="a message, or new text for the same message")
+
+
+class CompressBody(Command):
+    ids: list[Ref] = Field(description="a contiguous run of visible messages")
+    summary: MessageJSON | str
+    stats: dict[str, Any] | None = None
+
+
+class BatchEndBody(Command):
+    to: int | None = Field(default=None, description="close the batches above this one")
+    keep: bool = Field(default=False, description="keep the changes instead of rolling back")
+
+
+class UsageBody(Body):
+    model: str
+    prompt_tokens: int = Field(ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    version: int | None = None
+    counted_tokens: int | None = Field(default=None, ge=0)
+    sent: list[str | MessageJSON] | None = Field(
+        default=None, description="ids of visible messages, or messages, as sent"
+    )
+
+
+class ForkBody(Body):
+    at_version: int | None = None
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class PromptBody(Body):
+    budget: int = Field(gt=0, description="the model's context window, in tokens")
+    strategy: Literal["full", "compressed", "adaptive", "semantic"] | None = None
+    query: str | None = None
+    resources: list[dict[str, Any]] = []
+    safety: float | None = None
+    at_version: int | None = None
+
+
+class CompactBody(Body):
+    dry_run: bool = False
+    in_batch: bool | None = None
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    backend: str
