@@ -1,0 +1,405 @@
+"""A typed Python client of the HTTP service (httpx), with the facade's method names.
+
+Errors come back as the same typed exceptions the in-process store raises (the problem's
+`error` names the class). Every POST carries an Idempotency-Key, generated per call unless
+given, and is retried with that same key after a network failure, so a retry never writes
+twice.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Self, TypeVar
+from uuid import UUID
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from ctxstore.adapters.chain import Verification
+from ctxstore.adapters.debug import ModelCall
+from ctxstore.adapters.store import Compaction, ContextSummary, Written
+from ctxstore.domain import errors
+from ctxstore.domain.compaction import NothingToSummarizeError
+from ctxstore.domain.context import JSON, MessageRef
+from ctxstore.domain.prompt import Prompt, Strategy
+from ctxstore.projections.audit import AuditPage
+from ctxstore.projections.changes import Diff
+from ctxstore.projections.history import HistoryEntry
+from ctxstore.projections.visible import BatchFrame, VisibleContext
+
+M = TypeVar("M", bound=BaseModel)
+ERRORS: dict[str, type[errors.CtxStoreError]] = {
+    cls.__name__: cls
+    for cls in (*vars(errors).values(), NothingToSummarizeError)
+    if isinstance(cls, type) and issubclass(cls, errors.CtxStoreError)
+}
+
+
+class ServiceError(errors.CtxStoreError):
+    """The service answered an error with no ctxstore error class (auth, limits, 5xx)."""
+
+    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+        super().__init__(f"{status}: {problem.get('detail') or problem.get('title')}")
+        self.status = status
+        self.problem = problem
+
+
+class CtxStoreClient:
+    """ctxstore over HTTP: `CtxStoreClient("http://127.0.0.1:8080", token="...")`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        token: str | None = None,
+        actor: str | None = None,
+        timeout: float = 30.0,
+        retries: int = 3,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Accept": "application/json"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        if actor is not None:
+            headers["X-Ctxstore-Actor"] = actor
+        self.retries = retries
+        self.http = httpx.Client(
+            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
+        )
+
+    # ---- plumbing -----------------------------------------------------------------------
+
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        params: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
+        query = {k: v for k, v in (params or {}).items() if v is not None}
+        for attempt in range(self.retries + 1):
+            try:
+                response = self.http.request(method, path, json=json, params=query, headers=headers)
+            except httpx.TransportError:
+                # Safe to resend: reads change nothing, and writes carry an idempotency key.
+                if attempt == self.retries:
+                    raise
+                time.sleep(0.05 * 2**attempt)
+                continue
+            if response.status_code == 409 and response.headers.get("retry-after"):
+                time.sleep(float(response.headers["retry-after"]) / 4)  # the first try runs
+                continue
+            if response.status_code >= 400:
+                raise self._error(response)
+            return response
+        raise ServiceError(409, {"detail": "the request was still running after retries"})
+
+    @staticmethod
+    def _error(response: httpx.Response) -> errors.CtxStoreError:
+        try:
+            problem = response.json()
+        except ValueError:
+            problem = {"detail": response.text[:500]}
+        cls = ERRORS.get(str(problem.get("error")))
+        if cls is not None:
+            return cls(problem.get("detail", ""))
+        return ServiceError(response.status_code, problem)
+
+    def _post(
+        self,
+        path: str,
+        body: dict[str, Any] | None,
+        model: type[M],
+        *,
+        if_match: int | None = None,
+        key: str | None = None,
+    ) -> M:
+        headers = {"Idempotency-Key": key or uuid.uuid4().hex}
+        if if_match is not None:
+            headers["If-Match"] = f'"{if_match}"'
+        clean = None if body is None else {k: v for k, v in body.items() if v is not None}
+        return model.model_validate(self._send("POST", path, json=clean, headers=headers).json())
+
+    def _get(self, path: str, model: type[M], **params: Any) -> M:
+        return model.model_validate(self._send("GET", path, params=params).json())
+
+    def _get_list(self, path: str, item: type[M], **params: Any) -> list[M]:
+        return TypeAdapter(list[item]).validate_python(  # type: ignore[valid-type]
+            self._send("GET", path, params=params).json()
+        )
+
+    @staticmethod
+    def _ctx(context_id: UUID | str) -> str:
+        return f"/v1/contexts/{context_id}"
+
+    # ---- contexts -----------------------------------------------------------------------
+
+    def create(
+        self,
+        *,
+        name: str | None = None,
+        metadata: JSON | None = None,
+        encoding: str | None = None,
+        context_id: UUID | str | None = None,
+        idempotency_key: str | None = None,
+    ) -> UUID:
+        body = {
+            "name": name, "metadata": metadata, "encoding": encoding,
+            "context_id": None if context_id is None else str(context_id),
+        }  # fmt: skip
+        response = self._send(
+            "POST",
+            "/v1/contexts",
+            json={k: v for k, v in body.items() if v is not None},
+            headers={"Idempotency-Key": idempotency_key or uuid.uuid4().hex},
+        )
+        return UUID(response.json()["context_id"])
+
+    def contexts(self, *, limit: int = 1000, search: str | None = None) -> list[ContextSummary]:
+        return self._get_list("/v1/contexts", ContextSummary, limit=limit, search=search)
+
+    def visible(
+        self,
+        context_id: UUID | str,
+        *,
+        at_version: int | None = None,
+        at_time: datetime | None = None,
+    ) -> VisibleContext:
+        at = None if at_time is None else at_time.isoformat()
+        return self._get(self._ctx(context_id), VisibleContext, at_version=at_version, at_time=at)
+
+    # ---- commands -----------------------------------------------------------------------
+
+    def insert(
+        self,
+        context_id: UUID | str,
+        messages: JSON | Sequence[JSON],
+        *,
+        after: MessageRef | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Written:
+        batch = [messages] if isinstance(messages, dict) else list(messages)
+        return self._post(
+            f"{self._ctx(context_id)}/insert",
+            {"messages": batch, "after": after},
+            Written,
+            if_match=expected_version,
+            key=idempotency_key,
+        )
+
+    def delete(
+        self,
+        context_id: UUID | str,
+        ids: MessageRef | Sequence[MessageRef],
+        *,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Written:
+        refs = [ids] if isinstance(ids, str | int) else list(ids)
+        return self._post(
+            f"{self._ctx(context_id)}/delete", {"ids": refs}, Written,
+            if_match=expected_version, key=idempotency_key,
+        )  # fmt: skip
+
+    def replace(
+        self,
+        context_id: UUID | str,
+        message_id: MessageRef,
+        message: JSON | str,
+        *,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Written:
+        return self._post(
+            f"{self._ctx(context_id)}/replace", {"id": message_id, "message": message}, Written,
+            if_match=expected_version, key=idempotency_key,
+        )  # fmt: skip
+
+    def compress(
+        self,
+        context_id: UUID | str,
+        ids: Sequence[MessageRef],
+        summary: JSON | str,
+        *,
+        stats: JSON | None = None,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Written:
+        return self._post(
+            f"{self._ctx(context_id)}/compress",
+            {"ids": list(ids), "summary": summary, "stats": stats},
+            Written, if_match=expected_version, key=idempotency_key,
+        )  # fmt: skip
+
+    def batch_start(
+        self,
+        context_id: UUID | str,
+        *,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Written:
+        return self._post(
+            f"{self._ctx(context_id)}/batch-start", {}, Written,
+            if_match=expected_version, key=idempotency_key,
+        )  # fmt: skip
+
+    def batch_end(
+        self,
+        context_id: UUID | str,
+        to: int | None = None,
+        *,
+        keep: bool = False,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Written:
+        return self._post(
+            f"{self._ctx(context_id)}/batch-end", {"to": to, "keep": keep}, Written,
+            if_match=expected_version, key=idempotency_key,
+        )  # fmt: skip
+
+    def record_usage(
+        self,
+        context_id: UUID | str,
+        *,
+        model: str,
+        prompt_tokens: int,
+        completion_tokens: int = 0,
+        version: int | None = None,
+        counted_tokens: int | None = None,
+        sent: Sequence[str | JSON] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Written:
+        body = {
+            "model": model, "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens, "version": version,
+            "counted_tokens": counted_tokens, "sent": None if sent is None else list(sent),
+        }  # fmt: skip
+        return self._post(f"{self._ctx(context_id)}/usage", body, Written, key=idempotency_key)
+
+    def fork(
+        self,
+        context_id: UUID | str,
+        *,
+        at_version: int | None = None,
+        name: str | None = None,
+        metadata: JSON | None = None,
+        idempotency_key: str | None = None,
+    ) -> UUID:
+        body = {"at_version": at_version, "name": name, "metadata": metadata}
+        response = self._send(
+            "POST",
+            f"{self._ctx(context_id)}/fork",
+            json={k: v for k, v in body.items() if v is not None},
+            headers={"Idempotency-Key": idempotency_key or uuid.uuid4().hex},
+        )
+        return UUID(response.json()["context_id"])
+
+    def compact(
+        self,
+        context_id: UUID | str,
+        *,
+        dry_run: bool = False,
+        in_batch: bool | None = None,
+        idempotency_key: str | None = None,
+    ) -> Compaction:
+        return self._post(
+            f"{self._ctx(context_id)}/compact", {"dry_run": dry_run, "in_batch": in_batch},
+            Compaction, key=idempotency_key,
+        )  # fmt: skip
+
+    # ---- reads --------------------------------------------------------------------------
+
+    def build_prompt(
+        self,
+        context_id: UUID | str,
+        budget: int,
+        strategy: Strategy | None = None,
+        *,
+        query: str | None = None,
+        resources: Sequence[JSON] = (),
+        safety: float | None = None,
+        at_version: int | None = None,
+    ) -> Prompt:
+        body = {
+            "budget": budget, "strategy": strategy, "query": query,
+            "resources": list(resources), "safety": safety, "at_version": at_version,
+        }  # fmt: skip
+        return self._post(f"{self._ctx(context_id)}/prompt", body, Prompt)
+
+    def history(
+        self,
+        context_id: UUID | str,
+        *,
+        types: Sequence[str] | None = None,
+        actor: str | None = None,
+        from_version: int | None = None,
+        to_version: int | None = None,
+        changes: bool = False,
+    ) -> list[HistoryEntry]:
+        return self._get_list(
+            f"{self._ctx(context_id)}/history", HistoryEntry,
+            types=None if types is None else list(types), actor=actor,
+            from_version=from_version, to_version=to_version, changes=changes,
+        )  # fmt: skip
+
+    def batches(self, context_id: UUID | str) -> list[BatchFrame]:
+        return self._get_list(f"{self._ctx(context_id)}/batches", BatchFrame)
+
+    def diff(self, context_id: UUID | str, from_version: int, to_version: int) -> Diff:
+        return self._get(
+            f"{self._ctx(context_id)}/diff", Diff,
+            from_version=from_version, to_version=to_version,
+        )  # fmt: skip
+
+    def calls(self, context_id: UUID | str) -> list[ModelCall]:
+        return self._get_list(f"{self._ctx(context_id)}/calls", ModelCall)
+
+    def verify(self, context_id: UUID | str) -> Verification:
+        return self._get(f"{self._ctx(context_id)}/verify", Verification)
+
+    def audit(
+        self,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        types: Sequence[str] | None = None,
+        actor: str | None = None,
+        context_id: UUID | str | None = None,
+        after: int = 0,
+        limit: int = 100,
+    ) -> AuditPage:
+        return self._get(
+            "/v1/audit", AuditPage,
+            since=None if since is None else since.isoformat(),
+            until=None if until is None else until.isoformat(),
+            types=None if types is None else list(types), actor=actor,
+            context_id=None if context_id is None else str(context_id),
+            after=after, limit=limit,
+        )  # fmt: skip
+
+    def health(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._send("GET", "/health").json()
+        return result
+
+    # ---- lifetime -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
