@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store import ContextStore
-from ctxstore.adapters.transfer import ContextExistsError, InvalidImportError
+from ctxstore.adapters.transfer import InvalidImportError
 from ctxstore.domain.errors import (
+    ContextExistsError,
     ContextNotFoundError,
     CtxStoreError,
     InvalidMessageError,

@@ -269,7 +269,7 @@ def test_problems_are_precise_and_write_nothing(service):
             ),
             422,
             "invalid-request",
-        ),  # fmt: skip
+        ),
         (
             raw(service, "POST", f"/v1/contexts/{cid}/insert", content=b"x" * 70_000),
             413,
