@@ -161,6 +161,16 @@ class CtxStoreClient:
         )
         return UUID(response.json()["context_id"])
 
+    def context_for_key(
+        self, key: str, *, name: str | None = None, metadata: JSON | None = None
+    ) -> UUID:
+        """The context your own key names (a session id), created on first use."""
+        body = {"key": key, "name": name, "metadata": metadata}
+        response = self._send(
+            "POST", "/v1/contexts/by-key", json={k: v for k, v in body.items() if v is not None}
+        )
+        return UUID(response.json()["context_id"])
+
     def contexts(self, *, limit: int = 1000, search: str | None = None) -> list[ContextSummary]:
         return self._get_list("/v1/contexts", ContextSummary, limit=limit, search=search)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self, cast
-from uuid import UUID
+from uuid import UUID, uuid5
 
 import psycopg
 from eventsourcing.application import AggregateNotFoundError, Application, LRUCache
@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from ctxstore.adapters.debug import ModelCall, ReplayStep
 
 log = logging.getLogger(__name__)
+KEY_NAMESPACE = UUID("6d1f3c52-8a0e-4c59-9d2b-7f4e0b1a2c3d")  # ids of keyed contexts
 MAX_ATTEMPTS = 20
 SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the tables
 PARSED_CACHE_SIZE = 200_000  # validated messages kept per store  # a command retried this often against racing writers gives up
@@ -723,6 +724,33 @@ class ContextStore(Application[UUID]):
             and (from_version is None or h.version >= from_version)
             and (to_version is None or h.version <= to_version)
         ]
+
+    def context_for_key(
+        self,
+        key: str,
+        *,
+        tenant: str | None = None,
+        name: str | None = None,
+        metadata: JSON | None = None,
+        actor: str | None = None,
+    ) -> UUID:
+        """The context a caller's own key names (a session id, a thread id), created on first use.
+
+        The id is derived from (tenant, key), so every process and service instance finds
+        the same context, and two tenants' equal keys never meet.
+        """
+        if not isinstance(key, str) or not 0 < len(key) <= 500:
+            raise InvalidOperationError(f"key must be a string of 1-500 chars, got {key!r:.80}")
+        cid = uuid5(KEY_NAMESPACE, f"{tenant or ''}\x00{key}")
+        if cid not in self._tenants and not self.exists(cid):
+            with suppress(ContextExistsError):  # another writer created it first
+                self.create(
+                    name=key if name is None else name, metadata=metadata, actor=actor,
+                    tenant=tenant, context_id=cid,
+                )  # fmt: skip
+        if self.tenant_of(cid) != tenant:  # someone chose this id on purpose: never share it
+            raise ContextExistsError(f"the context of key {key!r} was taken by another owner")
+        return cid
 
     def contexts(
         self, *, limit: int = 1000, tenant: str | None = None, search: str | None = None

@@ -37,6 +37,7 @@ from ctxstore.adapters.service.schemas import (
     ForkBody,
     Health,
     InsertBody,
+    KeyBody,
     PromptBody,
     ReplaceBody,
     UsageBody,
@@ -151,6 +152,15 @@ def create_app(store: ContextStore, config: ServiceConfig | None = None) -> Fast
         response.headers["Location"] = f"{API}/contexts/{cid}"
         response.headers["ETag"] = '"1"'
         return Created(context_id=cid, version=1)
+
+    @app.post(f"{API}/contexts/by-key", response_model=Created, tags=["contexts"])
+    def context_for_key(body: KeyBody, who: Who) -> Created:
+        """The context your own key names (e.g. a session id), created on first use."""
+        cid = store.context_for_key(
+            body.key, tenant=who.tenant, name=body.name, metadata=body.metadata,
+            actor=who.actor,
+        )  # fmt: skip
+        return Created(context_id=cid, version=store.visible(cid).version)
 
     @app.get(f"{API}/contexts", response_model=list[ContextSummary], tags=["contexts"])
     def list_contexts(

@@ -32,6 +32,12 @@ class CreateBody(Body):
     context_id: UUID | None = Field(default=None, description="choose the id (409 if taken)")
 
 
+class KeyBody(Body):
+    key: str = Field(min_length=1, max_length=500, description="your own id: a session id")
+    name: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
 class Created(BaseModel):
     context_id: UUID
     version: int

@@ -1,0 +1,258 @@
+"""An OpenAI Agents SDK session stored in ctxstore (extra `ctxstore[agents]`).
+
+    session = CtxStoreSession("user-42", ctxstore.open())       # or a CtxStoreClient
+    await Runner.run(agent, "Hello", session=session)
+
+Each SDK item becomes one ctxstore message: its text (for token counts, prompts and audit)
+and, in its metadata, the item exactly as given, which is what `get_items` returns. The
+session's history is then an audited, replayable ctxstore context found by the session id.
+
+When the SDK's compaction wrapper (OpenAIResponsesCompactionSession) replaces the history,
+`_atomic_replace_items` records it as one compress event (the output items in one summary
+message) instead of a delete of everything followed by re-inserts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any, Protocol
+from uuid import UUID
+
+from agents.items import TResponseInputItem
+from agents.memory.session import SessionABC
+from agents.memory.session_settings import (
+    SessionSettings,
+    coerce_session_settings,
+    resolve_session_limit,
+)
+
+from ctxstore.domain.context import JSON, MessageRef
+from ctxstore.domain.errors import UnknownMessageError, VersionConflictError
+from ctxstore.projections.visible import VisibleContext
+
+ITEM = "agents_item"  # metadata key of the one item a message holds
+ITEMS = "agents_items"  # metadata key of a compaction's output items
+ROLES = ("user", "assistant", "system", "developer")
+MODEL_INPUTS = ("function_call_output", "computer_call_output", "custom_tool_call_output")
+ATTEMPTS = 50
+
+
+class ContextBackend(Protocol):
+    """What the session needs: ContextStore and CtxStoreClient both provide it."""
+
+    def context_for_key(
+        self, key: str, *, name: str | None = None, metadata: JSON | None = None
+    ) -> UUID: ...
+
+    def visible(self, context_id: UUID | str) -> VisibleContext: ...
+
+    def insert(
+        self, context_id: UUID | str, messages: Sequence[JSON], *, expected_version: int | None
+    ) -> Any: ...
+
+    def delete(
+        self,
+        context_id: UUID | str,
+        ids: Sequence[MessageRef],
+        *,
+        expected_version: int | None,
+    ) -> Any: ...
+
+    def replace(
+        self,
+        context_id: UUID | str,
+        message_id: MessageRef,
+        message: JSON,
+        *,
+        expected_version: int | None,
+    ) -> Any: ...
+
+    def compress(
+        self,
+        context_id: UUID | str,
+        ids: Sequence[MessageRef],
+        summary: JSON,
+        *,
+        stats: JSON | None,
+        expected_version: int | None,
+    ) -> Any: ...
+
+
+def item_text(item: Any) -> str:
+    """What an item says, for token counting and for people reading the audit."""
+    if not isinstance(item, dict):
+        return json.dumps(item, ensure_ascii=False, default=str)
+    content = item.get("content")
+    if isinstance(content, str) and content:
+        return content
+    if isinstance(content, list):
+        texts = [p.get("text") or p.get("refusal") for p in content if isinstance(p, dict)]
+        joined = "\n".join(t for t in texts if isinstance(t, str))
+        if joined:
+            return joined
+    if item.get("type") == "function_call":
+        return f"{item.get('name')}({item.get('arguments', '')})"
+    output = item.get("output")
+    if isinstance(output, str) and output:
+        return output
+    return json.dumps(item, ensure_ascii=False, default=str)
+
+
+def item_message(item: Any) -> JSON:
+    """The ctxstore message that holds one SDK item."""
+    role = item.get("role") if isinstance(item, dict) else None
+    if role not in ROLES:
+        kind = item.get("type") if isinstance(item, dict) else None
+        role = "user" if kind in MODEL_INPUTS else "assistant"
+    return {"role": role, "content": item_text(item), "metadata": {ITEM: item}}
+
+
+def summary_message(items: list[Any]) -> JSON:
+    """One summary message holding a compaction's output items."""
+    text = "\n\n".join(item_text(i) for i in items) or "(compacted)"
+    return {
+        "role": "user",
+        "content": text,
+        "metadata": {ITEMS: items, "ctxstore": "summary", "source": "agents-compaction"},
+    }
+
+
+def held_items(metadata: dict[str, Any]) -> list[Any]:
+    if ITEMS in metadata:
+        return list(metadata[ITEMS])
+    return [metadata[ITEM]] if ITEM in metadata else []
+
+
+class CtxStoreSession(SessionABC):
+    """The Agents SDK session protocol on a ctxstore context named by the session id."""
+
+    def __init__(
+        self,
+        session_id: str,
+        store: ContextBackend,
+        *,
+        session_settings: SessionSettings | dict[str, Any] | None = None,
+        key_prefix: str = "agents-session:",
+    ) -> None:
+        self.session_id = session_id
+        self.store = store
+        self.session_settings = (
+            coerce_session_settings(session_settings) if session_settings is not None else None
+        )
+        self._key = key_prefix + session_id
+        self._context: UUID | None = None
+
+    @property
+    def context_id(self) -> UUID:
+        """The ctxstore context holding this session (created on first use)."""
+        if self._context is None:
+            self._context = self.store.context_for_key(
+                self._key, name=f"agents session {self.session_id}",
+                metadata={"agents_session_id": self.session_id},
+            )  # fmt: skip
+        return self._context
+
+    # ---- the protocol ---------------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The history in order; with a limit, the latest `limit` items (as SQLiteSession)."""
+        wanted = resolve_session_limit(limit, self.session_settings)
+        items = await asyncio.to_thread(self._items)
+        if wanted is None or wanted < 0:
+            return items
+        return items[-wanted:] if wanted > 0 else []
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append items; concurrent adds are retried on conflict, none is lost."""
+        if not items:
+            return
+        messages = [item_message(i) for i in items]
+        await asyncio.to_thread(self.store.insert, self.context_id, messages, expected_version=None)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove and return the newest item, or None when the session is empty."""
+        return await asyncio.to_thread(self._pop)
+
+    async def clear_session(self) -> None:
+        """Hide every item (one delete event; the history stays in the audit)."""
+        await asyncio.to_thread(self._clear)
+
+    async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
+        """The compaction wrapper's replacement of the whole history: one compress event."""
+        return await asyncio.to_thread(self._replace_all, list(items))
+
+    # ---- the work, on a thread ----------------------------------------------------------------
+
+    def _items(self) -> list[Any]:
+        return self._items_of(self.store.visible(self.context_id))
+
+    def _pop(self) -> Any:
+        for _ in range(ATTEMPTS):  # a racing writer moved the tail: read it again
+            seen = self.store.visible(self.context_id)
+            if not seen.messages:
+                return None
+            last = seen.messages[-1]
+            held = held_items(last.metadata)
+            assert last.id is not None
+            try:
+                if len(held) > 1:  # a compaction summary: keep the items before the last
+                    rest = summary_message(held[:-1])
+                    self.store.replace(
+                        self.context_id, last.id, rest, expected_version=seen.version
+                    )
+                else:
+                    self.store.delete(self.context_id, [last.id], expected_version=seen.version)
+            except (VersionConflictError, UnknownMessageError):
+                continue
+            return held[-1] if held else None
+        raise VersionConflictError(f"session {self.session_id}: its tail kept changing")
+
+    def _clear(self) -> None:
+        for _ in range(ATTEMPTS):
+            seen = self.store.visible(self.context_id)
+            ids = [m.id for m in seen.messages if m.id is not None]
+            if not ids:
+                return
+            try:
+                self.store.delete(self.context_id, ids, expected_version=seen.version)
+                return
+            except (VersionConflictError, UnknownMessageError):
+                continue
+        raise VersionConflictError(f"session {self.session_id}: kept changing while cleared")
+
+    def _replace_all(self, items: list[Any]) -> bool:
+        # Like the SDK's own Redis session, the whole current history is replaced; a write
+        # that raced in between is retried on the fresh history rather than cleared and
+        # re-added around.
+        for _ in range(ATTEMPTS):
+            seen = self.store.visible(self.context_id)
+            ids = [m.id for m in seen.messages if m.id is not None]
+            try:
+                if not ids:
+                    if items:
+                        self.store.insert(
+                            self.context_id, [summary_message(items)],
+                            expected_version=seen.version,
+                        )  # fmt: skip
+                elif not items:
+                    self.store.delete(self.context_id, ids, expected_version=seen.version)
+                else:
+                    stats = {
+                        "source": "agents-compaction",
+                        "items_before": len(self._items_of(seen)),
+                        "items_after": len(items),
+                    }
+                    self.store.compress(
+                        self.context_id, ids, summary_message(items), stats=stats,
+                        expected_version=seen.version,
+                    )  # fmt: skip
+            except (VersionConflictError, UnknownMessageError):
+                continue
+            return True
+        return False
+
+    @staticmethod
+    def _items_of(seen: VisibleContext) -> list[Any]:
+        return [i for m in seen.messages for i in held_items(m.metadata)]

@@ -1,0 +1,233 @@
+"""CtxStoreSession behaves as the Agents SDK's own SQLiteSession, on every backend."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from agents import Agent, Runner, function_tool, set_tracing_disabled
+from agents.items import ModelResponse
+from agents.memory import SQLiteSession
+from agents.memory.openai_responses_compaction_session import OpenAIResponsesCompactionSession
+from agents.models.interface import Model
+from agents.usage import Usage
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from openai.types.responses import (
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+from ctxstore.adapters.integrations.agents_session import CtxStoreSession
+from ctxstore.adapters.store import ContextStore
+
+set_tracing_disabled(True)
+
+ITEMS: list[dict[str, Any]] = [
+    {"role": "user", "content": "What's the weather in Paris?"},
+    {"role": "system", "content": "Be brief."},
+    {
+        "type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+        "content": [{"type": "output_text", "text": "Let me check.", "annotations": []}],
+    },
+    {
+        "type": "function_call", "call_id": "call_1", "name": "weather",
+        "arguments": json.dumps({"city": "Paris"}), "id": "fc_1", "status": "completed",
+    },
+    {"type": "function_call_output", "call_id": "call_1", "output": "22°C, sunny"},
+    {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "hm"}]},
+    {"role": "user", "content": [{"type": "input_text", "text": "上海呢？天气怎么样"}]},
+    {"role": "assistant", "content": "", "extra": {"nested": [1, 2.5, None, True, "ü"]}},
+]  # fmt: skip
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.fixture
+def store(store_url):
+    with ContextStore.from_url(store_url) as s:
+        yield s
+
+
+Ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.lists(st.sampled_from(range(len(ITEMS))), max_size=4)),
+        st.tuples(st.just("get"), st.one_of(st.none(), st.integers(-2, 12))),
+        st.tuples(st.just("pop"), st.none()),
+        st.tuples(st.just("clear"), st.none()),
+    ),
+    max_size=14,
+)
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(ops=Ops, n=st.integers(0, 10**9))
+def test_same_answers_as_the_sdks_sqlite_session(store, ops, n):
+    ours = CtxStoreSession(f"s-{n}-{id(ops)}", store)
+    theirs = SQLiteSession(f"s-{n}")
+
+    async def both(op, arg):
+        if op == "add":
+            batch = [ITEMS[i] for i in arg]
+            await ours.add_items(batch)
+            await theirs.add_items(batch)
+            return None, None
+        if op == "get":
+            return await ours.get_items(arg), await theirs.get_items(arg)
+        if op == "pop":
+            return await ours.pop_item(), await theirs.pop_item()
+        await ours.clear_session()
+        await theirs.clear_session()
+        return None, None
+
+    for op, arg in ops:
+        a, b = run(both(op, arg))
+        assert a == b, (op, arg)
+    assert run(ours.get_items()) == run(theirs.get_items())
+
+
+def test_items_round_trip_exactly_and_sessions_are_isolated(store):
+    a, b = CtxStoreSession("alpha", store), CtxStoreSession("beta", store)
+    run(a.add_items(ITEMS))
+    run(b.add_items(ITEMS[:1]))
+    got = run(a.get_items())
+    assert json.dumps(got, sort_keys=True) == json.dumps(ITEMS, sort_keys=True)
+    assert run(b.get_items()) == ITEMS[:1]
+    assert run(a.get_items(limit=3)) == ITEMS[-3:]
+    # A new object on the same session id (another process, later) finds the same history.
+    assert run(CtxStoreSession("alpha", store).get_items()) == ITEMS
+    assert run(a.pop_item()) == ITEMS[-1]
+    run(a.clear_session())
+    assert run(a.get_items()) == [] and run(a.pop_item()) is None
+    assert run(b.get_items()) == ITEMS[:1]
+    types = [h.type for h in store.history(a.context_id)]
+    assert types == ["create", "insert", "delete", "delete"]  # every change is audited
+
+
+def test_concurrent_adds_lose_nothing(store):
+    def adder(n: int) -> None:
+        session = CtxStoreSession("shared", store)
+        for i in range(15):
+            run(session.add_items([{"role": "user", "content": f"{n}:{i}"}]))
+
+    threads = [threading.Thread(target=adder, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    items = run(CtxStoreSession("shared", store).get_items())
+    assert sorted(i["content"] for i in items) == sorted(
+        f"{n}:{i}" for n in range(6) for i in range(15)
+    )
+    for n in range(6):  # each writer's items in its own order
+        mine = [i["content"] for i in items if i["content"].startswith(f"{n}:")]
+        assert mine == [f"{n}:{i}" for i in range(15)]
+
+
+class ScriptedModel(Model):
+    """Calls the weather tool once, then answers; remembers what it was given."""
+
+    def __init__(self) -> None:
+        self.inputs: list[Any] = []
+
+    async def get_response(self, system_instructions, input, model_settings, tools,
+                           output_schema, handoffs, tracing, **_: Any) -> ModelResponse:  # fmt: skip
+        self.inputs.append(input)
+        tool_done = (
+            isinstance(input, list) and input and input[-1].get("type") == "function_call_output"
+        )
+        if not tool_done:
+            call_id = f"call_{len(self.inputs)}"
+            out: list[Any] = [ResponseFunctionToolCall(
+                type="function_call", call_id=call_id, name="weather",
+                arguments='{"city": "Paris"}', id=f"fc_{len(self.inputs)}", status="completed",
+            )]  # fmt: skip
+        else:
+            out = [ResponseOutputMessage(
+                id=f"msg_{len(self.inputs)}", type="message", role="assistant", status="completed",
+                content=[ResponseOutputText(type="output_text", text="Sunny.", annotations=[])],
+            )]  # fmt: skip
+        return ModelResponse(output=out, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any):  # pragma: no cover - not used
+        raise NotImplementedError
+
+
+@function_tool
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return f"22°C in {city}"
+
+
+def test_the_sdks_runner_works_unchanged(store):
+    model = ScriptedModel()
+    agent = Agent(name="helper", instructions="Help.", model=model, tools=[weather])
+    session = CtxStoreSession("run-1", store)
+    first = run(Runner.run(agent, "Weather in Paris?", session=session))
+    assert first.final_output == "Sunny."
+    second = run(Runner.run(agent, "And tomorrow?", session=session))
+    assert second.final_output == "Sunny."
+    items = run(session.get_items())
+    kinds = [i.get("type", "message") for i in items]
+    assert kinds.count("function_call") == 2 and kinds.count("function_call_output") == 2
+    # The second run's first model call saw the whole first run from the session.
+    seen = model.inputs[2]
+    assert [i.get("content") for i in seen if i.get("role") == "user"] == [
+        "Weather in Paris?",
+        "And tomorrow?",
+    ]
+    # And the same run on the SDK's own SQLite session stores the same items.
+    theirs = SQLiteSession("run-1")
+    model2 = ScriptedModel()
+    agent2 = Agent(name="helper", instructions="Help.", model=model2, tools=[weather])
+    run(Runner.run(agent2, "Weather in Paris?", session=theirs))
+    run(Runner.run(agent2, "And tomorrow?", session=theirs))
+    assert run(theirs.get_items()) == items
+
+
+class FakeCompactClient:
+    def __init__(self, output: list[dict[str, Any]]) -> None:
+        self.seen: list[Any] = []
+
+        async def compact(**kwargs: Any) -> Any:
+            self.seen.append(kwargs)
+            return SimpleNamespace(output=output, usage=None)
+
+        self.responses = SimpleNamespace(compact=compact)
+
+
+def test_sdk_compaction_is_recorded_as_one_compress_event(store):
+    inner = CtxStoreSession("compacted", store)
+    run(inner.add_items(ITEMS))
+    output = [
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": "opaque"},
+        {"role": "user", "content": "What's the weather in Paris?"},
+    ]
+    client = FakeCompactClient(output)
+    wrapped = OpenAIResponsesCompactionSession(
+        "compacted",
+        inner,
+        client=client,
+        compaction_mode="input",
+    )
+    before = store.visible(inner.context_id).version
+    run(wrapped.run_compaction({"force": True}))
+    assert client.seen, "the compaction API was called"
+    history = store.history(inner.context_id)
+    assert [h.type for h in history if h.version > before] == ["compress"]
+    got = run(inner.get_items())
+    assert [i.get("type") for i in got][:1] == ["compaction"] and len(got) == len(output)
+    # The items before compaction are still in the event log: replay shows them.
+    assert len(store.visible(inner.context_id, at_version=before).messages) == len(ITEMS)
+    # pop takes the newest item out of the summary, as with any other backend.
+    assert run(inner.pop_item()) == got[-1]
+    assert run(inner.get_items()) == got[:-1]
