@@ -308,3 +308,28 @@ def test_openapi_is_served_at_a_stable_path(service):
         assert path in paths
     assert {"delete", "replace", "compress", "batch-start", "batch-end", "fork", "compact",
             "history", "diff"} <= {p.rsplit("/", 1)[-1] for p in paths}  # fmt: skip
+
+
+def test_sdk_integrations_work_through_the_client(service):
+    import asyncio
+
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from ctxstore.adapters.integrations.agents_session import CtxStoreSession
+    from ctxstore.adapters.integrations.langchain_history import CtxStoreChatMessageHistory
+
+    acme, globex = service.client(), service.client("token-globex")
+    session = CtxStoreSession("s-1", acme)
+    asyncio.run(
+        session.add_items([USER, {"type": "function_call_output", "call_id": "c", "output": "1"}])
+    )
+    assert asyncio.run(session.get_items(limit=1)) == [
+        {"type": "function_call_output", "call_id": "c", "output": "1"}
+    ]
+    # The same session id under another tenant is another context.
+    assert asyncio.run(CtxStoreSession("s-1", globex).get_items()) == []
+    assert service.store.tenant_of(session.context_id) == "acme"
+    history = CtxStoreChatMessageHistory("t-1", acme)
+    sent = [HumanMessage("hi", id="1"), AIMessage("hello", id="2")]
+    history.add_messages(sent)
+    assert CtxStoreChatMessageHistory("t-1", acme).messages == sent
