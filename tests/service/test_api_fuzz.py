@@ -38,7 +38,7 @@ def api_schema(durable_url):
         store.insert(cid, {"role": "assistant", "content": "It is sunny."})
         app = create_app(store, ServiceConfig(tokens={"fuzz-token": "fuzz"}, max_body_bytes=65536))
         schema = schemathesis.openapi.from_asgi("/openapi.json", app)
-        schema.live_context = str(cid)  # type: ignore[attr-defined]
+        schema.live_context = str(cid)
         yield schema
 
 
