@@ -488,5 +488,6 @@ def main() -> None:
 
 # The audit and debugging commands register after these, so `--help` lists them last.
 from ctxstore.adapters.cli_audit import render_change, show_call
+from ctxstore.adapters.cli_serve import serve
 
-__all__ = ["app", "main"]
+__all__ = ["app", "main", "serve"]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 from typing import Annotated
 
 import typer
 
-from ctxstore.adapters.cli_common import app, err, handles_errors, open_store
+from ctxstore.adapters.cli_common import app, err, handles_errors, open_store, state
 from ctxstore.adapters.settings import redact
 
 
@@ -25,6 +26,9 @@ def _loopback(host: str) -> bool:
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Worker processes (each with its own store connection).")
+    ] = 1,
     log_level: Annotated[str, typer.Option(help="uvicorn's log level.")] = "info",
     allow_anonymous: Annotated[
         bool,
@@ -34,16 +38,26 @@ def serve(
     """Serve the store over HTTP (OpenAPI at /openapi.json). Tokens: CTXSTORE_SERVICE__TOKENS."""
     import uvicorn
 
-    from ctxstore.adapters.service import create_app
-
-    with open_store() as store:
+    with open_store() as store:  # fail here, with a clear message, if it cannot be opened
         config = store.settings.service
-        if not config.tokens and not _loopback(host) and not allow_anonymous:
-            err.print(
-                f"[red]refusing to serve {host} without tokens[/red]: set "
-                'CTXSTORE_SERVICE__TOKENS=\'{"<token>": "<tenant>"}\' or pass --allow-anonymous'
-            )
-            raise typer.Exit(1)
-        mode = f"{len(set(config.tokens.values()))} tenant(s)" if config.tokens else "no auth"
-        err.print(f"ctxstore serving {redact(store.url)} on http://{host}:{port} ({mode})")
-        uvicorn.run(create_app(store), host=host, port=port, log_level=log_level)
+        url = store.url
+    if not config.tokens and not _loopback(host) and not allow_anonymous:
+        err.print(
+            f"[red]refusing to serve {host} without tokens[/red]: set "
+            'CTXSTORE_SERVICE__TOKENS=\'{"<token>": "<tenant>"}\' or pass --allow-anonymous'
+        )
+        raise typer.Exit(1)
+    mode = f"{len(set(config.tokens.values()))} tenant(s)" if config.tokens else "no auth"
+    err.print(
+        f"ctxstore serving {redact(url)} on http://{host}:{port} ({mode}, {workers} worker(s))"
+    )
+    if state.url:
+        os.environ["CTXSTORE_URL"] = state.url  # the workers open the store the option named
+    uvicorn.run(
+        "ctxstore.adapters.service.app:app_from_settings",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        log_level=log_level,
+    )

@@ -59,6 +59,7 @@ class CtxStoreClient:
         actor: str | None = None,
         timeout: float = 30.0,
         retries: int = 3,
+        idempotency_keys: bool = True,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         headers = {"Accept": "application/json"}
@@ -67,6 +68,9 @@ class CtxStoreClient:
         if actor is not None:
             headers["X-Ctxstore-Actor"] = actor
         self.retries = retries
+        # Without keys a POST is sent once: resending it after a network failure could
+        # write twice.
+        self.idempotency_keys = idempotency_keys
         self.http = httpx.Client(
             base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
         )
@@ -83,12 +87,13 @@ class CtxStoreClient:
         headers: dict[str, str] | None = None,
     ) -> httpx.Response:
         query = {k: v for k, v in (params or {}).items() if v is not None}
-        for attempt in range(self.retries + 1):
+        safe = method == "GET" or "Idempotency-Key" in (headers or {})
+        for attempt in range(self.retries + 1 if safe else 1):
             try:
                 response = self.http.request(method, path, json=json, params=query, headers=headers)
             except httpx.TransportError:
                 # Safe to resend: reads change nothing, and writes carry an idempotency key.
-                if attempt == self.retries:
+                if not safe or attempt == self.retries:
                     raise
                 time.sleep(0.05 * 2**attempt)
                 continue
@@ -120,7 +125,7 @@ class CtxStoreClient:
         if_match: int | None = None,
         key: str | None = None,
     ) -> M:
-        headers = {"Idempotency-Key": key or uuid.uuid4().hex}
+        headers = self._key(key)
         if if_match is not None:
             headers["If-Match"] = f'"{if_match}"'
         clean = None if body is None else {k: v for k, v in body.items() if v is not None}
@@ -133,6 +138,11 @@ class CtxStoreClient:
         return TypeAdapter(list[item]).validate_python(  # type: ignore[valid-type]
             self._send("GET", path, params=params).json()
         )
+
+    def _key(self, given: str | None) -> dict[str, str]:
+        if given is not None:
+            return {"Idempotency-Key": given}
+        return {"Idempotency-Key": uuid.uuid4().hex} if self.idempotency_keys else {}
 
     @staticmethod
     def _ctx(context_id: UUID | str) -> str:
@@ -157,7 +167,7 @@ class CtxStoreClient:
             "POST",
             "/v1/contexts",
             json={k: v for k, v in body.items() if v is not None},
-            headers={"Idempotency-Key": idempotency_key or uuid.uuid4().hex},
+            headers=self._key(idempotency_key),
         )
         return UUID(response.json()["context_id"])
 
@@ -307,7 +317,7 @@ class CtxStoreClient:
             "POST",
             f"{self._ctx(context_id)}/fork",
             json={k: v for k, v in body.items() if v is not None},
-            headers={"Idempotency-Key": idempotency_key or uuid.uuid4().hex},
+            headers=self._key(idempotency_key),
         )
         return UUID(response.json()["context_id"])
 

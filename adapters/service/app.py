@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response
+from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response, Security
 from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ctxstore.adapters.audit import catch_up
 from ctxstore.adapters.chain import Verification
@@ -54,18 +55,21 @@ from ctxstore.projections.visible import BatchFrame, VisibleContext
 API = "/v1"
 
 
+BEARER = HTTPBearer(auto_error=False, description="a token from CTXSTORE_SERVICE__TOKENS")
+
+
 def caller(
     request: Request,
-    authorization: Annotated[str | None, Header()] = None,
-    actor: Annotated[
-        str | None,
-        Header(alias=ACTOR_HEADER, description="who acts, recorded under the tenant"),
-    ] = None,
+    _: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
 ) -> Caller:
-    """The tenant a request's bearer token names; 401 without a valid one."""
+    """The tenant a request's bearer token names; 401 without a valid one.
+
+    `X-Ctxstore-Actor` names who acts; it is recorded under the tenant.
+    """
     tokens: Tokens = request.app.state.tokens
+    headers = request.headers
     try:
-        return tokens.caller(authorization, actor)
+        return tokens.caller(headers.get("authorization"), headers.get(ACTOR_HEADER))
     except NotAuthenticatedError as exc:
         raise Unauthorized(str(exc)) from None
 
@@ -79,8 +83,19 @@ IfMatch = Annotated[
 ETAG = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
 
 
-def create_app(store: ContextStore, config: ServiceConfig | None = None) -> FastAPI:
-    """The service over one store (which the caller opens and closes)."""
+def app_from_settings() -> FastAPI:
+    """The service over the store CTXSTORE_URL names (uvicorn's factory: one per worker)."""
+    store = ContextStore.from_url()
+    return create_app(store, on_close=store.close)
+
+
+def create_app(
+    store: ContextStore,
+    config: ServiceConfig | None = None,
+    *,
+    on_close: Callable[[], None] | None = None,
+) -> FastAPI:
+    """The service over one store (closed by the caller, or by `on_close` at shutdown)."""
     config = config or store.settings.service
     tokens = Tokens(config.tokens)
     keys = idempotency_keys(
@@ -89,6 +104,7 @@ def create_app(store: ContextStore, config: ServiceConfig | None = None) -> Fast
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        store.tokenizers.counter(store.settings.encoding)  # loaded now, not on a request
         # Keep the audit index current, so audit reads only read.
         stop = threading.Event()
         refresher = None
@@ -104,6 +120,8 @@ def create_app(store: ContextStore, config: ServiceConfig | None = None) -> Fast
             stop.set()
             if refresher is not None:
                 refresher.join(timeout=10)
+            if on_close is not None:
+                on_close()
 
     app = FastAPI(
         title="ctxstore",
