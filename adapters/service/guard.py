@@ -23,6 +23,12 @@ KEY_HEADER = b"idempotency-key"
 REPLAYED_HEADERS = ("content-type", "etag", "location")
 
 
+def _json(kind: bytes) -> bool:
+    return kind == b"application/json" or (
+        kind.startswith(b"application/") and kind.endswith(b"+json")
+    )
+
+
 class RequestGuard:
     def __init__(
         self, app: ASGIApp, *, max_body: int, tokens: Tokens, keys: IdempotencyKeys
@@ -53,6 +59,16 @@ class RequestGuard:
             if len(body) > self.max_body:
                 await self._reject(scope, receive, send, 413, "too-large", self._too_large())
                 return
+
+        kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        if body and scope["method"] in ("POST", "PUT", "PATCH") and not _json(kind):
+            detail = (
+                f"send JSON with Content-Type: application/json, not {kind.decode('latin-1')!r}"
+                if kind
+                else "send JSON with Content-Type: application/json"
+            )
+            await self._reject(scope, receive, send, 415, "unsupported-media-type", detail)
+            return
 
         async def replay_body() -> Message:
             nonlocal body

@@ -58,3 +58,12 @@ def service(durable_url: str) -> Iterator[Service]:
     with ContextStore.from_url(durable_url) as store:
         for url in serve(store, config):
             yield Service(url, store)
+
+
+@pytest.fixture
+def sqlite_service(tmp_path) -> Iterator[Service]:
+    """A service on a fresh SQLite file with the README's token."""
+    config = ServiceConfig(tokens={"tok-acme": "acme"}, audit_refresh_seconds=0.2)
+    with ContextStore.from_url(f"sqlite:///{tmp_path / 'readme.db'}") as store:
+        for url in serve(store, config):
+            yield Service(url, store)

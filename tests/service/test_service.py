@@ -276,6 +276,17 @@ def test_problems_are_precise_and_write_nothing(service):
             "too-large",
         ),
         (raw(service, "DELETE", f"/v1/contexts/{cid}"), 405, "method-not-allowed"),
+        (
+            raw(
+                service,
+                "POST",
+                f"/v1/contexts/{cid}/insert",
+                content=b'{"messages": []}',
+                headers={"content-type": "application/x-www-form-urlencoded"},
+            ),
+            415,
+            "unsupported-media-type",
+        ),
         (raw(service, "GET", "/v1/nowhere"), 404, "not-found"),
     ]
     for response, status, slug in cases:
