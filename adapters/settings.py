@@ -41,6 +41,8 @@ class ServiceConfig(BaseModel):
     idempotency_pending_seconds: int = Field(default=300, ge=1)
     # Seconds between catch-ups of the audit index (0: only when an audit is read).
     audit_refresh_seconds: float = Field(default=1.0, ge=0)
+    threads: int = Field(default=32, ge=1, description="requests served at once per worker")
+    telemetry: bool = Field(default=False, description="FastAPI's OpenTelemetry instrumentation")
 
 
 class Settings(BaseSettings):

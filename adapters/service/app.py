@@ -8,17 +8,20 @@ store. Commands answer the `Written` result with `ETag: "<version>"`; `If-Match`
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import re
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, ParamSpec, TypeVar
 from uuid import UUID
 
-from fastapi import Depends, FastAPI, Header, Path, Query, Request, Response, Security
+from fastapi import Depends, FastAPI, Path, Query, Request, Response
 from fastapi.responses import JSONResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.telemetry import TelemetryConfig
 
 from ctxstore.adapters.audit import catch_up
 from ctxstore.adapters.chain import Verification
@@ -27,6 +30,7 @@ from ctxstore.adapters.service import problems
 from ctxstore.adapters.service.auth import ACTOR_HEADER, Caller, NotAuthenticatedError, Tokens
 from ctxstore.adapters.service.guard import RequestGuard
 from ctxstore.adapters.service.idempotency import idempotency_keys
+from ctxstore.adapters.service.openapi import document_headers
 from ctxstore.adapters.service.schemas import (
     BatchEndBody,
     Command,
@@ -55,21 +59,18 @@ from ctxstore.projections.visible import BatchFrame, VisibleContext
 API = "/v1"
 
 
-BEARER = HTTPBearer(auto_error=False, description="a token from CTXSTORE_SERVICE__TOKENS")
+async def caller(request: Request) -> Caller:
+    """The tenant a request's bearer token names (401 without a valid one), the actor
+    `X-Ctxstore-Actor` names, and the request's If-Match.
 
-
-def caller(
-    request: Request,
-    _: Annotated[HTTPAuthorizationCredentials | None, Security(BEARER)] = None,
-) -> Caller:
-    """The tenant a request's bearer token names; 401 without a valid one.
-
-    `X-Ctxstore-Actor` names who acts; it is recorded under the tenant.
+    Headers are read here rather than declared one by one: FastAPI's per-parameter work is
+    most of a small request's cost. The OpenAPI description documents them (see openapi()).
     """
     tokens: Tokens = request.app.state.tokens
     headers = request.headers
     try:
-        return tokens.caller(headers.get("authorization"), headers.get(ACTOR_HEADER))
+        found = tokens.caller(headers.get("authorization"), headers.get(ACTOR_HEADER))
+        return found.with_if_match(headers.get("if-match"))
     except NotAuthenticatedError as exc:
         raise Unauthorized(str(exc)) from None
 
@@ -77,9 +78,11 @@ def caller(
 # Module level: FastAPI resolves these annotations by name in the module's globals.
 Who = Annotated[Caller, Depends(caller)]
 ContextId = Annotated[str, Path(description="the context's UUID")]
-IfMatch = Annotated[
-    str | None, Header(alias="if-match", description='"<version>": write only at it')
-]
+NO_TELEMETRY: TelemetryConfig = {
+    "tracing": False, "metrics": False, "logs": False, "operation_spans": False
+}  # fmt: skip
+P = ParamSpec("P")
+R = TypeVar("R")
 ETAG = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
 
 
@@ -120,6 +123,7 @@ def create_app(
             stop.set()
             if refresher is not None:
                 refresher.join(timeout=10)
+            pool.shutdown(wait=True)
             if on_close is not None:
                 on_close()
 
@@ -134,10 +138,29 @@ def create_app(
         docs_url=None,  # the interactive pages load scripts from a CDN; the JSON is enough
         redoc_url=None,
         lifespan=lifespan,
+        # FastAPI's own OpenTelemetry spans cost about a tenth of a request; opt in.
+        telemetry=None if config.telemetry else NO_TELEMETRY,
     )
     app.state.tokens = tokens
+    # Routes run on this pool: cheaper per request than the framework's own thread hop.
+    pool = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="ctxstore-http")
+
+    def pooled(fn: Callable[P, R]) -> Callable[P, Awaitable[R]]:
+        """A blocking route as an async one that runs on the pool (FastAPI reads the
+        signature of `fn` through functools.wraps)."""
+
+        @functools.wraps(fn)
+        async def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            call = functools.partial(fn, *args, **kwargs)
+            return await asyncio.get_running_loop().run_in_executor(pool, call)
+
+        return run
+
     problems.install(app)
-    app.add_middleware(RequestGuard, max_body=config.max_body_bytes, tokens=tokens, keys=keys)
+    document_headers(app)
+    app.add_middleware(
+        RequestGuard, max_body=config.max_body_bytes, tokens=tokens, keys=keys, pool=pool
+    )
 
     def owned(who: Caller, context_id: str) -> UUID:
         """The context's id if the caller may see it; else 404, as for one that does not exist."""
@@ -147,20 +170,24 @@ def create_app(
             raise ContextNotFoundError(f"no context with id {cid}")
         return cid
 
-    def written(response: Response, result: Written) -> Written:
-        response.headers["ETag"] = f'"{result.version}"'
-        return result
+    def written(result: Written) -> Response:
+        """The command's result, serialized once, with the context's new version as ETag."""
+        return Response(
+            result.model_dump_json(), media_type="application/json",
+            headers={"ETag": f'"{result.version}"'},
+        )  # fmt: skip
 
     # ---- service ------------------------------------------------------------------------
 
     @app.get("/health", response_model=Health, tags=["service"])
-    def health() -> Health:
+    async def health() -> Health:
         """Liveness: answers without authentication."""
         return Health(status="ok", backend=store.url.split(":", 1)[0])
 
     # ---- contexts -----------------------------------------------------------------------
 
     @app.post(f"{API}/contexts", status_code=201, response_model=Created, tags=["contexts"])
+    @pooled
     def create(body: CreateBody, who: Who, response: Response) -> Created:
         """Create an empty context."""
         cid = store.create(
@@ -172,6 +199,7 @@ def create_app(
         return Created(context_id=cid, version=1)
 
     @app.post(f"{API}/contexts/by-key", response_model=Created, tags=["contexts"])
+    @pooled
     def context_for_key(body: KeyBody, who: Who) -> Created:
         """The context your own key names (e.g. a session id), created on first use."""
         cid = store.context_for_key(
@@ -181,6 +209,7 @@ def create_app(
         return Created(context_id=cid, version=store.visible(cid).version)
 
     @app.get(f"{API}/contexts", response_model=list[ContextSummary], tags=["contexts"])
+    @pooled
     def list_contexts(
         who: Who,
         search: Annotated[str | None, Query(max_length=200)] = None,
@@ -192,6 +221,7 @@ def create_app(
         return store.contexts(limit=limit, tenant=who.tenant, search=search)
 
     @app.get(f"{API}/contexts/{{context_id}}", response_model=VisibleContext, tags=["reads"])
+    @pooled
     def visible(
         context_id: ContextId,
         who: Who,
@@ -222,103 +252,96 @@ def create_app(
         return version
 
     @app.post(f"{API}/contexts/{{context_id}}/insert", response_model=Written, tags=["commands"])
+    @pooled
     def insert(
         context_id: ContextId,
         body: InsertBody,
         who: Who,
-        response: Response,
-        if_match: IfMatch = None,
-    ) -> Written:
+    ) -> Response:
         """Append messages, or place them after a visible message."""
         cid = owned(who, context_id)
-        return written(response, store.insert(
+        return written(store.insert(
             cid, body.messages, after=body.after, actor=who.actor,
-            expected_version=expected(body, if_match),
+            expected_version=expected(body, who.if_match),
         ))  # fmt: skip
 
     @app.post(f"{API}/contexts/{{context_id}}/delete", response_model=Written, tags=["commands"])
+    @pooled
     def delete(
         context_id: ContextId,
         body: DeleteBody,
         who: Who,
-        response: Response,
-        if_match: IfMatch = None,
-    ) -> Written:
+    ) -> Response:
         """Hide visible messages (a tool call goes with its results)."""
         cid = owned(who, context_id)
-        return written(response, store.delete(
-            cid, body.ids, actor=who.actor, expected_version=expected(body, if_match)
+        return written(store.delete(
+            cid, body.ids, actor=who.actor, expected_version=expected(body, who.if_match)
         ))  # fmt: skip
 
     @app.post(f"{API}/contexts/{{context_id}}/replace", response_model=Written, tags=["commands"])
+    @pooled
     def replace(
         context_id: ContextId,
         body: ReplaceBody,
         who: Who,
-        response: Response,
-        if_match: IfMatch = None,
-    ) -> Written:
+    ) -> Response:
         """Give a visible message new content under the same id."""
         cid = owned(who, context_id)
-        return written(response, store.replace(
+        return written(store.replace(
             cid, body.id, body.message, actor=who.actor,
-            expected_version=expected(body, if_match),
+            expected_version=expected(body, who.if_match),
         ))  # fmt: skip
 
     @app.post(f"{API}/contexts/{{context_id}}/compress", response_model=Written, tags=["commands"])
+    @pooled
     def compress(
         context_id: ContextId,
         body: CompressBody,
         who: Who,
-        response: Response,
-        if_match: IfMatch = None,
-    ) -> Written:
+    ) -> Response:
         """Put one summary in place of a contiguous run of visible messages."""
         cid = owned(who, context_id)
-        return written(response, store.compress(
+        return written(store.compress(
             cid, body.ids, body.summary, stats=body.stats, actor=who.actor,
-            expected_version=expected(body, if_match),
+            expected_version=expected(body, who.if_match),
         ))  # fmt: skip
 
     @app.post(
         f"{API}/contexts/{{context_id}}/batch-start", response_model=Written, tags=["commands"]
     )
+    @pooled
     def batch_start(
         context_id: ContextId,
         who: Who,
-        response: Response,
-        if_match: IfMatch = None,
         body: Command | None = None,
-    ) -> Written:
+    ) -> Response:
         """Open a batch: a point to roll back to."""
         cid = owned(who, context_id)
-        return written(response, store.batch_start(
-            cid, actor=who.actor, expected_version=expected(body or Command(), if_match)
+        return written(store.batch_start(
+            cid, actor=who.actor, expected_version=expected(body or Command(), who.if_match)
         ))  # fmt: skip
 
     @app.post(f"{API}/contexts/{{context_id}}/batch-end", response_model=Written, tags=["commands"])
+    @pooled
     def batch_end(
         context_id: ContextId,
         who: Who,
-        response: Response,
-        if_match: IfMatch = None,
         body: BatchEndBody | None = None,
-    ) -> Written:
+    ) -> Response:
         """Close batches: roll back to where the batch opened, unless keep."""
         cid = owned(who, context_id)
         body = body or BatchEndBody()
-        return written(response, store.batch_end(
+        return written(store.batch_end(
             cid, body.to, keep=body.keep, actor=who.actor,
-            expected_version=expected(body, if_match),
+            expected_version=expected(body, who.if_match),
         ))  # fmt: skip
 
     @app.post(f"{API}/contexts/{{context_id}}/usage", response_model=Written, tags=["commands"])
-    def record_usage(
-        context_id: ContextId, body: UsageBody, who: Who, response: Response
-    ) -> Written:
+    @pooled
+    def record_usage(context_id: ContextId, body: UsageBody, who: Who) -> Response:
         """Record what a provider billed for a call, and what was sent."""
         cid = owned(who, context_id)
-        return written(response, store.record_usage(
+        return written(store.record_usage(
             cid, model=body.model, prompt_tokens=body.prompt_tokens,
             completion_tokens=body.completion_tokens, version=body.version,
             counted_tokens=body.counted_tokens, sent=body.sent, actor=who.actor,
@@ -331,6 +354,7 @@ def create_app(
         response_model=list[HistoryEntry],
         tags=["reads"],
     )
+    @pooled
     def history(
         context_id: ContextId,
         who: Who,
@@ -350,11 +374,13 @@ def create_app(
     @app.get(
         f"{API}/contexts/{{context_id}}/batches", response_model=list[BatchFrame], tags=["reads"]
     )
+    @pooled
     def batches(context_id: ContextId, who: Who) -> list[BatchFrame]:
         """The open batches, lowest first."""
         return store.batches(owned(who, context_id))
 
     @app.get(f"{API}/contexts/{{context_id}}/diff", response_model=Diff, tags=["reads"])
+    @pooled
     def diff(
         context_id: ContextId,
         who: Who,
@@ -365,16 +391,19 @@ def create_app(
         return store.diff(owned(who, context_id), from_version, to_version)
 
     @app.get(f"{API}/contexts/{{context_id}}/calls", response_model=list[ModelCall], tags=["reads"])
+    @pooled
     def calls(context_id: ContextId, who: Who) -> list[ModelCall]:
         """Recorded model calls, each with exactly the messages sent."""
         return store.calls(owned(who, context_id))
 
     @app.get(f"{API}/contexts/{{context_id}}/verify", response_model=Verification, tags=["reads"])
+    @pooled
     def verify(context_id: ContextId, who: Who) -> Verification:
         """Check the context's hash chain."""
         return store.verify(owned(who, context_id))
 
     @app.get(f"{API}/audit", response_model=AuditPage, tags=["reads"])
+    @pooled
     def audit(
         who: Who,
         since: Annotated[datetime | None, Query(description="ISO 8601 with a zone")] = None,
@@ -400,6 +429,7 @@ def create_app(
         response_model=Created,
         tags=["commands"],
     )
+    @pooled
     def fork(context_id: ContextId, body: ForkBody, who: Who, response: Response) -> Created:
         """A new context starting as a copy of this one's visible context (at a version)."""
         cid = owned(who, context_id)
@@ -411,6 +441,7 @@ def create_app(
         return Created(context_id=new, version=store.visible(new).version)
 
     @app.post(f"{API}/contexts/{{context_id}}/prompt", response_model=Prompt, tags=["reads"])
+    @pooled
     def build_prompt(context_id: ContextId, body: PromptBody, who: Who) -> Prompt:
         """What to send under a token budget, and what was left out and why."""
         cid = owned(who, context_id)
@@ -422,6 +453,7 @@ def create_app(
     @app.post(
         f"{API}/contexts/{{context_id}}/compact", response_model=Compaction, tags=["commands"]
     )
+    @pooled
     def compact(context_id: ContextId, who: Who, body: CompactBody | None = None) -> Compaction:
         """Summarize the older half of the rounds since the latest summary."""
         cid = owned(who, context_id)

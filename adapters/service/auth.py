@@ -7,7 +7,7 @@ single user on loopback; `ctxstore serve` refuses other addresses then).
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ctxstore.domain.errors import CtxStoreError
 
@@ -24,6 +24,10 @@ class Caller:
 
     tenant: str | None
     claimed_actor: str | None
+    if_match: str | None = None  # the request's precondition, for the write it asks for
+
+    def with_if_match(self, if_match: str | None) -> Caller:
+        return self if if_match is None else replace(self, if_match=if_match)
 
     @property
     def actor(self) -> str | None:

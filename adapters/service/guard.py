@@ -8,11 +8,14 @@ replayed to every retry with the same key and fingerprint (`Idempotent-Replayed:
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import hashlib
 import json
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
-from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ctxstore.adapters.service.auth import ACTOR_HEADER, NotAuthenticatedError, Tokens
@@ -20,6 +23,7 @@ from ctxstore.adapters.service.idempotency import IdempotencyKeys
 from ctxstore.adapters.service.problems import problem
 
 KEY_HEADER = b"idempotency-key"
+T = TypeVar("T")
 REPLAYED_HEADERS = ("content-type", "etag", "location")
 
 
@@ -31,12 +35,23 @@ def _json(kind: bytes) -> bool:
 
 class RequestGuard:
     def __init__(
-        self, app: ASGIApp, *, max_body: int, tokens: Tokens, keys: IdempotencyKeys
+        self,
+        app: ASGIApp,
+        *,
+        max_body: int,
+        tokens: Tokens,
+        keys: IdempotencyKeys,
+        pool: ThreadPoolExecutor,
     ) -> None:
         self.app = app
         self.max_body = max_body
         self.tokens = tokens
         self.keys = keys
+        self.pool = pool
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        call = functools.partial(fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, call)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -95,7 +110,7 @@ class RequestGuard:
         fingerprint = hashlib.sha256(
             b"\0".join([b"POST", path.encode(), scope.get("query_string", b""), bytes(body)])
         ).hexdigest()
-        held = await run_in_threadpool(self.keys.claim, caller.scope, text, fingerprint)
+        held = await self._run(self.keys.claim, caller.scope, text, fingerprint)
         if held is not None:
             await self._answer_held(scope, receive, send, held.fingerprint == fingerprint, held)
             return
@@ -107,7 +122,7 @@ class RequestGuard:
         try:
             await self.app(scope, replay_body, capture)
         except BaseException:
-            await run_in_threadpool(self.keys.release, caller.scope, text)
+            await self._run(self.keys.release, caller.scope, text)
             raise
         start = next(m for m in sent if m["type"] == "http.response.start")
         status = int(start["status"])
@@ -121,9 +136,9 @@ class RequestGuard:
                 m.get("body", b"") for m in sent if m["type"] == "http.response.body"
             )
             record = json.dumps({"headers": kept, "body": payload.decode("utf-8")}).encode()
-            await run_in_threadpool(self.keys.complete, caller.scope, text, status, record)
+            await self._run(self.keys.complete, caller.scope, text, status, record)
         else:
-            await run_in_threadpool(self.keys.release, caller.scope, text)
+            await self._run(self.keys.release, caller.scope, text)
         for m in sent:
             await send(m)
 

@@ -3,7 +3,7 @@
 A key is claimed before the request runs (a row with no status), and the response is stored
 when it succeeds; a request that fails writes nothing, so its claim is released and a retry
 runs again. Keys live in the store's own database, so every service instance sharing it
-honours them, and they survive a restart. A claim whose request never finished (the process
+honours them, and they survive a restart. Each step is one statement. A claim whose request never finished (the process
 died) is taken as lost after `pending_seconds`: the retry then runs again, which is the one
 case where a write could repeat — ctxstore cannot tell whether the lost request committed.
 """
@@ -55,6 +55,22 @@ class IdempotencyKeys(ABC):
         return now - self.ttl, now - self.pending
 
 
+# One statement claims a key: a new row, or an expired one taken over; nothing returned
+# means a live request holds it (then, rarely, a second statement reads what it left).
+CLAIM = (
+    "INSERT INTO {table} (tenant, key, fingerprint, created) VALUES ({m}, {m}, {m}, {m}) "
+    "ON CONFLICT (tenant, key) DO UPDATE SET fingerprint = excluded.fingerprint, "
+    "status = NULL, body = NULL, created = excluded.created "
+    "WHERE ({table}.status IS NOT NULL AND {table}.created < {m}) "
+    "OR ({table}.status IS NULL AND {table}.created < {m}) RETURNING 1"
+)
+HELD = "SELECT fingerprint, status, body FROM {table} WHERE tenant = {m} AND key = {m}"
+COMPLETE = (
+    "UPDATE {table} SET status = {m}, body = {m}, created = {m} WHERE tenant = {m} AND key = {m}"
+)
+RELEASE = "DELETE FROM {table} WHERE tenant = {m} AND key = {m} AND status IS NULL"
+
+
 class SQLiteIdempotencyKeys(IdempotencyKeys):
     def __init__(self, datastore: SQLiteDatastore, ttl: float, pending: float) -> None:
         super().__init__(ttl, pending)
@@ -65,109 +81,78 @@ class SQLiteIdempotencyKeys(IdempotencyKeys):
                 "key TEXT NOT NULL, fingerprint TEXT NOT NULL, status INTEGER, body BLOB, "
                 "created REAL NOT NULL, PRIMARY KEY (tenant, key))"
             )
+        self.sql = {
+            name: text.format(table="ctxstore_idempotency", m="?")
+            for name, text in (
+                ("claim", CLAIM), ("held", HELD), ("complete", COMPLETE), ("release", RELEASE)
+            )
+        }  # fmt: skip
+
+    def _one(self, statement: str, params: tuple[Any, ...]) -> Any:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(self.sql[statement], params)
+            return c.fetchone()
 
     def claim(self, tenant: str, key: str, fingerprint: str) -> Claimed | None:
         done_before, pending_before = self._expired_before()
-        with self.datastore.transaction(commit=True) as c:
-            c.execute(
-                "DELETE FROM ctxstore_idempotency WHERE tenant = ? AND key = ? AND "
-                "((status IS NOT NULL AND created < ?) OR (status IS NULL AND created < ?))",
-                (tenant, key, done_before, pending_before),
-            )
-            c.execute(
-                "INSERT OR IGNORE INTO ctxstore_idempotency (tenant, key, fingerprint, created) "
-                "VALUES (?, ?, ?, ?)",
-                (tenant, key, fingerprint, time.time()),
-            )
-            if c.sqlite_cursor.rowcount == 1:
-                return None
-            c.execute(
-                "SELECT fingerprint, status, body FROM ctxstore_idempotency "
-                "WHERE tenant = ? AND key = ?",
-                (tenant, key),
-            )
-            row = c.fetchone()
+        params = (tenant, key, fingerprint, time.time(), done_before, pending_before)
+        if self._one("claim", params) is not None:
+            return None
+        row = self._one("held", (tenant, key))
+        if row is None:  # released in between: try again
+            return self.claim(tenant, key, fingerprint)
         return Claimed(row[0], row[1], row[2])
 
     def complete(self, tenant: str, key: str, status: int, body: bytes) -> None:
-        with self.datastore.transaction(commit=True) as c:
-            c.execute(
-                "UPDATE ctxstore_idempotency SET status = ?, body = ?, created = ? "
-                "WHERE tenant = ? AND key = ?",
-                (status, body, time.time(), tenant, key),
-            )
+        self._one("complete", (status, body, time.time(), tenant, key))
 
     def release(self, tenant: str, key: str) -> None:
-        with self.datastore.transaction(commit=True) as c:
-            c.execute(
-                "DELETE FROM ctxstore_idempotency WHERE tenant = ? AND key = ? AND status IS NULL",
-                (tenant, key),
-            )
+        self._one("release", (tenant, key))
 
 
 class PostgresIdempotencyKeys(IdempotencyKeys):
     def __init__(self, datastore: PostgresDatastore, ttl: float, pending: float) -> None:
         super().__init__(ttl, pending)
         self.datastore = datastore
-        self.table = SQL("{0}.ctxstore_idempotency").format(Identifier(datastore.schema))
+        table = SQL("{0}.ctxstore_idempotency").format(Identifier(datastore.schema))
         with datastore.transaction(commit=True) as c:
             c.execute(
                 SQL(
                     "CREATE TABLE IF NOT EXISTS {0} (tenant text NOT NULL, key text NOT NULL, "
                     "fingerprint text NOT NULL, status integer, body bytea, "
                     "created double precision NOT NULL, PRIMARY KEY (tenant, key))"
-                ).format(self.table)
+                ).format(table)
             )
+        name = table.as_string()
+        self.sql = {
+            key: text.format(table=name, m="%s")
+            for key, text in (
+                ("claim", CLAIM), ("held", HELD), ("complete", COMPLETE), ("release", RELEASE)
+            )
+        }  # fmt: skip
+
+    def _one(self, statement: str, params: tuple[Any, ...]) -> Any:
+        # One round trip each: the pool's connections commit every statement by themselves.
+        with self.datastore.get_connection() as conn:
+            cursor = conn.execute(self.sql[statement], params)
+            return cursor.fetchone() if cursor.description is not None else None
 
     def claim(self, tenant: str, key: str, fingerprint: str) -> Claimed | None:
         done_before, pending_before = self._expired_before()
-        with self.datastore.transaction(commit=True) as c:
-            # No flush of its own: the write that follows flushes the log past it, and a
-            # claim lost with a crash before that write left nothing to repeat.
-            c.execute("SET LOCAL synchronous_commit TO OFF")
-            c.execute(
-                SQL(
-                    "DELETE FROM {0} WHERE tenant = %s AND key = %s AND "
-                    "((status IS NOT NULL AND created < %s) OR (status IS NULL AND created < %s))"
-                ).format(self.table),
-                (tenant, key, done_before, pending_before),
-            )
-            c.execute(
-                SQL(
-                    "INSERT INTO {0} (tenant, key, fingerprint, created) VALUES (%s, %s, %s, %s) "
-                    "ON CONFLICT DO NOTHING"
-                ).format(self.table),
-                (tenant, key, fingerprint, time.time()),
-            )
-            if c.rowcount == 1:
-                return None
-            c.execute(
-                SQL("SELECT fingerprint, status, body FROM {0} WHERE tenant = %s AND key = %s")
-                .format(self.table),
-                (tenant, key),
-            )  # fmt: skip
-            row: Any = c.fetchone()
+        params = (tenant, key, fingerprint, time.time(), done_before, pending_before)
+        if self._one("claim", params) is not None:
+            return None
+        row = self._one("held", (tenant, key))
+        if row is None:
+            return self.claim(tenant, key, fingerprint)
         body = row["body"]
         return Claimed(row["fingerprint"], row["status"], None if body is None else bytes(body))
 
     def complete(self, tenant: str, key: str, status: int, body: bytes) -> None:
-        with self.datastore.transaction(commit=True) as c:
-            c.execute(
-                SQL(
-                    "UPDATE {0} SET status = %s, body = %s, created = %s "
-                    "WHERE tenant = %s AND key = %s"
-                ).format(self.table),
-                (status, body, time.time(), tenant, key),
-            )
+        self._one("complete", (status, body, time.time(), tenant, key))
 
     def release(self, tenant: str, key: str) -> None:
-        with self.datastore.transaction(commit=True) as c:
-            c.execute(
-                SQL("DELETE FROM {0} WHERE tenant = %s AND key = %s AND status IS NULL").format(
-                    self.table
-                ),
-                (tenant, key),
-            )
+        self._one("release", (tenant, key))
 
 
 class MemoryIdempotencyKeys(IdempotencyKeys):
