@@ -17,7 +17,10 @@ from pydantic import (
 from ctxstore.domain.errors import InvalidMessageError, InvalidOperationError
 
 _JSON: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
-_JSON_OBJECT: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(dict[str, JsonValue])
+# NaN and infinities are not JSON: other languages' parsers reject what they would write.
+_JSON_OBJECT: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(
+    dict[str, JsonValue], config=ConfigDict(allow_inf_nan=False)
+)
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 
@@ -25,7 +28,7 @@ Role = Literal["system", "developer", "user", "assistant", "tool"]
 class ContentPart(BaseModel):
     """One part of a multi-part content: text, image_url, input_audio, file, refusal, ..."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
 
     type: str = Field(min_length=1)
     text: str | None = None
@@ -42,7 +45,7 @@ class ContentPart(BaseModel):
 class FunctionCall(BaseModel):
     """The function a tool call invokes; arguments stay the JSON string the model wrote."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = Field(min_length=1)
     arguments: str = ""
@@ -51,7 +54,7 @@ class FunctionCall(BaseModel):
 class ToolCall(BaseModel):
     """A tool call made by an assistant message."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     id: str = Field(min_length=1)
     type: Literal["function"] = "function"
@@ -61,7 +64,7 @@ class ToolCall(BaseModel):
 class Message(BaseModel):
     """One chat message; `id` is given by the store at insert unless the caller chose one."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     id: str | None = Field(default=None, min_length=1, max_length=200)
     role: Role

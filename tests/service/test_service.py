@@ -276,6 +276,17 @@ def test_problems_are_precise_and_write_nothing(service):
             "too-large",
         ),
         (raw(service, "DELETE", f"/v1/contexts/{cid}"), 405, "method-not-allowed"),
+        (  # NaN is not JSON: a client in another language could not read it back
+            raw(
+                service,
+                "POST",
+                f"/v1/contexts/{cid}/insert",
+                content=b'{"messages": [{"role": "user", "content": "x", "metadata": {"a": NaN}}]}',
+                headers={"content-type": "application/json"},
+            ),
+            422,
+            "invalid-message",
+        ),
         (
             raw(
                 service,
