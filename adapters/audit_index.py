@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import Tracking, TrackingRecorder
+from eventsourcing.persistence import OperationalError, Tracking, TrackingRecorder
 from eventsourcing.popo import POPOTrackingRecorder
 from eventsourcing.postgres import (
     PostgresApplicationRecorder,
@@ -166,7 +166,7 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
             "CREATE TABLE IF NOT EXISTS ctxstore_audit ("
             "position INTEGER PRIMARY KEY, context_id TEXT NOT NULL, version INTEGER NOT NULL, "
             "type TEXT NOT NULL, actor TEXT NOT NULL, ts INTEGER NOT NULL, "
-            "batch INTEGER NOT NULL, facts TEXT NOT NULL, reverted_by INTEGER, "
+            "batch INTEGER NOT NULL, facts TEXT NOT NULL, reverted_by INTEGER, tenant TEXT, "
             "UNIQUE (context_id, version))"
         )
         statements += [
@@ -176,10 +176,20 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
 
     def create_table(self) -> None:
         super().create_table()
-        with self.datastore.transaction(commit=True) as c:
+        # Tables from before tenants gain the column. Read first, then write in a transaction
+        # of its own: a read that turns into a write inside one transaction fails at once
+        # ("database is locked") when another process is writing, instead of waiting.
+        with self.datastore.transaction(commit=False) as c:
             c.execute("PRAGMA table_info(ctxstore_audit)")
-            if "tenant" not in {r[1] for r in c.fetchall()}:
-                c.execute("ALTER TABLE ctxstore_audit ADD COLUMN tenant TEXT")
+            missing = "tenant" not in {r[1] for r in c.fetchall()}
+        if missing:
+            try:
+                with self.datastore.transaction(commit=True) as c:
+                    c.execute("ALTER TABLE ctxstore_audit ADD COLUMN tenant TEXT")
+            except OperationalError as exc:
+                if "duplicate column" not in str(exc):  # another process added it first
+                    raise
+        with self.datastore.transaction(commit=True) as c:
             c.execute(
                 f"CREATE INDEX IF NOT EXISTS {TENANT_INDEX[0]} ON ctxstore_audit {TENANT_INDEX[1]}"
             )

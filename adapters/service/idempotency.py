@@ -71,27 +71,21 @@ COMPLETE = (
 RELEASE = "DELETE FROM {table} WHERE tenant = {m} AND key = {m} AND status IS NULL"
 
 
-class SQLiteIdempotencyKeys(IdempotencyKeys):
-    def __init__(self, datastore: SQLiteDatastore, ttl: float, pending: float) -> None:
+class SQLIdempotencyKeys(IdempotencyKeys, ABC):
+    """Keys in a table: each step is one statement, in the backend's placeholder style."""
+
+    def __init__(self, table: str, mark: str, ttl: float, pending: float) -> None:
         super().__init__(ttl, pending)
-        self.datastore = datastore
-        with datastore.transaction(commit=True) as c:
-            c.execute(
-                "CREATE TABLE IF NOT EXISTS ctxstore_idempotency (tenant TEXT NOT NULL, "
-                "key TEXT NOT NULL, fingerprint TEXT NOT NULL, status INTEGER, body BLOB, "
-                "created REAL NOT NULL, PRIMARY KEY (tenant, key))"
-            )
         self.sql = {
-            name: text.format(table="ctxstore_idempotency", m="?")
+            name: text.format(table=table, m=mark)
             for name, text in (
                 ("claim", CLAIM), ("held", HELD), ("complete", COMPLETE), ("release", RELEASE)
             )
         }  # fmt: skip
 
+    @abstractmethod
     def _one(self, statement: str, params: tuple[Any, ...]) -> Any:
-        with self.datastore.transaction(commit=True) as c:
-            c.execute(self.sql[statement], params)
-            return c.fetchone()
+        """Run one named statement on its own; the row it returns, if any, as a tuple."""
 
     def claim(self, tenant: str, key: str, fingerprint: str) -> Claimed | None:
         done_before, pending_before = self._expired_before()
@@ -101,7 +95,7 @@ class SQLiteIdempotencyKeys(IdempotencyKeys):
         row = self._one("held", (tenant, key))
         if row is None:  # released in between: try again
             return self.claim(tenant, key, fingerprint)
-        return Claimed(row[0], row[1], row[2])
+        return Claimed(row[0], row[1], None if row[2] is None else bytes(row[2]))
 
     def complete(self, tenant: str, key: str, status: int, body: bytes) -> None:
         self._one("complete", (status, body, time.time(), tenant, key))
@@ -110,11 +104,29 @@ class SQLiteIdempotencyKeys(IdempotencyKeys):
         self._one("release", (tenant, key))
 
 
-class PostgresIdempotencyKeys(IdempotencyKeys):
-    def __init__(self, datastore: PostgresDatastore, ttl: float, pending: float) -> None:
-        super().__init__(ttl, pending)
+class SQLiteIdempotencyKeys(SQLIdempotencyKeys):
+    def __init__(self, datastore: SQLiteDatastore, ttl: float, pending: float) -> None:
+        super().__init__("ctxstore_idempotency", "?", ttl, pending)
         self.datastore = datastore
+        with datastore.transaction(commit=True) as c:
+            c.execute(
+                "CREATE TABLE IF NOT EXISTS ctxstore_idempotency (tenant TEXT NOT NULL, "
+                "key TEXT NOT NULL, fingerprint TEXT NOT NULL, status INTEGER, body BLOB, "
+                "created REAL NOT NULL, PRIMARY KEY (tenant, key))"
+            )
+
+    def _one(self, statement: str, params: tuple[Any, ...]) -> Any:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(self.sql[statement], params)
+            row = c.fetchone()
+            return None if row is None else tuple(row)
+
+
+class PostgresIdempotencyKeys(SQLIdempotencyKeys):
+    def __init__(self, datastore: PostgresDatastore, ttl: float, pending: float) -> None:
         table = SQL("{0}.ctxstore_idempotency").format(Identifier(datastore.schema))
+        super().__init__(table.as_string(), "%s", ttl, pending)
+        self.datastore = datastore
         with datastore.transaction(commit=True) as c:
             c.execute(
                 SQL(
@@ -123,36 +135,15 @@ class PostgresIdempotencyKeys(IdempotencyKeys):
                     "created double precision NOT NULL, PRIMARY KEY (tenant, key))"
                 ).format(table)
             )
-        name = table.as_string()
-        self.sql = {
-            key: text.format(table=name, m="%s")
-            for key, text in (
-                ("claim", CLAIM), ("held", HELD), ("complete", COMPLETE), ("release", RELEASE)
-            )
-        }  # fmt: skip
 
     def _one(self, statement: str, params: tuple[Any, ...]) -> Any:
         # One round trip each: the pool's connections commit every statement by themselves.
         with self.datastore.get_connection() as conn:
             cursor = conn.execute(self.sql[statement], params)
-            return cursor.fetchone() if cursor.description is not None else None
-
-    def claim(self, tenant: str, key: str, fingerprint: str) -> Claimed | None:
-        done_before, pending_before = self._expired_before()
-        params = (tenant, key, fingerprint, time.time(), done_before, pending_before)
-        if self._one("claim", params) is not None:
-            return None
-        row = self._one("held", (tenant, key))
-        if row is None:
-            return self.claim(tenant, key, fingerprint)
-        body = row["body"]
-        return Claimed(row["fingerprint"], row["status"], None if body is None else bytes(body))
-
-    def complete(self, tenant: str, key: str, status: int, body: bytes) -> None:
-        self._one("complete", (status, body, time.time(), tenant, key))
-
-    def release(self, tenant: str, key: str) -> None:
-        self._one("release", (tenant, key))
+            if cursor.description is None:
+                return None
+            row = cursor.fetchone()
+            return None if row is None else tuple(row.values())
 
 
 class MemoryIdempotencyKeys(IdempotencyKeys):

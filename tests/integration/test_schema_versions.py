@@ -80,3 +80,28 @@ def test_events_written_before_chaining_and_usage_v1_still_read(tmp_path):
         store.insert(cid, [{"role": "assistant", "content": "hello"}], actor="new")
         result = store.verify(cid)
         assert result.ok and result.unchained == 3 and result.events == 4
+
+
+def test_an_audit_index_from_before_tenants_gains_the_column(durable_url):
+    """An index written by the previous release (no tenant column) is altered in place and
+    keeps its rows; new rows carry their tenant, and old contexts belong to none."""
+    with ContextStore.from_url(durable_url) as store:
+        old = store.create(name="before tenants")
+        store.insert(old, [{"role": "user", "content": "hi"}])
+        assert store.audit().entries  # indexed
+        table = "ctxstore_audit"
+        if "sqlite" in durable_url:
+            with store.recorder.datastore.transaction(commit=True) as c:
+                c.execute(f"DROP INDEX IF EXISTS {table}_tenant_idx")
+                c.execute(f"ALTER TABLE {table} DROP COLUMN tenant")
+        else:
+            from psycopg.sql import SQL
+
+            with store.recorder.datastore.transaction(commit=True) as c:
+                c.execute(SQL("ALTER TABLE {0} DROP COLUMN tenant").format(store.audit_index.table))
+    with ContextStore.from_url(durable_url) as store:
+        mine = store.create(name="acme's", tenant="acme")
+        store.insert(mine, [{"role": "user", "content": "hello"}])
+        assert [e.context_id for e in store.audit(tenant="acme").entries] == [mine, mine]
+        assert {e.context_id for e in store.audit().entries} == {old, mine}
+        assert store.tenant_of(old) is None and store.tenant_of(mine) == "acme"
