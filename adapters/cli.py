@@ -488,6 +488,6 @@ def main() -> None:
 
 # The audit and debugging commands register after these, so `--help` lists them last.
 from ctxstore.adapters.cli_audit import render_change, show_call
-from ctxstore.adapters.cli_serve import serve
+from ctxstore.adapters.cli_serve import keygen, serve
 
-__all__ = ["app", "main", "serve"]
+__all__ = ["app", "keygen", "main", "serve"]

@@ -1,4 +1,4 @@
-"""`ctxstore serve`: the HTTP service on uvicorn."""
+"""`ctxstore serve` (the HTTP service on uvicorn) and `ctxstore keygen`."""
 
 from __future__ import annotations
 
@@ -61,3 +61,17 @@ def serve(
         workers=workers,
         log_level=log_level,
     )
+
+
+@app.command()
+def keygen(
+    size: Annotated[int, typer.Option(help="Key size in bytes: 16, 24 or 32.")] = 32,
+) -> None:
+    """Print a new key for CTXSTORE_ENCRYPTION_KEY (AES-GCM at rest). Keep it safe: without
+    it the events cannot be read."""
+    from eventsourcing.cryptography import AESCipher
+
+    if size not in AESCipher.KEY_SIZES:
+        err.print(f"[red]size must be 16, 24 or 32[/red], got {size}")
+        raise typer.Exit(1)
+    print(AESCipher.create_key(size))

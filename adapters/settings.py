@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import os
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -61,6 +62,12 @@ class Settings(BaseSettings):
     cache_size: int = Field(default=256, ge=1, description="contexts kept in memory per store")
     connect_timeout: int = Field(default=10, ge=1, description="seconds to wait for PostgreSQL")
     encoding: str = Field(default="cl100k_base", description="token encoding of new contexts")
+    encryption_key: SecretStr | None = Field(
+        default=None,
+        description="AES key (base64 of 16, 24 or 32 bytes): events and snapshots are "
+        "encrypted at rest (AES-GCM); make one with `ctxstore keygen`",
+    )
+    compress: bool = Field(default=False, description="zlib-compress events and snapshots")
     tiktoken_cache_dir: Path | None = Field(
         default=None,
         validation_alias="TIKTOKEN_CACHE_DIR",
@@ -99,6 +106,26 @@ class Settings(BaseSettings):
     def resolved_url(self) -> str:
         """The URL in force: CTXSTORE_URL, else the embedded SQLite file."""
         return self.url or f"sqlite:///{self.data_dir / 'ctxstore.db'}"
+
+    def at_rest(self) -> dict[str, str]:
+        """The library's cipher and compressor settings; raises StoreURLError for a bad key."""
+        env = {}
+        if self.compress:
+            env["COMPRESSOR_TOPIC"] = "eventsourcing.compressor:ZlibCompressor"
+        if self.encryption_key is not None:
+            key = self.encryption_key.get_secret_value()
+            try:
+                size = len(base64.b64decode(key, validate=True))
+            except ValueError:
+                size = -1
+            if size not in (16, 24, 32):
+                raise StoreURLError(
+                    "CTXSTORE_ENCRYPTION_KEY must be base64 of 16, 24 or 32 bytes "
+                    "(make one with `ctxstore keygen`)"
+                )
+            env["CIPHER_TOPIC"] = "eventsourcing.cryptography:AESCipher"
+            env["CIPHER_KEY"] = key
+        return env
 
 
 def redact(url: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -167,14 +168,32 @@ class ContextStore(Application[UUID]):
         """Open the store at `url`, else CTXSTORE_URL, else the embedded SQLite file."""
         settings = settings or Settings()
         resolved = url or settings.resolved_url()
-        env = library_env(resolved, settings.connect_timeout)
+        env = {**library_env(resolved, settings.connect_timeout), **settings.at_rest()}
         try:
             with schema_lock(env):
-                return cls(env, settings, url=resolved)
+                store = cls(env, settings, url=resolved)
         except (PersistenceError, psycopg.Error, OSError) as exc:
             raise StoreUnavailableError(
                 f"cannot open the store at {redact(resolved)}: {exc}"
             ) from exc
+        store.check_readable()
+        return store
+
+    def check_readable(self) -> None:
+        """Read the newest stored event: a store written with another encryption key or
+        compression setting fails here, clearly, not on some later read."""
+        last = self.recorder.max_notification_id()
+        found = self.recorder.select_notifications(last or 1, 1) if last else []
+        try:
+            for n in found:
+                self.mapper.to_domain_event(n)
+        except (ValueError, zlib.error) as exc:  # undecryptable, undecompressible, unparsable
+            self.close()
+            raise StoreUnavailableError(
+                f"cannot read the events stored at {redact(self.url)} with these settings: "
+                "check CTXSTORE_ENCRYPTION_KEY and CTXSTORE_COMPRESS "
+                f"({type(exc).__name__})"
+            ) from None
 
     def construct_transcoder(self) -> Transcoder:
         return ContextTranscoder()

@@ -102,8 +102,9 @@ def create_app(
     config = config or store.settings.service
     tokens = Tokens(config.tokens)
     keys = idempotency_keys(
-        store.recorder, config.idempotency_ttl_seconds, config.idempotency_pending_seconds
-    )
+        store.recorder, config.idempotency_ttl_seconds, config.idempotency_pending_seconds,
+        store.mapper.cipher,
+    )  # fmt: skip
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
+from eventsourcing.persistence import Cipher
 from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.sqlite import SQLiteDatastore
 from psycopg.sql import SQL, Identifier
@@ -72,7 +73,13 @@ RELEASE = "DELETE FROM {table} WHERE tenant = {m} AND key = {m} AND status IS NU
 
 
 class SQLIdempotencyKeys(IdempotencyKeys, ABC):
-    """Keys in a table: each step is one statement, in the backend's placeholder style."""
+    """Keys in a table: each step is one statement, in the backend's placeholder style.
+
+    Stored responses go through the store's cipher when it has one: a replayed prompt holds
+    message contents, which must not sit in the database in plain text.
+    """
+
+    cipher: Cipher | None = None
 
     def __init__(self, table: str, mark: str, ttl: float, pending: float) -> None:
         super().__init__(ttl, pending)
@@ -95,9 +102,14 @@ class SQLIdempotencyKeys(IdempotencyKeys, ABC):
         row = self._one("held", (tenant, key))
         if row is None:  # released in between: try again
             return self.claim(tenant, key, fingerprint)
-        return Claimed(row[0], row[1], None if row[2] is None else bytes(row[2]))
+        body = None if row[2] is None else bytes(row[2])
+        if body is not None and self.cipher is not None:
+            body = self.cipher.decrypt(body)
+        return Claimed(row[0], row[1], body)
 
     def complete(self, tenant: str, key: str, status: int, body: bytes) -> None:
+        if self.cipher is not None:
+            body = self.cipher.encrypt(body)
         self._one("complete", (status, body, time.time(), tenant, key))
 
     def release(self, tenant: str, key: str) -> None:
@@ -177,11 +189,17 @@ class MemoryIdempotencyKeys(IdempotencyKeys):
                 del self._rows[tenant, key]
 
 
-def idempotency_keys(recorder: Any, ttl: float, pending: float) -> IdempotencyKeys:
+def idempotency_keys(
+    recorder: Any, ttl: float, pending: float, cipher: Cipher | None = None
+) -> IdempotencyKeys:
     """The key table beside a store's events, created if missing."""
     datastore = getattr(recorder, "datastore", None)
+    keys: SQLIdempotencyKeys
     if isinstance(datastore, PostgresDatastore):
-        return PostgresIdempotencyKeys(datastore, ttl, pending)
-    if isinstance(datastore, SQLiteDatastore):
-        return SQLiteIdempotencyKeys(datastore, ttl, pending)
-    return MemoryIdempotencyKeys(ttl, pending)
+        keys = PostgresIdempotencyKeys(datastore, ttl, pending)
+    elif isinstance(datastore, SQLiteDatastore):
+        keys = SQLiteIdempotencyKeys(datastore, ttl, pending)
+    else:
+        return MemoryIdempotencyKeys(ttl, pending)
+    keys.cipher = cipher
+    return keys
