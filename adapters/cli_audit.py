@@ -377,3 +377,45 @@ def verify(
 
 
 __all__ = ["render_change", "render_visible", "show_call"]
+
+
+@app.command()
+@handles_errors
+def erase(
+    context: str,
+    reason: Annotated[str, typer.Option(help="Why (kept in the erasure record).")],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Erase a context's contents for good (right to be forgotten); a record stays."""
+    if not yes and not typer.confirm(f"Erase context {context} for good?"):
+        raise typer.Exit(1)
+    with open_store() as store:
+        record = store.erase(context, reason=reason, actor=state.actor)
+    if as_json:
+        print_json(record.model_dump(mode="json"))
+    else:
+        out.print(
+            f"erased {record.context_id}: {record.events} events, {record.snapshots} snapshots "
+            f"deleted; recorded as erased by {record.actor} ({record.reason})",
+            highlight=False,
+        )
+
+
+@app.command()
+@handles_errors
+def erasures(as_json: JsonFlag = False) -> None:
+    """The erasure records: which context, by whom, why, when."""
+    with open_store() as store:
+        records = store.erasures()
+    if as_json:
+        for r in records:
+            print_json(r.model_dump(mode="json"))
+        return
+    table = Table("erased at", "context", "tenant", "by", "reason", "events")
+    for r in records:
+        table.add_row(
+            r.erased_at.isoformat(timespec="seconds"), str(r.context_id), r.tenant or "",
+            r.actor, r.reason, str(r.events),
+        )  # fmt: skip
+    out.print(table)

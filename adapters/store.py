@@ -61,6 +61,7 @@ from ctxstore.projections.visible import BatchFrame, VisibleContext, batch_stack
 
 if TYPE_CHECKING:
     from ctxstore.adapters.debug import ModelCall, ReplayStep
+    from ctxstore.adapters.erasure import Erasure
 
 log = logging.getLogger(__name__)
 KEY_NAMESPACE = UUID("6d1f3c52-8a0e-4c59-9d2b-7f4e0b1a2c3d")  # ids of keyed contexts
@@ -951,6 +952,28 @@ class ContextStore(Application[UUID]):
         created = self.mapper.to_domain_event(first[0])
         assert isinstance(created, Context.ContextCreated)
         return self.remember_tenant(cid, created.tenant)
+
+    def erase(self, context_id: UUID | str, *, reason: str, actor: str | None = None) -> Erasure:
+        """Delete a context's contents for good (its events, snapshots, audit rows); leaves
+        a record of the erasure, by whom and why. Raises ContextNotFoundError."""
+        from ctxstore.adapters.audit import catch_up
+        from ctxstore.adapters.erasure import erase_context
+
+        catch_up(self)  # nothing of the context is left for the index to add afterwards
+        return erase_context(self, context_id, actor=self._actor(actor), reason=reason)
+
+    def erasures(self) -> list[Erasure]:
+        """The erasure records, oldest first."""
+        from ctxstore.adapters.erasure import eraser
+
+        return eraser(self).records()
+
+    def forget(self, cid: UUID) -> None:
+        """Drop everything this process keeps in memory about a context."""
+        with suppress(KeyError):
+            self._cache.get(cid, evict=True)
+        for kept in (self._parsed, self._units, self._chain_heads, self._tenants):
+            kept.pop(cid, None)
 
     def remember_tenant(self, cid: UUID, tenant: str | None) -> str | None:
         if len(self._tenants) >= 100_000:

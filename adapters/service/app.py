@@ -26,6 +26,7 @@ from fastapi.telemetry import TelemetryConfig
 from ctxstore.adapters.audit import catch_up
 from ctxstore.adapters.chain import Verification
 from ctxstore.adapters.debug import ModelCall
+from ctxstore.adapters.erasure import Erasure
 from ctxstore.adapters.service import problems
 from ctxstore.adapters.service.auth import ACTOR_HEADER, Caller, NotAuthenticatedError, Tokens
 from ctxstore.adapters.service.guard import RequestGuard
@@ -402,6 +403,16 @@ def create_app(
     def verify(context_id: ContextId, who: Who) -> Verification:
         """Check the context's hash chain."""
         return store.verify(owned(who, context_id))
+
+    @app.delete(f"{API}/contexts/{{context_id}}", response_model=Erasure, tags=["contexts"])
+    @pooled
+    def erase(
+        context_id: ContextId,
+        who: Who,
+        reason: Annotated[str, Query(min_length=1, max_length=1000)],
+    ) -> Erasure:
+        """Erase the context's contents for good (right to be forgotten); a record stays."""
+        return store.erase(owned(who, context_id), reason=reason, actor=who.actor)
 
     @app.get(f"{API}/audit", response_model=AuditPage, tags=["reads"])
     @pooled

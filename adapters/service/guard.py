@@ -12,6 +12,7 @@ import asyncio
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ from ctxstore.adapters.service.idempotency import IdempotencyKeys
 from ctxstore.adapters.service.problems import problem
 
 KEY_HEADER = b"idempotency-key"
+CONTEXT_PATH = re.compile(r"^/v1/contexts/([0-9a-fA-F-]{32,36})/")
 T = TypeVar("T")
 REPLAYED_HEADERS = ("content-type", "etag", "location")
 
@@ -110,7 +112,9 @@ class RequestGuard:
         fingerprint = hashlib.sha256(
             b"\0".join([b"POST", path.encode(), scope.get("query_string", b""), bytes(body)])
         ).hexdigest()
-        held = await self._run(self.keys.claim, caller.scope, text, fingerprint)
+        named = CONTEXT_PATH.match(path)
+        context = named.group(1).lower() if named else None
+        held = await self._run(self.keys.claim, caller.scope, text, fingerprint, context)
         if held is not None:
             await self._answer_held(scope, receive, send, held.fingerprint == fingerprint, held)
             return

@@ -40,8 +40,11 @@ class IdempotencyKeys(ABC):
         self.pending = pending_seconds
 
     @abstractmethod
-    def claim(self, tenant: str, key: str, fingerprint: str) -> Claimed | None:
-        """Claim a key for a request; None when claimed now, else what holds it."""
+    def claim(
+        self, tenant: str, key: str, fingerprint: str, context: str | None = None
+    ) -> Claimed | None:
+        """Claim a key for a request (about `context`, if its path names one); None when
+        claimed now, else what holds it. Erasing the context deletes its stored responses."""
 
     @abstractmethod
     def complete(self, tenant: str, key: str, status: int, body: bytes) -> None:
@@ -59,9 +62,10 @@ class IdempotencyKeys(ABC):
 # One statement claims a key: a new row, or an expired one taken over; nothing returned
 # means a live request holds it (then, rarely, a second statement reads what it left).
 CLAIM = (
-    "INSERT INTO {table} (tenant, key, fingerprint, created) VALUES ({m}, {m}, {m}, {m}) "
+    "INSERT INTO {table} (tenant, key, fingerprint, created, context) "
+    "VALUES ({m}, {m}, {m}, {m}, {m}) "
     "ON CONFLICT (tenant, key) DO UPDATE SET fingerprint = excluded.fingerprint, "
-    "status = NULL, body = NULL, created = excluded.created "
+    "status = NULL, body = NULL, created = excluded.created, context = excluded.context "
     "WHERE ({table}.status IS NOT NULL AND {table}.created < {m}) "
     "OR ({table}.status IS NULL AND {table}.created < {m}) RETURNING 1"
 )
@@ -94,14 +98,16 @@ class SQLIdempotencyKeys(IdempotencyKeys, ABC):
     def _one(self, statement: str, params: tuple[Any, ...]) -> Any:
         """Run one named statement on its own; the row it returns, if any, as a tuple."""
 
-    def claim(self, tenant: str, key: str, fingerprint: str) -> Claimed | None:
+    def claim(
+        self, tenant: str, key: str, fingerprint: str, context: str | None = None
+    ) -> Claimed | None:
         done_before, pending_before = self._expired_before()
-        params = (tenant, key, fingerprint, time.time(), done_before, pending_before)
+        params = (tenant, key, fingerprint, time.time(), context, done_before, pending_before)
         if self._one("claim", params) is not None:
             return None
         row = self._one("held", (tenant, key))
         if row is None:  # released in between: try again
-            return self.claim(tenant, key, fingerprint)
+            return self.claim(tenant, key, fingerprint, context)
         body = None if row[2] is None else bytes(row[2])
         if body is not None and self.cipher is not None:
             body = self.cipher.decrypt(body)
@@ -124,7 +130,7 @@ class SQLiteIdempotencyKeys(SQLIdempotencyKeys):
             c.execute(
                 "CREATE TABLE IF NOT EXISTS ctxstore_idempotency (tenant TEXT NOT NULL, "
                 "key TEXT NOT NULL, fingerprint TEXT NOT NULL, status INTEGER, body BLOB, "
-                "created REAL NOT NULL, PRIMARY KEY (tenant, key))"
+                "created REAL NOT NULL, context TEXT, PRIMARY KEY (tenant, key))"
             )
 
     def _one(self, statement: str, params: tuple[Any, ...]) -> Any:
@@ -144,7 +150,8 @@ class PostgresIdempotencyKeys(SQLIdempotencyKeys):
                 SQL(
                     "CREATE TABLE IF NOT EXISTS {0} (tenant text NOT NULL, key text NOT NULL, "
                     "fingerprint text NOT NULL, status integer, body bytea, "
-                    "created double precision NOT NULL, PRIMARY KEY (tenant, key))"
+                    "created double precision NOT NULL, context text, "
+                    "PRIMARY KEY (tenant, key))"
                 ).format(table)
             )
 
@@ -166,7 +173,9 @@ class MemoryIdempotencyKeys(IdempotencyKeys):
         self._rows: dict[tuple[str, str], tuple[Claimed, float]] = {}
         self._lock = threading.Lock()
 
-    def claim(self, tenant: str, key: str, fingerprint: str) -> Claimed | None:
+    def claim(
+        self, tenant: str, key: str, fingerprint: str, context: str | None = None
+    ) -> Claimed | None:
         done_before, pending_before = self._expired_before()
         with self._lock:
             found = self._rows.get((tenant, key))

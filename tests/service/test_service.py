@@ -275,7 +275,7 @@ def test_problems_are_precise_and_write_nothing(service):
             413,
             "too-large",
         ),
-        (raw(service, "DELETE", f"/v1/contexts/{cid}"), 405, "method-not-allowed"),
+        (raw(service, "PUT", f"/v1/contexts/{cid}"), 405, "method-not-allowed"),
         (  # NaN is not JSON: a client in another language could not read it back
             raw(
                 service,

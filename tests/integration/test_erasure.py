@@ -1,0 +1,84 @@
+"""Erasure: a context's contents leave the database; a record of the erasure stays; every
+other context is intact and verifies."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+
+from ctxstore import ContextNotFoundError, InvalidOperationError
+from ctxstore.adapters.service import create_app
+from ctxstore.adapters.settings import ServiceConfig, Settings
+from ctxstore.adapters.store import ContextStore
+
+from .test_at_rest import raw_bytes
+
+SECRET = "ERASE-ME-4f2a 个人信息"
+
+
+def test_erasing_a_context_leaves_no_content_and_a_record(durable_url):
+    with ContextStore.from_url(durable_url, Settings(snapshot_interval=8)) as store:
+        gone = store.create(name="alice's chat", metadata={"user": "alice"})
+        for i in range(20):
+            store.insert(gone, [{"role": "user", "content": f"{SECRET} {i}"}])
+        store.batch_start(gone)
+        store.insert(gone, [{"role": "user", "content": SECRET}])
+        kept = store.create(name="bob's chat")
+        store.insert(kept, [{"role": "user", "content": "keep this"}])
+        store.batch_start(kept)
+        store.insert(kept, [{"role": "assistant", "content": "and this"}])
+        before = store.visible(kept).model_dump()
+        # Requests about it through the service leave stored responses: erased too.
+        with TestClient(create_app(store, ServiceConfig())) as client:
+            r = client.post(f"/v1/contexts/{gone}/prompt", json={"budget": 4000},
+                            headers={"Idempotency-Key": "p1"})  # fmt: skip
+            assert SECRET in r.text
+        assert SECRET.encode() in raw_bytes(durable_url, store)
+
+        record = store.erase(gone, reason="GDPR art. 17 request #42", actor="dpo")
+        assert (record.context_id, record.actor, record.events) == (gone, "dpo", 23)
+        assert store.erasures() == [record]
+        data = raw_bytes(durable_url, store)
+        assert SECRET.encode() not in data and b"alice" not in data
+        with pytest.raises(ContextNotFoundError):
+            store.visible(gone)
+        with pytest.raises(ContextNotFoundError):
+            store.erase(gone, reason="again")
+        assert all(e.context_id != gone for e in store.audit(limit=1000).entries)
+        assert store.visible(kept).model_dump() == before
+        result = store.verify()
+        assert result.ok and result.contexts == 1, result
+        store.insert(kept, [{"role": "user", "content": "still writable"}])
+    # Another process (a fresh store) sees the same.
+    with ContextStore.from_url(durable_url) as store:
+        assert [c.context_id for c in store.contexts()] == [kept]
+        assert store.verify().ok
+        assert store.erasures()[0].reason == "GDPR art. 17 request #42"
+
+
+def test_erasure_needs_a_reason_and_a_durable_store(durable_url):
+    with ContextStore.from_url(durable_url) as store:
+        cid = store.create()
+        with pytest.raises(InvalidOperationError, match="reason"):
+            store.erase(cid, reason=" ")
+        assert store.visible(cid).version == 1
+    with ContextStore.from_url("memory://") as store:
+        cid = store.create()
+        with pytest.raises(InvalidOperationError, match="SQLite or PostgreSQL"):
+            store.erase(cid, reason="x")
+
+
+def test_erasure_over_http_respects_tenants(durable_url):
+    with ContextStore.from_url(durable_url) as store:
+        config = ServiceConfig(tokens={"a": "acme", "g": "globex"})
+        with TestClient(create_app(store, config)) as client:
+            acme = {"Authorization": "Bearer a"}
+            cid = client.post("/v1/contexts", json={}, headers=acme).json()["context_id"]
+            r = client.delete(f"/v1/contexts/{cid}?reason=asked",
+                              headers={"Authorization": "Bearer g"})  # fmt: skip
+            assert r.status_code == 404
+            r = client.delete(f"/v1/contexts/{cid}", headers=acme)
+            assert r.status_code == 422  # no reason
+            r = client.delete(f"/v1/contexts/{cid}?reason=asked", headers=acme)
+            assert r.status_code == 200 and r.json()["actor"] == "acme"
+            assert client.get(f"/v1/contexts/{cid}", headers=acme).status_code == 404
