@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import OperationalError, Tracking, TrackingRecorder
+from eventsourcing.persistence import IntegrityError, OperationalError, Tracking, TrackingRecorder
 from eventsourcing.popo import POPOTrackingRecorder
 from eventsourcing.postgres import (
     PostgresApplicationRecorder,
@@ -80,6 +80,31 @@ class AuditView(TrackingRecorder, ABC):
 
     def position(self) -> int:
         return self.max_tracking_id(TRACKING_NAME) or 0
+
+    def needs_rebuild(self) -> bool:
+        """Whether the rows disagree with the position tracked: the table was dropped or
+        truncated, its newest rows deleted, or the tracking record moved (three index
+        lookups).
+
+        Rows that outlive their events are not damage: they are how `verify` names newest
+        events deleted behind the store's back, so they are kept. (An erased context loses
+        its events and its rows alike.)
+        """
+        tracked = self.position()
+        found = self._newest(tracked)
+        newest_row, newest_event, newest_stored = (v or 0 for v in found)
+        rows_missing = newest_row < newest_event
+        tracking_behind = newest_row > tracked
+        tracking_ahead = tracked > newest_stored and newest_row <= newest_stored
+        return rows_missing or tracking_behind or tracking_ahead
+
+    def _newest(self, tracked: int) -> tuple[int | None, int | None, int | None]:
+        """The newest row's position, and the newest stored event's, up to `tracked` and
+        of all."""
+        return None, None, None
+
+    def reset(self) -> None:
+        """Forget every row and the position reached: the next catch-up rebuilds from events."""
 
     @abstractmethod
     def event_rows(self, after: int, limit: int) -> list[PositionedRow]:
@@ -194,6 +219,20 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
                 f"CREATE INDEX IF NOT EXISTS {TENANT_INDEX[0]} ON ctxstore_audit {TENANT_INDEX[1]}"
             )
 
+    def _newest(self, tracked: int) -> tuple[int | None, int | None, int | None]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT MAX(position) FROM ctxstore_audit")
+            newest_row = c.fetchone()[0]
+            c.execute(f"SELECT MAX(rowid) FROM {self.events_table} WHERE rowid <= ?", (tracked,))
+            newest_event = c.fetchone()[0]
+            c.execute(f"SELECT MAX(rowid) FROM {self.events_table}")
+            return newest_row, newest_event, c.fetchone()[0]
+
+    def reset(self) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute("DELETE FROM ctxstore_audit")
+            c.execute("DELETE FROM tracking WHERE application_name = ?", (TRACKING_NAME,))
+
     def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
         with self.datastore.transaction(commit=True) as c:
             c.executemany(
@@ -263,6 +302,23 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
                 SQL("CREATE INDEX IF NOT EXISTS {0} ON {1} " + cols).format(
                     Identifier(name), self.table
                 )
+            )
+
+    def _newest(self, tracked: int) -> tuple[int | None, int | None, int | None]:
+        newest_row = self._fetch(SQL("SELECT MAX(position) FROM {0}").format(self.table), [])
+        newest = SQL("SELECT MAX(notification_id) FROM {0}").format(self.events)
+        upto = self._fetch(newest + SQL(" WHERE notification_id <= %s"), [tracked])
+        return newest_row[0][0], upto[0][0], self._fetch(newest, [])[0][0]
+
+    def reset(self) -> None:
+        tracking = SQL("{0}.{1}").format(
+            Identifier(self.datastore.schema), Identifier(self.tracking_table_name)
+        )
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(SQL("DELETE FROM {0}").format(self.table))
+            curs.execute(
+                SQL("DELETE FROM {0} WHERE application_name = %s").format(tracking),
+                (TRACKING_NAME,),
             )
 
     def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
@@ -396,15 +452,24 @@ def _matches(r: AuditRow, w: AuditFilter) -> bool:
 def audit_view(recorder: Any) -> AuditView:
     """The audit index beside an application recorder, its tables created."""
     datastore = getattr(recorder, "datastore", None)
-    view: AuditView
-    if isinstance(datastore, SQLiteDatastore):
-        view = SQLiteAuditView(datastore, recorder.events_table_name)
-    elif isinstance(datastore, PostgresDatastore):
-        view = PostgresAuditView(datastore, recorder.events_table_name)
-    else:
+    if not isinstance(datastore, SQLiteDatastore | PostgresDatastore):
         return MemoryAuditView(recorder)
-    view.create_table()
-    return view
+    for attempt in range(3):
+        view: SQLiteAuditView | PostgresAuditView = (
+            SQLiteAuditView(datastore, recorder.events_table_name)
+            if isinstance(datastore, SQLiteDatastore)
+            else PostgresAuditView(datastore, recorder.events_table_name)
+        )
+        try:
+            view.create_table()
+        except IntegrityError:
+            # SQLite: another process created the tracking table and its migration record
+            # between this one's check and insert; a fresh view finds them in place.
+            if attempt == 2:
+                raise
+            continue
+        return view
+    raise AssertionError("unreachable")
 
 
 class OrderedPostgresRecorder(PostgresApplicationRecorder):

@@ -419,3 +419,12 @@ def erasures(as_json: JsonFlag = False) -> None:
             r.actor, r.reason, str(r.events),
         )  # fmt: skip
     out.print(table)
+
+
+@app.command()
+@handles_errors
+def reindex() -> None:
+    """Rebuild the audit index from the events (after it was damaged or edited)."""
+    with open_store() as store:
+        position = store.rebuild_audit_index()
+    out.print(f"audit index rebuilt up to position {position}", highlight=False)

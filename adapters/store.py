@@ -163,6 +163,10 @@ class ContextStore(Application[UUID]):
         self._chain_heads: dict[UUID, tuple[int, str]] = {}  # context -> (version, chain)
         self._tenants: dict[UUID, str | None] = {}
         self.audit_index: AuditView = audit_view(self.recorder)
+        if self.audit_index.needs_rebuild():
+            # Dropped, truncated, or its position moved: rebuilt from events when next read.
+            log.warning("the audit index disagrees with its tracked position; rebuilding it")
+            self.audit_index.reset()
 
     @classmethod
     def from_url(cls, url: str | None = None, settings: Settings | None = None) -> ContextStore:
@@ -961,6 +965,14 @@ class ContextStore(Application[UUID]):
 
         catch_up(self)  # nothing of the context is left for the index to add afterwards
         return erase_context(self, context_id, actor=self._actor(actor), reason=reason)
+
+    def rebuild_audit_index(self) -> int:
+        """Rebuild the audit index from the events (after it was damaged); returns the
+        position it reached."""
+        from ctxstore.adapters.audit import catch_up
+
+        self.audit_index.reset()
+        return catch_up(self)
 
     def erasures(self) -> list[Erasure]:
         """The erasure records, oldest first."""
