@@ -1,6 +1,9 @@
 """Stored events carry their schema version; a newer class upcasts old stored events."""
 
 import json
+import shutil
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 from eventsourcing.domain import Aggregate
@@ -105,3 +108,32 @@ def test_an_audit_index_from_before_tenants_gains_the_column(durable_url):
         assert [e.context_id for e in store.audit(tenant="acme").entries] == [mine, mine]
         assert {e.context_id for e in store.audit().entries} == {old, mine}
         assert store.tenant_of(old) is None and store.tenant_of(mine) == "acme"
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def test_a_store_written_by_the_first_release_replays_the_same(tmp_path):
+    """tests/fixtures/legacy_v0.db holds events as the first releases stored them (no chain,
+    ContextCreated and UsageRecorded at class_version 1, no audit index); they are upcast
+    and replay to the visible context that release showed."""
+    db = tmp_path / "legacy.db"
+    shutil.copy(FIXTURES / "legacy_v0.db", db)
+    expected = json.loads((FIXTURES / "legacy_v0.expected.json").read_text())
+    raw = sqlite3.connect(db).execute("SELECT state FROM stored_events").fetchall()
+    assert all(b'"chain"' not in r[0] and b'"tenant"' not in r[0] for r in raw)
+    with ContextStore.from_url(f"sqlite:///{db}") as store:
+        cid = expected["context_id"]
+        seen = store.visible(cid).model_dump(mode="json", exclude={"modified_at"})
+        assert seen == expected["visible"]
+        history = [[h.version, h.type, h.actor, h.reverted] for h in store.history(cid)]
+        assert history == expected["history"]
+        at_9 = [m.model_dump(mode="json") for m in store.visible(cid, at_version=9).messages]
+        assert at_9 == expected["visible_at_9"]
+        assert store.tenant_of(cid) is None
+        assert store.call(cid, 1).whole_context  # usage v1: the whole context was sent
+        assert len(store.audit(limit=1000).entries) == 13  # indexed now, from the old events
+        result = store.verify()
+        assert result.ok and result.unchained == 13
+        store.insert(cid, [{"role": "user", "content": "written by this release"}])
+        assert store.verify().ok and store.verify().unchained == 13
