@@ -1,0 +1,113 @@
+"""Writer processes for the reliability checks (tests/integration/test_reliability.py and
+bench/bench_reliability.py).
+
+    python bench/workers.py mixed URL CONTEXT TAG COMMANDS SEED   # prints one JSON line per ack
+    python bench/workers.py crashy URL CONTEXT TAG ACK_FILE       # appends and compacts until killed
+
+`mixed` runs a random mix of commands on one shared context: appends (most without an
+expected version, some with one), batches rolled back or kept, compressions of two
+neighbours and deletions. Every acknowledged command prints {"tag", "op", "version"};
+refusals a racing writer causes (typed ctxstore errors) are counted, anything else crashes.
+
+`crashy` appends and compacts in a loop, writing each acknowledged version to ACK_FILE and
+fsyncing it before going on, so that a SIGKILL at any moment leaves a file of writes the
+store acknowledged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+from collections import Counter
+from typing import Any
+
+from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.store import ContextStore
+from ctxstore.domain.compaction import NothingToSummarizeError
+from ctxstore.domain.errors import CtxStoreError
+
+
+def ack(tag: str, op: str, version: int, **extra: Any) -> None:
+    print(json.dumps({"tag": tag, "op": op, "version": version, **extra}), flush=True)
+
+
+def mixed(url: str, cid: str, tag: str, commands: int, seed: int) -> None:
+    rng = random.Random(seed)
+    refused: Counter[str] = Counter()
+    with ContextStore.from_url(url, Settings(snapshot_interval=16, actor=tag)) as store:
+        for n in range(commands):
+            text = f"{tag}-{n}"
+            roll = rng.random()
+            try:
+                if roll < 0.55:
+                    w = store.insert(cid, [{"role": "user", "content": text}])
+                    ack(tag, "insert", w.version, text=text)
+                elif roll < 0.65:
+                    head = store.visible(cid).version
+                    w = store.insert(
+                        cid, [{"role": "user", "content": text}], expected_version=head
+                    )
+                    ack(tag, "insert", w.version, text=text)
+                elif roll < 0.80:
+                    w = store.batch_start(cid)
+                    ack(tag, "batch_start", w.version)
+                    w = store.insert(cid, [{"role": "assistant", "content": text}])
+                    ack(tag, "insert", w.version, text=text)
+                    w = store.batch_end(cid, keep=rng.random() < 0.5)
+                    ack(tag, "batch_end", w.version)
+                elif roll < 0.92:
+                    seen = store.visible(cid)
+                    if len(seen.messages) >= 2:
+                        i = rng.randrange(len(seen.messages) - 1)
+                        pair = [m.id for m in seen.messages[i : i + 2] if m.id]
+                        w = store.compress(cid, pair, f"summary by {text}",
+                                           expected_version=seen.version)  # fmt: skip
+                        ack(tag, "compress", w.version, text=f"summary by {text}")
+                else:
+                    seen = store.visible(cid)
+                    if seen.messages:
+                        victim = rng.choice(seen.messages).id
+                        assert victim is not None
+                        w = store.delete(cid, [victim], expected_version=seen.version)
+                        ack(tag, "delete", w.version)
+            except CtxStoreError as exc:  # a racing writer changed the context first
+                refused[type(exc).__name__] += 1
+    print(json.dumps({"tag": tag, "refused": dict(refused)}), flush=True)
+
+
+def crashy(url: str, cid: str, tag: str, ack_file: str) -> None:
+    settings = Settings(snapshot_interval=8, actor=tag)
+    with (
+        ContextStore.from_url(url, settings) as store,
+        open(ack_file, "a", encoding="utf-8") as acks,
+    ):
+        n = 0
+        while True:
+            n += 1
+            text = f"{tag}-{n}"
+            w = store.insert(cid, [{"role": "user", "content": f"{text} question. more"},
+                                   {"role": "assistant", "content": f"{text} answer."}])  # fmt: skip
+            acks.write(json.dumps({"version": w.version, "text": text}) + "\n")
+            acks.flush()
+            os.fsync(acks.fileno())
+            if n % 7 == 0:
+                try:
+                    done = store.compact(cid)
+                except NothingToSummarizeError:
+                    continue
+                if done.version is not None:
+                    acks.write(json.dumps({"version": done.version, "compact": True}) + "\n")
+                    acks.flush()
+                    os.fsync(acks.fileno())
+
+
+if __name__ == "__main__":
+    mode, *args = sys.argv[1:]
+    if mode == "mixed":
+        mixed(args[0], args[1], args[2], int(args[3]), int(args[4]))
+    elif mode == "crashy":
+        crashy(args[0], args[1], args[2], args[3])
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")
