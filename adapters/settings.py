@@ -58,6 +58,12 @@ class Settings(BaseSettings):
     actor: str = Field(
         default="anonymous", min_length=1, description="actor of unattributed commands"
     )
+    max_message_bytes: int = Field(
+        default=1_000_000, ge=1024, description="largest message accepted (its JSON, UTF-8)"
+    )
+    max_messages: int = Field(
+        default=100_000, ge=1, description="most visible messages a context may hold"
+    )
     snapshot_interval: int = Field(default=32, ge=2, description="events between snapshots")
     cache_size: int = Field(default=256, ge=1, description="contexts kept in memory per store")
     connect_timeout: int = Field(default=10, ge=1, description="seconds to wait for PostgreSQL")

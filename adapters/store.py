@@ -8,6 +8,7 @@ Reads catch the cached aggregate up with one query, or load the nearest snapshot
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import zlib
@@ -36,10 +37,11 @@ from ctxstore.domain.errors import (
     ContextNotFoundError,
     CtxStoreError,
     InvalidOperationError,
+    LimitExceededError,
     StoreUnavailableError,
     VersionConflictError,
 )
-from ctxstore.domain.messages import Message
+from ctxstore.domain.messages import Message, json_problem
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import (
     Prompt,
@@ -265,11 +267,14 @@ class ContextStore(Application[UUID]):
         MalformedTranscriptError, VersionConflictError.
         """
         who = self._actor(actor)
-        written = self._command(
-            context_id,
-            expected_version,
-            lambda c: c.insert(messages, after=after, actor=who, counter=self._counter(c)),
-        )
+        batch = [messages] if isinstance(messages, Message | dict) else list(messages)
+        self._check_sizes(batch)
+
+        def command(c: Context) -> list[str]:
+            self._check_count(c, len(batch))
+            return c.insert(batch, after=after, actor=who, counter=self._counter(c))
+
+        written = self._command(context_id, expected_version, command)
         if self.settings.compaction.auto and self._crossed(written.tokens, written.messages):
             self._compact_proactively(written.context_id, who)
         return written
@@ -297,6 +302,8 @@ class ContextStore(Application[UUID]):
     ) -> Written:
         """Give a visible message new content under the same id (a string: new text only)."""
         who = self._actor(actor)
+        if not isinstance(message, str):
+            self._check_sizes([message])
         return self._command(
             context_id,
             expected_version,
@@ -320,6 +327,7 @@ class ContextStore(Application[UUID]):
         who = self._actor(actor)
         if isinstance(summary, str):
             summary = {"role": "user", "content": summary, "metadata": {"ctxstore": "summary"}}
+        self._check_sizes([summary])
         return self._command(
             context_id,
             expected_version,
@@ -1013,6 +1021,37 @@ class ContextStore(Application[UUID]):
 
     # ---- machinery --------------------------------------------------------------------
 
+    def _check_sizes(self, messages: Sequence[Any]) -> None:
+        """Refuse a message over CTXSTORE_MAX_MESSAGE_BYTES (its JSON, UTF-8) before work."""
+        limit = self.settings.max_message_bytes
+        for i, m in enumerate(messages):
+            if isinstance(m, str):
+                size = len(m.encode("utf-8", "surrogatepass"))
+            elif isinstance(m, Message):
+                size = len(m.model_dump_json(exclude_none=True).encode())
+            else:
+                try:
+                    size = len(
+                        json.dumps(m, ensure_ascii=False, default=str).encode(
+                            "utf-8", "surrogatepass"
+                        )
+                    )
+                except (TypeError, ValueError, RecursionError):
+                    continue  # not storable JSON: validation names it
+            if size > limit:
+                raise LimitExceededError(
+                    f"message {i} is {size} bytes; the limit is {limit} "
+                    "(CTXSTORE_MAX_MESSAGE_BYTES)"
+                )
+
+    def _check_count(self, c: Context, adding: int) -> None:
+        limit = self.settings.max_messages
+        if len(c.order) + adding > limit:
+            raise LimitExceededError(
+                f"context {c.id} would hold {len(c.order) + adding} visible messages; the "
+                f"limit is {limit} (CTXSTORE_MAX_MESSAGES); compact or delete first"
+            )
+
     def _command(
         self,
         context_id: UUID | str,
@@ -1193,7 +1232,7 @@ class ContextStore(Application[UUID]):
 
     def _actor(self, actor: str | None) -> str:
         who = self.settings.actor if actor is None else actor
-        if not isinstance(who, str) or not who.strip() or len(who) > 200:
+        if not isinstance(who, str) or not who.strip() or len(who) > 200 or json_problem(who):
             raise InvalidOperationError(
                 f"actor must be a non-empty string of at most 200 chars, got {who!r}"
             )

@@ -27,7 +27,7 @@ from ctxstore.domain.errors import (
     UnknownBatchError,
     UnknownMessageError,
 )
-from ctxstore.domain.messages import Message, parse_json_object, parse_message
+from ctxstore.domain.messages import Message, json_problem, parse_json_object, parse_message
 from ctxstore.domain.tokens import ESTIMATE, TextCounter, message_tokens
 from ctxstore.domain.transcript import (
     check_transcript,
@@ -166,9 +166,13 @@ class Context(Aggregate):
         context_id: UUID | None = None,
     ) -> Context:
         """A new, empty context; raises InvalidOperationError for a bad name or metadata."""
-        if tenant is not None and (not isinstance(tenant, str) or not 0 < len(tenant) <= 200):
+        if tenant is not None and (
+            not isinstance(tenant, str) or not 0 < len(tenant) <= 200 or json_problem(tenant)
+        ):
             raise InvalidOperationError(f"tenant must be a non-empty string, got {tenant!r:.80}")
-        if name is not None and (not isinstance(name, str) or len(name) > 500):
+        if name is not None and (
+            not isinstance(name, str) or len(name) > 500 or json_problem(name)
+        ):
             raise InvalidOperationError(
                 f"context name must be a string of at most 500 chars, got {name!r:.80}"
             )
@@ -390,7 +394,12 @@ class Context(Aggregate):
         actor: str,
     ) -> None:
         """Record a provider's usage for a call made with the context at `for_version`."""
-        if not isinstance(model, str) or not model.strip() or len(model) > 200:
+        if (
+            not isinstance(model, str)
+            or not model.strip()
+            or len(model) > 200
+            or json_problem(model)
+        ):
             raise InvalidOperationError(f"model must be a non-empty name, got {model!r:.80}")
         for name, value in (
             ("prompt_tokens", prompt_tokens),

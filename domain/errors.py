@@ -36,6 +36,10 @@ class ContextExistsError(InvalidOperationError):
     """A context with the given id already exists (a create or import would overwrite it)."""
 
 
+class LimitExceededError(CtxStoreError, ValueError):
+    """A message is larger, or a context would hold more messages, than configured."""
+
+
 class VersionConflictError(CtxStoreError):
     """The context is not at the version the caller expected, or a racing writer won."""
 

@@ -117,12 +117,44 @@ class Message(BaseModel):
         return self.model_dump(mode="json", exclude={"id", "metadata"}, exclude_none=True)
 
 
+MAX_DEPTH = 64  # JSON nested deeper than this is refused, not recursed into
+
+
+def json_problem(value: Any) -> str | None:
+    """What makes a JSON value unstorable (too deep; a string that is not valid Unicode),
+    or None. Walks iteratively, so no input can exhaust the stack."""
+    stack: list[tuple[Any, int, str]] = [(value, 0, "")]
+    while stack:
+        item, depth, where = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"{_short(where)}: nested deeper than {MAX_DEPTH} levels"
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return f"{_short(where)}: not valid Unicode (a lone surrogate)"
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                stack.append((k, depth + 1, f"{where}.key" if where else "key"))
+                stack.append((v, depth + 1, f"{where}.{k}" if where else str(k)))
+        elif isinstance(item, list | tuple):
+            stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(item))
+    return None
+
+
+def _short(where: str) -> str:
+    return (where[:40] + "..." + where[-20:] if len(where) > 64 else where) or "value"
+
+
 def parse_message(data: Message | dict[str, Any]) -> Message:
     """Validate one message; raises InvalidMessageError naming every problem."""
     if isinstance(data, Message):
         return data
     if not isinstance(data, dict):
         raise InvalidMessageError(f"a message must be a JSON object, got {type(data).__name__}")
+    problem = json_problem(data)
+    if problem is not None:
+        raise InvalidMessageError(f"invalid message: {problem}")
     try:
         return Message.model_validate(data)
     except ValidationError as exc:
@@ -131,6 +163,9 @@ def parse_message(data: Message | dict[str, Any]) -> Message:
 
 def parse_json_object(value: Any, what: str) -> dict[str, Any]:
     """A plain JSON object (metadata, stats); raises InvalidOperationError otherwise."""
+    problem = json_problem(value)
+    if problem is not None:
+        raise InvalidOperationError(f"{what} must be a JSON object: {problem}")
     try:
         return _JSON_OBJECT.validate_python(value)
     except ValidationError as exc:

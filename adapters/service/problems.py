@@ -21,6 +21,7 @@ from ctxstore.domain.errors import (
     ContextNotFoundError,
     CtxStoreError,
     InvalidMessageError,
+    LimitExceededError,
     MalformedTranscriptError,
     PromptDoesNotFitError,
     StoreUnavailableError,
@@ -42,6 +43,7 @@ STATUS: list[tuple[type[CtxStoreError], int, str]] = [
     (MalformedTranscriptError, 422, "malformed-transcript"),
     (UnknownBatchError, 422, "unknown-batch"),
     (PromptDoesNotFitError, 422, "prompt-does-not-fit"),
+    (LimitExceededError, 422, "limit-exceeded"),
     (NothingToSummarizeError, 422, "nothing-to-summarize"),
     (StoreUnavailableError, 503, "store-unavailable"),
 ]
