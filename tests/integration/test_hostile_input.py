@@ -122,7 +122,8 @@ def command(draw: st.DrawFn, store: ContextStore, cid: Any, other: Any) -> tuple
         ),
         "fork": lambda: store.fork(cid, at_version=v, name=draw(st.one_of(st.none(), json_like))),
         "create": lambda: store.create(
-            name=draw(st.one_of(st.none(), json_like)), metadata=draw(json_like)
+            name=draw(st.one_of(st.none(), json_like)),
+            metadata=draw(json_like),  # type: ignore[arg-type]
         ),
     }
     return kind, calls[kind]
