@@ -9,6 +9,7 @@ the same treatment from schemathesis in tests/service/test_api_fuzz.py.)
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -129,7 +130,7 @@ def command(draw: st.DrawFn, store: ContextStore, cid: Any, other: Any) -> tuple
     return kind, calls[kind]
 
 
-@pytest.mark.parametrize("examples", [40])
+@pytest.mark.parametrize("examples", [int(os.environ.get("CTXSTORE_FUZZ_EXAMPLES", "40"))])
 def test_hostile_commands_raise_typed_errors_and_write_nothing(store_url, examples):
     with ContextStore.from_url(store_url, Settings(snapshot_interval=4)) as store:
 
