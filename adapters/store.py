@@ -267,11 +267,12 @@ class ContextStore(Application[UUID]):
         MalformedTranscriptError, VersionConflictError.
         """
         who = self._actor(actor)
-        batch = [messages] if isinstance(messages, Message | dict) else list(messages)
-        self._check_sizes(batch)
+        batch: Any = [messages] if isinstance(messages, Message | dict) else messages
+        if isinstance(batch, list | tuple):
+            self._check_sizes(batch)  # anything else: the domain names what is wrong
 
         def command(c: Context) -> list[str]:
-            self._check_count(c, len(batch))
+            self._check_count(c, len(batch) if isinstance(batch, list | tuple) else 1)
             return c.insert(batch, after=after, actor=who, counter=self._counter(c))
 
         written = self._command(context_id, expected_version, command)

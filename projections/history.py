@@ -29,12 +29,14 @@ def event_type_filter(types: str | Sequence[str] | None) -> list[str] | None:
     """Event type names to filter by, checked; raises InvalidOperationError naming unknowns."""
     if types is None:
         return None
-    wanted = [types] if isinstance(types, str) else list(types)
+    wanted = [types] if isinstance(types, str) else types
+    if not isinstance(wanted, list | tuple) or not all(isinstance(t, str) for t in wanted):
+        raise InvalidOperationError(f"types must be event type names, got {types!r:.80}")
     known = set(EVENT_TYPES.values())
     unknown = sorted(set(wanted) - known)
     if unknown:
         raise InvalidOperationError(f"unknown event type(s) {unknown}; known: {sorted(known)}")
-    return wanted
+    return list(wanted)
 
 
 class HistoryEntry(BaseModel):
