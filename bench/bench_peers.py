@@ -1,0 +1,345 @@
+"""ctxstore beside what users would otherwise pick, on the same machine in the same run.
+
+    pip install -e '.[bench]' && python bench/bench_peers.py [--turns 500] [--skip-pg]
+
+1. A LangGraph checkpointer persisting the same agent conversation as graph state (SQLite
+   and PostgreSQL savers; default channels and DeltaChannel): time per turn over the last
+   50 turns, bytes stored, time to list the whole history; against ctxstore appending the
+   same turns (its history listed, and also replayed state by state).
+2. The OpenAI Agents SDK's sessions (SQLiteSession; SQLAlchemySession on PostgreSQL)
+   against ctxstore's session on the same database: items added per second, get_items.
+3. ctxstore's read paths at 100, 1,000, 10,000 and 100,000 events: a cold head read, a
+   warm one, time travel to the middle, a rollback, an audit page.
+
+Prints ratios measured in one run and draws docs/performance.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import operator
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import psycopg
+from langgraph.channels.delta import DeltaChannel
+from langgraph.graph import START, StateGraph
+
+from ctxstore.adapters.integrations.agents_session import CtxStoreSession
+from ctxstore.adapters.store import ContextStore
+
+sys.path.insert(0, str(Path(__file__).parent))
+from workload import build_history, turns
+
+DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
+PLOT = Path(__file__).resolve().parents[1] / "docs" / "performance.png"
+SERIES: dict[str, Any] = {}  # what the plot draws
+
+
+def timed(fn: Callable[[], object]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+# ---- LangGraph ------------------------------------------------------------------------
+
+
+def _append(state: list[Any], writes: Sequence[Any]) -> list[Any]:
+    out = list(state or [])
+    for w in writes:
+        out.extend(w if isinstance(w, list) else [w])
+    return out
+
+
+class State(TypedDict):
+    messages: Annotated[list[Any], operator.add]  # LangGraph's default: the whole list
+
+
+class DeltaState(TypedDict):
+    messages: Annotated[list[Any], DeltaChannel(_append)]  # the writes, plus snapshots
+
+
+def langgraph_graph(saver: Any, delta: bool) -> Any:
+    builder: Any = StateGraph(DeltaState if delta else State)
+    builder.add_node("agent", lambda state: {})  # the model's reply comes in the input
+    builder.add_edge(START, "agent")
+    return builder.compile(checkpointer=saver)
+
+
+def run_langgraph(saver: Any, conversation: list[list[dict[str, Any]]], delta: bool,
+                  size: Callable[[], int]) -> dict[str, Any]:  # fmt: skip
+    graph = langgraph_graph(saver, delta)
+    config = {"configurable": {"thread_id": "t1"}}
+    per_turn = []
+    for messages in conversation:
+        per_turn.append(timed(lambda m=messages: graph.invoke({"messages": m}, config)))
+    listing = timed(lambda: list(graph.get_state_history(config)))
+    return {"per_turn": per_turn, "bytes": size(), "list": listing}
+
+
+def run_ctxstore(store: ContextStore, conversation: list[list[dict[str, Any]]]) -> dict[str, Any]:
+    cid = store.create(name="peer run")
+    per_turn = [timed(lambda m=m: store.insert(cid, m)) for m in conversation]
+    raw = sum(len(e.state) for e in store.recorder.select_events(cid))
+    if store.snapshots is not None:
+        raw += sum(len(s.state) for s in store.snapshots.recorder.select_events(cid))
+    fresh = type(store).from_url(store.url, store.settings)
+    listing = timed(lambda: fresh.history(cid))
+    replay = timed(lambda: list(fresh.replay(cid)))
+    fresh.close()
+    return {"per_turn": per_turn, "bytes": raw, "list": listing, "replay": replay}
+
+
+def compare_langgraph(label: str, conversation: list[list[dict[str, Any]]],
+                      ours: dict[str, Any], peers: dict[str, dict[str, Any]]) -> None:  # fmt: skip
+    def last50(r: dict[str, Any]) -> float:
+        return statistics.mean(r["per_turn"][-50:])
+
+    n = len(conversation)
+    messages = sum(len(t) for t in conversation)
+    print(f"\n{label}: {n} turns, {messages} messages")
+    print(f"  {'':28} {'ms/turn (last 50)':>18} {'MB stored':>10} {'list all (s)':>13}")
+    print(f"  {'ctxstore':28} {last50(ours) * 1e3:18.2f} {ours['bytes'] / 1e6:10.2f} "
+          f"{ours['list']:13.3f}   (replaying every state: {ours['replay']:.3f} s)")  # fmt: skip
+    for name, r in peers.items():
+        print(
+            f"  {name:28} {last50(r) * 1e3:18.2f} {r['bytes'] / 1e6:10.2f} {r['list']:13.3f}"
+            f"   ctxstore: {last50(r) / last50(ours):.0f}x faster per turn, "
+            f"{r['bytes'] / ours['bytes']:.0f}x fewer bytes, "
+            f"{r['list'] / ours['list']:.0f}x faster listing"
+        )
+    SERIES.setdefault("write", {})[f"ctxstore ({label})"] = ours["per_turn"]
+    SERIES.setdefault("bytes", {})[f"ctxstore ({label})"] = ours["bytes"]
+    for name, r in peers.items():
+        SERIES["write"][f"{name} ({label})"] = r["per_turn"]
+        SERIES["bytes"][f"{name} ({label})"] = r["bytes"]
+
+
+def langgraph_sqlite(folder: Path, conversation: list[list[dict[str, Any]]]) -> None:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    peers = {}
+    for delta in (False, True):
+        path = folder / f"lg_{delta}.db"
+        conn = sqlite3.connect(path, check_same_thread=False)
+        saver = SqliteSaver(conn)
+
+        def size(c: sqlite3.Connection = conn) -> int:
+            rows = c.execute(
+                "SELECT (SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) "
+                "FROM checkpoints) + (SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes)"
+            ).fetchone()
+            return int(rows[0])
+
+        peers[f"LangGraph SqliteSaver{' delta' if delta else ''}"] = run_langgraph(
+            saver, conversation, delta, size
+        )
+        conn.close()
+    with ContextStore.from_url(f"sqlite:///{folder / 'ours.db'}") as store:
+        ours = run_ctxstore(store, conversation)
+    compare_langgraph("SQLite", conversation, ours, peers)
+
+
+def langgraph_postgres(url: str, conversation: list[list[dict[str, Any]]]) -> None:
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    peers = {}
+    for delta in (False, True):
+        with PostgresSaver.from_conn_string(url) as saver:
+            saver.setup()
+            with psycopg.connect(url, autocommit=True) as c:
+                c.execute("TRUNCATE checkpoints, checkpoint_blobs, checkpoint_writes")
+
+            def size() -> int:
+                with psycopg.connect(url) as c:
+                    row = c.execute(
+                        "SELECT pg_total_relation_size('checkpoints') + "
+                        "pg_total_relation_size('checkpoint_blobs') + "
+                        "pg_total_relation_size('checkpoint_writes')"
+                    ).fetchone()
+                    return int(row[0]) if row else 0
+
+            peers[f"LangGraph PostgresSaver{' delta' if delta else ''}"] = run_langgraph(
+                saver, conversation, delta, size
+            )
+    with ContextStore.from_url(url) as store:
+        ours = run_ctxstore(store, conversation)
+    compare_langgraph("PostgreSQL", conversation, ours, peers)
+
+
+# ---- Agents SDK sessions -------------------------------------------------------------------
+
+
+def session_items(conversation: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:
+    """Each turn as the plain message items a session stores."""
+    return [[{"role": m["role"], "content": m.get("content") or "(tool call)"} for m in t]
+            for t in conversation]  # fmt: skip
+
+
+async def time_session(session: Any, batches: list[list[dict[str, Any]]]) -> tuple[float, float]:
+    t = time.perf_counter()
+    for items in batches:
+        await session.add_items(items)
+    added = time.perf_counter() - t
+    total = sum(len(b) for b in batches)
+    t = time.perf_counter()
+    for _ in range(20):
+        await session.get_items(limit=50)
+    return total / added, (time.perf_counter() - t) / 20
+
+
+def compare_sessions(label: str, ours: tuple[float, float], theirs: tuple[float, float],
+                     name: str, target: float) -> None:  # fmt: skip
+    print(
+        f"\n{label}: add {ours[0]:,.0f} items/s (ctxstore) vs {theirs[0]:,.0f} ({name}) = "
+        f"{ours[0] / theirs[0]:.2f}x (target >= {target}x); get_items(limit=50) "
+        f"{ours[1] * 1e3:.2f} ms vs {theirs[1] * 1e3:.2f} ms"
+    )
+
+
+def agents_sqlite(folder: Path, conversation: list[list[dict[str, Any]]]) -> None:
+    from agents.memory import SQLiteSession
+
+    batches = session_items(conversation)
+    theirs = asyncio.run(time_session(SQLiteSession("s", str(folder / "sdk.db")), batches))
+    with ContextStore.from_url(f"sqlite:///{folder / 'ours_sessions.db'}") as store:
+        ours = asyncio.run(time_session(CtxStoreSession("s", store), batches))
+    compare_sessions("Agents SDK sessions, SQLite", ours, theirs, "SQLiteSession", 1.0)
+
+
+def agents_postgres(url: str, conversation: list[list[dict[str, Any]]]) -> None:
+    from agents.extensions.memory.sqlalchemy_session import SQLAlchemySession
+
+    batches = session_items(conversation)
+    async_url = url.replace("postgresql://", "postgresql+asyncpg://", 1)
+
+    async def theirs_run() -> tuple[float, float]:
+        session = SQLAlchemySession.from_url("s", url=async_url, create_tables=True)
+        try:
+            return await time_session(session, batches)
+        finally:
+            await session.engine.dispose()
+
+    theirs = asyncio.run(theirs_run())
+    with ContextStore.from_url(url) as store:
+        ours = asyncio.run(time_session(CtxStoreSession("s", store), batches))
+    compare_sessions("Agents SDK sessions, PostgreSQL", ours, theirs, "SQLAlchemySession", 1.5)
+
+
+# ---- ctxstore's read paths against history length ----------------------------------------
+
+
+def read_costs(url: str, size: int) -> dict[str, float]:
+    """Each read path's cost (seconds) on a context of `size` events."""
+    with ContextStore.from_url(url) as loader:
+        cid = build_history(loader, size)
+    costs: dict[str, float] = {}
+    with ContextStore.from_url(url) as store:
+        costs["head (cold)"] = timed(lambda: store.visible(cid))
+        costs["head (warm)"] = min(timed(lambda: store.visible(cid)) for _ in range(5))
+        mid = size // 2
+        costs["time travel"] = statistics.median(
+            timed(lambda: store.visible(cid, at_version=mid)) for _ in range(5)
+        )
+        undo = []
+        for _ in range(5):
+            store.batch_start(cid)
+            store.insert(cid, {"role": "user", "content": "to be undone"})
+            undo.append(timed(lambda: store.batch_end(cid)))
+        costs["rollback"] = statistics.median(undo)
+        store.audit(limit=1)  # index what the bulk load wrote
+        after = max(store.audit_index.position() - 60, 0)
+        costs["audit page"] = statistics.median(
+            timed(lambda: store.audit(context_id=cid, after=after, limit=50)) for _ in range(5)
+        )
+    return costs
+
+
+def read_paths(label: str, make_url: Callable[[int], str], sizes: Sequence[int]) -> None:
+    by_size = [read_costs(make_url(size), size) for size in sizes]
+    rows = {path: [costs[path] for costs in by_size] for path in by_size[0]}
+    print(f"\n{label}: ctxstore read paths by history length (ms; ratio to the smallest)")
+    print("  " + f"{'events':>16}" + "".join(f"{s:>12,}" for s in sizes) + "   ratio")
+    for path, costs in rows.items():
+        cells = "".join(f"{c * 1e3:12.2f}" for c in costs)
+        print(f"  {path:>16}{cells}   {costs[-1] / costs[0]:5.2f}x (target <= 2x)")
+    SERIES.setdefault("reads", {})[label] = (list(sizes), rows)
+
+
+# ---- plot ---------------------------------------------------------------------------------
+
+
+def plot() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(18, 5.5))
+    for label, (sizes, rows) in SERIES.get("reads", {}).items():
+        for path, costs in rows.items():
+            axes[0].plot(sizes, [c * 1e3 for c in costs], marker="o", label=f"{path}, {label}")
+    axes[0].set(xscale="log", yscale="log", xlabel="events in the context", ylabel="ms",
+                title="ctxstore read paths against history length")  # fmt: skip
+    for name, per_turn in SERIES.get("write", {}).items():
+        axes[1].plot(range(1, len(per_turn) + 1), [t * 1e3 for t in per_turn], label=name)
+    axes[1].set(yscale="log", xlabel="turn", ylabel="ms per turn",
+                title="writing a turn as the conversation grows")  # fmt: skip
+    names = list(SERIES.get("bytes", {}))
+    axes[2].barh(names, [SERIES["bytes"][n] / 1e6 for n in names])
+    axes[2].set(xscale="log", xlabel="MB stored", title="bytes stored for the conversation")
+    for ax in axes[:2]:
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(PLOT, dpi=110)
+    print(f"\nplot: {PLOT}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=500)
+    parser.add_argument("--sizes", default="100,1000,10000,100000")
+    parser.add_argument("--pg", default=os.environ.get("CTXSTORE_BENCH_PG", DEFAULT_PG))
+    parser.add_argument("--skip-pg", action="store_true")
+    args = parser.parse_args()
+    conversation = list(turns(args.turns))
+    sizes = [int(s) for s in args.sizes.split(",")]
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        langgraph_sqlite(folder, conversation)
+        agents_sqlite(folder, conversation)
+        read_paths("SQLite", lambda n: f"sqlite:///{folder / f'reads_{n}.db'}", sizes)
+        if not args.skip_pg:
+            made: list[str] = []
+
+            def fresh(tag: str) -> str:
+                name = f"ctxstore_peers_{tag}_{os.getpid()}"
+                with psycopg.connect(args.pg, autocommit=True) as conn:
+                    conn.execute(f'CREATE DATABASE "{name}"')
+                made.append(name)
+                return args.pg.rsplit("/", 1)[0] + f"/{name}"
+
+            try:
+                langgraph_postgres(fresh("lg"), conversation)
+                agents_postgres(fresh("sessions"), conversation)
+                read_paths("PostgreSQL", lambda n: fresh(f"reads{n}"), sizes)
+            finally:
+                with psycopg.connect(args.pg, autocommit=True) as conn:
+                    for name in made:
+                        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    plot()
+    print(f"total {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""A realistic agent conversation for the peer benchmarks, and a fast loader of long histories.
+
+`turns(n, seed)` yields agent turns as OpenAI messages: a user turn (English or Chinese, of
+varied length), often a tool call and its result (results up to several KB), then the
+assistant's answer. `build_history(store, events)` writes one context of `events` events
+shaped like a long agent session — appends, batches rolled back or kept, compactions that
+keep the visible context bounded — in bulk, with the snapshots the store's own policy would
+have taken, so read paths can be timed at 100,000 events without 100,000 round trips.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any, cast
+from uuid import UUID
+
+from ctxstore.adapters.chain import GENESIS, ChainingMapper
+from ctxstore.adapters.store import ContextStore
+from ctxstore.domain.context import Context
+
+EN = [
+    "the",
+    "agent",
+    "checked",
+    "the",
+    "order",
+    "status",
+    "and",
+    "the",
+    "shipping",
+    "tool",
+    "returned",
+    "a",
+    "tracking",
+    "number",
+    "with",
+    "three",
+    "pending",
+    "scans",
+    "while",
+    "the",
+    "customer",
+    "asked",
+    "about",
+    "a",
+    "refund",
+    "for",
+    "the",
+    "late",
+    "parcel",
+]
+ZH = "客户询问订单状态物流工具返回了追踪号码包裹延迟三天需要退款或者重新发货请确认地址"
+
+
+def text(rng: random.Random, chars: int) -> str:
+    if rng.random() < 0.3:
+        return "".join(rng.choice(ZH) for _ in range(chars // 2))
+    words: list[str] = []
+    while sum(len(w) + 1 for w in words) < chars:
+        words.append(rng.choice(EN))
+    return " ".join(words)
+
+
+def turn(rng: random.Random, n: int) -> list[dict[str, Any]]:
+    """One agent turn: user, maybe a tool call and result, then the answer."""
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": text(rng, rng.choice([40, 120, 400, 1500]))}
+    ]
+    if rng.random() < 0.6:
+        call = f"call_{n}"
+        messages.append({
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": call, "type": "function", "function": {
+                "name": rng.choice(["order_status", "search_docs", "refund"]),
+                "arguments": f'{{"id": {n}, "q": "{text(rng, 30)}"}}'}}],
+        })  # fmt: skip
+        messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": call,
+                "content": text(rng, rng.choice([200, 1200, 6000])),
+            }
+        )
+    messages.append({"role": "assistant", "content": text(rng, rng.choice([80, 300, 900]))})
+    return messages
+
+
+def turns(count: int, seed: int = 7) -> Iterator[list[dict[str, Any]]]:
+    rng = random.Random(seed)
+    for n in range(count):
+        yield turn(rng, n)
+
+
+def build_history(store: ContextStore, events: int, seed: int = 11) -> UUID:
+    """One context of about `events` events, written in bulk with policy snapshots."""
+    rng = random.Random(seed)
+    mapper = cast(ChainingMapper, store.mapper)
+    ctx = Context.start(name=f"history of {events}", metadata=None, actor="loader")
+    counter = store.tokenizers.counter(ctx.encoding)
+    snapshots = []
+    step_events: list[Any] = []
+    prev, written, n = GENESIS, 0, 0
+    while ctx.version < events:
+        n += 1
+        before = ctx.version
+        roll = rng.random()
+        if roll < 0.08 and ctx.savepoints:
+            ctx.batch_end(keep=rng.random() < 0.5, actor="agent")
+        elif roll < 0.14:
+            ctx.batch_start(actor="agent")
+        elif len(ctx.order) > 120:  # keep the window bounded, as compaction does
+            ids = list(ctx.order[: len(ctx.order) // 2])
+            # Whole tool blocks only: end the run before a tool result.
+            while ids and ctx.entries[ctx.order[len(ids)]]["message"]["role"] == "tool":
+                ids.pop()
+            ctx.compress(ids, {"role": "user", "content": text(rng, 300),
+                               "metadata": {"ctxstore": "summary"}},
+                         actor="compactor", counter=counter)  # fmt: skip
+        else:
+            ctx.insert(turn(rng, n), actor="agent", counter=counter)
+        held = len(ctx.entries) + sum(len(s["entries"]) for s in ctx.savepoints)
+        step = max(store.settings.snapshot_interval, 1 << (held // 4).bit_length())
+        if ctx.version // step > before // step and store.snapshots is not None:
+            # Serialized now: the aggregate's nested state changes with the next command.
+            snapshot = Context.Snapshot.take(ctx)
+            snapshots.append(store.snapshots.mapper.to_stored_event(snapshot))
+        step_events += ctx.collect_events()
+        if len(step_events) >= 5000 or ctx.version >= events:
+            sealed, prev = mapper.to_sealed_events(step_events, prev)
+            store.recorder.insert_events(sealed)
+            written += len(sealed)
+            step_events = []
+            if snapshots and store.snapshots is not None:
+                store.snapshots.recorder.insert_events(snapshots)
+                snapshots = []
+    assert written == ctx.version
+    return ctx.id
