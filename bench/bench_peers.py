@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import operator
 import os
 import sqlite3
@@ -81,14 +82,14 @@ def run_langgraph(saver: Any, conversation: list[list[dict[str, Any]]], delta: b
     config = {"configurable": {"thread_id": "t1"}}
     per_turn = []
     for messages in conversation:
-        per_turn.append(timed(lambda m=messages: graph.invoke({"messages": m}, config)))
+        per_turn.append(timed(functools.partial(graph.invoke, {"messages": messages}, config)))
     listing = timed(lambda: list(graph.get_state_history(config)))
     return {"per_turn": per_turn, "bytes": size(), "list": listing}
 
 
 def run_ctxstore(store: ContextStore, conversation: list[list[dict[str, Any]]]) -> dict[str, Any]:
     cid = store.create(name="peer run")
-    per_turn = [timed(lambda m=m: store.insert(cid, m)) for m in conversation]
+    per_turn = [timed(functools.partial(store.insert, cid, m)) for m in conversation]
     raw = sum(len(e.state) for e in store.recorder.select_events(cid))
     if store.snapshots is not None:
         raw += sum(len(s.state) for s in store.snapshots.recorder.select_events(cid))
@@ -102,7 +103,7 @@ def run_ctxstore(store: ContextStore, conversation: list[list[dict[str, Any]]]) 
 def compare_langgraph(label: str, conversation: list[list[dict[str, Any]]],
                       ours: dict[str, Any], peers: dict[str, dict[str, Any]]) -> None:  # fmt: skip
     def last50(r: dict[str, Any]) -> float:
-        return statistics.mean(r["per_turn"][-50:])
+        return float(statistics.mean(r["per_turn"][-50:]))
 
     n = len(conversation)
     messages = sum(len(t) for t in conversation)
@@ -327,7 +328,7 @@ def main() -> None:
                 with psycopg.connect(args.pg, autocommit=True) as conn:
                     conn.execute(f'CREATE DATABASE "{name}"')
                 made.append(name)
-                return args.pg.rsplit("/", 1)[0] + f"/{name}"
+                return str(args.pg).rsplit("/", 1)[0] + f"/{name}"
 
             try:
                 langgraph_postgres(fresh("lg"), conversation)
