@@ -8,6 +8,7 @@ Reads catch the cached aggregate up with one query, or load the nearest snapshot
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import threading
@@ -613,6 +614,15 @@ class ContextStore(Application[UUID]):
                 return visible_of(ctx, [i.message for i in self._prompt_items(ctx)])
         ctx = self._context_at(cid, at_version)
         return visible_of(ctx, [i.message for i in self._prompt_items(ctx)])
+
+    def visible_messages(self, context_id: UUID | str, *, last: int | None = None) -> list[JSON]:
+        """The visible messages as stored JSON (copies), or only the newest `last`: a
+        session's latest items without building the whole visible context."""
+        cid = self._id(context_id)
+        with self._lock(cid):
+            ctx = self._fresh(cid)
+            order = ctx.order if last is None else ctx.order[-last:] if last > 0 else []
+            return [copy.deepcopy(ctx.entries[i]["message"]) for i in order]
 
     def _context_at(self, cid: UUID, at_version: int) -> Context:
         if isinstance(at_version, bool) or not isinstance(at_version, int) or at_version < 1:

@@ -159,10 +159,14 @@ class CtxStoreSession(SessionABC):
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The history in order; with a limit, the latest `limit` items (as SQLiteSession)."""
         wanted = resolve_session_limit(limit, self.session_settings)
-        items = await asyncio.to_thread(self._items)
+        if wanted is not None and wanted == 0:
+            return []
+        items = await asyncio.to_thread(
+            self._items, None if wanted is None or wanted < 0 else wanted
+        )
         if wanted is None or wanted < 0:
             return items
-        return items[-wanted:] if wanted > 0 else []
+        return items[-wanted:]
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
         """Append items; concurrent adds are retried on conflict, none is lost."""
@@ -185,8 +189,16 @@ class CtxStoreSession(SessionABC):
 
     # ---- the work, on a thread ----------------------------------------------------------------
 
-    def _items(self) -> list[Any]:
-        return self._items_of(self.store.visible(self.context_id))
+    def _items(self, newest: int | None = None) -> list[Any]:
+        """Every item, or at least the newest `newest` (each message holds one or more)."""
+        read = getattr(self.store, "visible_messages", None)
+        if read is None:  # over HTTP: the visible context
+            return self._items_of(self.store.visible(self.context_id))
+        messages = read(self.context_id, last=newest)
+        items = [i for m in messages for i in held_items(m.get("metadata") or {})]
+        if newest is not None and len(items) < newest and len(messages) == newest:
+            return self._items()  # messages without items among the newest: read them all
+        return items
 
     def _pop(self) -> Any:
         for _ in range(ATTEMPTS):  # a racing writer moved the tail: read it again

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import uuid
 from types import SimpleNamespace
 from typing import Any
 
@@ -72,8 +73,9 @@ Ops = st.lists(
 )
 @given(ops=Ops, n=st.integers(0, 10**9))
 def test_same_answers_as_the_sdks_sqlite_session(store, ops, n):
-    ours = CtxStoreSession(f"s-{n}-{id(ops)}", store)
-    theirs = SQLiteSession(f"s-{n}")
+    key = uuid.uuid4().hex  # a fresh session each example, replays and shrinks included
+    ours = CtxStoreSession(f"s-{key}", store)
+    theirs = SQLiteSession(f"s-{key}")
 
     async def both(op, arg):
         if op == "add":
