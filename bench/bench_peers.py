@@ -187,6 +187,7 @@ def session_items(conversation: list[list[dict[str, Any]]]) -> list[list[dict[st
 
 
 async def time_session(session: Any, batches: list[list[dict[str, Any]]]) -> tuple[float, float]:
+    await session.add_items([{"role": "user", "content": "warm up"}])  # tables, tokenizer
     t = time.perf_counter()
     for items in batches:
         await session.add_items(items)
@@ -311,15 +312,20 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--pg", default=os.environ.get("CTXSTORE_BENCH_PG", DEFAULT_PG))
     parser.add_argument("--skip-pg", action="store_true")
+    parser.add_argument("--sections", default="langgraph,agents,reads")
     args = parser.parse_args()
+    sections = set(args.sections.split(","))
     conversation = list(turns(args.turns))
     sizes = [int(s) for s in args.sizes.split(",")]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        langgraph_sqlite(folder, conversation)
-        agents_sqlite(folder, conversation)
-        read_paths("SQLite", lambda n: f"sqlite:///{folder / f'reads_{n}.db'}", sizes)
+        if "langgraph" in sections:
+            langgraph_sqlite(folder, conversation)
+        if "agents" in sections:
+            agents_sqlite(folder, conversation)
+        if "reads" in sections:
+            read_paths("SQLite", lambda n: f"sqlite:///{folder / f'reads_{n}.db'}", sizes)
         if not args.skip_pg:
             made: list[str] = []
 
@@ -331,14 +337,18 @@ def main() -> None:
                 return str(args.pg).rsplit("/", 1)[0] + f"/{name}"
 
             try:
-                langgraph_postgres(fresh("lg"), conversation)
-                agents_postgres(fresh("sessions"), conversation)
-                read_paths("PostgreSQL", lambda n: fresh(f"reads{n}"), sizes)
+                if "langgraph" in sections:
+                    langgraph_postgres(fresh("lg"), conversation)
+                if "agents" in sections:
+                    agents_postgres(fresh("sessions"), conversation)
+                if "reads" in sections:
+                    read_paths("PostgreSQL", lambda n: fresh(f"reads{n}"), sizes)
             finally:
                 with psycopg.connect(args.pg, autocommit=True) as conn:
                     for name in made:
                         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    plot()
+    if SERIES:
+        plot()
     print(f"total {time.perf_counter() - started:.0f} s")
 
 
