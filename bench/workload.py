@@ -57,8 +57,11 @@ def text(rng: random.Random, chars: int) -> str:
     if rng.random() < 0.3:
         return "".join(rng.choice(ZH) for _ in range(chars // 2))
     words: list[str] = []
-    while sum(len(w) + 1 for w in words) < chars:
-        words.append(rng.choice(EN))
+    length = 0
+    while length < chars:
+        word = rng.choice(EN)
+        words.append(word)
+        length += len(word) + 1
     return " ".join(words)
 
 
