@@ -93,6 +93,14 @@ def run_ctxstore(store: ContextStore, conversation: list[list[dict[str, Any]]]) 
     raw = sum(len(e.state) for e in store.recorder.select_events(cid))
     if store.snapshots is not None:
         raw += sum(len(s.state) for s in store.snapshots.recorder.select_events(cid))
+    if store.url.startswith("postgresql") and store.snapshots is not None:
+        # On PostgreSQL both sides are measured as the relations' size on disk (after TOAST).
+        tables = [store.recorder.events_table_name, store.snapshots.recorder.events_table_name]  # type: ignore[attr-defined]
+        with psycopg.connect(store.url) as conn:
+            row = conn.execute(
+                "SELECT " + " + ".join("pg_total_relation_size(%s)" for _ in tables), tables
+            ).fetchone()
+            raw = int(row[0]) if row else raw
     fresh = type(store).from_url(store.url, store.settings)
     listing = timed(lambda: fresh.history(cid))
     replay = timed(lambda: list(fresh.replay(cid)))
