@@ -11,7 +11,9 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import random
 import threading
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -68,7 +70,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 KEY_NAMESPACE = UUID("6d1f3c52-8a0e-4c59-9d2b-7f4e0b1a2c3d")  # ids of keyed contexts
-MAX_ATTEMPTS = 20
+MAX_ATTEMPTS = 50
 SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the tables
 PARSED_CACHE_SIZE = 200_000  # validated messages kept per store  # a command retried this often against racing writers gives up
 
@@ -1078,7 +1080,11 @@ class ContextStore(Application[UUID]):
             raise InvalidOperationError(
                 f"expected_version must be an integer, got {expected_version!r}"
             )
-        for _ in range(MAX_ATTEMPTS):
+        for attempt in range(MAX_ATTEMPTS):
+            if attempt:
+                # Lost a race: wait a random, growing moment, so that writers racing on one
+                # context stop colliding in lockstep (none starves).
+                time.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
             with self._lock(cid):
                 ctx, fresh = self._cached_or_loaded(cid)
                 if expected_version is not None and ctx.version != expected_version and not fresh:
