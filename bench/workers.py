@@ -3,6 +3,7 @@ bench/bench_reliability.py).
 
     python bench/workers.py mixed URL CONTEXT TAG COMMANDS SEED   # prints one JSON line per ack
     python bench/workers.py crashy URL CONTEXT TAG ACK_FILE       # appends and compacts until killed
+    python bench/workers.py appends URL CONTEXT|new COUNT START   # timed appends (bench_scaling)
 
 `mixed` runs a random mix of commands on one shared context: appends (most without an
 expected version, some with one), batches rolled back or kept, compressions of two
@@ -77,6 +78,28 @@ def mixed(url: str, cid: str, tag: str, commands: int, seed: int) -> None:
     print(json.dumps({"tag": tag, "refused": dict(refused)}), flush=True)
 
 
+def appends(url: str, cid: str, count: int, start_at: float) -> None:
+    """Append `count` single messages to a context ("new": its own), starting at a moment
+    shared with the other writers; prints the seconds it took."""
+    import time
+
+    with ContextStore.from_url(url, Settings(actor="scaling")) as store:
+        target = store.create(name="scaling") if cid == "new" else cid
+        store.insert(target, [{"role": "user", "content": "warm up"}])
+        while time.time() < start_at:
+            time.sleep(0.001)
+        began = time.perf_counter()
+        done = gave_up = 0
+        for n in range(count):
+            try:
+                store.insert(target, [{"role": "user", "content": f"append {n} " + "words " * 30}])
+                done += 1
+            except CtxStoreError:  # lost every retry to racing writers: refused, typed
+                gave_up += 1
+        elapsed = time.perf_counter() - began
+        print(json.dumps({"seconds": elapsed, "count": done, "gave_up": gave_up}), flush=True)
+
+
 def crashy(url: str, cid: str, tag: str, ack_file: str) -> None:
     settings = Settings(snapshot_interval=8, actor=tag)
     with (
@@ -107,6 +130,8 @@ if __name__ == "__main__":
     mode, *args = sys.argv[1:]
     if mode == "mixed":
         mixed(args[0], args[1], args[2], int(args[3]), int(args[4]))
+    elif mode == "appends":
+        appends(args[0], args[1], int(args[2]), float(args[3]))
     elif mode == "crashy":
         crashy(args[0], args[1], args[2], args[3])
     else:
