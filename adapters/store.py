@@ -1002,10 +1002,9 @@ class ContextStore(Application[UUID]):
         return eraser(self).records()
 
     def forget(self, cid: UUID) -> None:
-        """Drop everything this process keeps in memory about a context."""
-        with suppress(KeyError):
-            self._cache.get(cid, evict=True)
-        for kept in (self._parsed, self._units, self._chain_heads, self._tenants):
+        """Drop everything this process keeps in memory about a context (after erasure)."""
+        self._forget(cid)
+        for kept in (self._parsed, self._units, self._tenants):
             kept.pop(cid, None)
 
     def remember_tenant(self, cid: UUID, tenant: str | None) -> str | None:

@@ -38,6 +38,7 @@ from ctxstore.adapters.integrations.agents_session import CtxStoreSession
 from ctxstore.adapters.store import ContextStore
 
 sys.path.insert(0, str(Path(__file__).parent))
+from scratch_pg import scratch_databases
 from workload import build_history, turns
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -335,26 +336,13 @@ def main() -> None:
         if "reads" in sections:
             read_paths("SQLite", lambda n: f"sqlite:///{folder / f'reads_{n}.db'}", sizes)
         if not args.skip_pg:
-            made: list[str] = []
-
-            def fresh(tag: str) -> str:
-                name = f"ctxstore_peers_{tag}_{os.getpid()}"
-                with psycopg.connect(args.pg, autocommit=True) as conn:
-                    conn.execute(f'CREATE DATABASE "{name}"')
-                made.append(name)
-                return str(args.pg).rsplit("/", 1)[0] + f"/{name}"
-
-            try:
+            with scratch_databases(args.pg) as fresh:
                 if "langgraph" in sections:
-                    langgraph_postgres(fresh("lg"), conversation)
+                    langgraph_postgres(fresh(), conversation)
                 if "agents" in sections:
-                    agents_postgres(fresh("sessions"), conversation)
+                    agents_postgres(fresh(), conversation)
                 if "reads" in sections:
-                    read_paths("PostgreSQL", lambda n: fresh(f"reads{n}"), sizes)
-            finally:
-                with psycopg.connect(args.pg, autocommit=True) as conn:
-                    for name in made:
-                        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                    read_paths("PostgreSQL", lambda _: fresh(), sizes)
     if SERIES:
         plot()
     print(f"total {time.perf_counter() - started:.0f} s")

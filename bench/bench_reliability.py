@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
+from scratch_pg import scratch_databases
 
 from ctxstore.adapters.audit import catch_up
 from ctxstore.adapters.store import ContextStore
@@ -168,19 +168,7 @@ def run_crashes(url: str, kills: int, seed: int = 0) -> dict[str, Any]:
         assert indexed == {cid.hex: len(history)}, (indexed, len(history))
         assert store.verify(cid).ok
     return {"kills": kills, "acknowledged": len(acked), "events": len(history),
-            "compactions": compactions, "lost": 0}  # fmt: skip
-
-
-def fresh_pg(admin: str) -> tuple[str, str]:
-    name = f"ctxstore_bench_rel_{os.getpid()}_{random.randrange(10**6)}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return admin.rsplit("/", 1)[0] + f"/{name}", name
-
-
-def drop_pg(admin: str, name: str) -> None:
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            "compactions": compactions, "lost": len(lost)}  # fmt: skip
 
 
 def main() -> None:
@@ -191,32 +179,26 @@ def main() -> None:
     parser.add_argument("--pg", default=os.environ.get("CTXSTORE_BENCH_PG", DEFAULT_PG))
     parser.add_argument("--skip-pg", action="store_true")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        backends: list[tuple[str, str, str | None]] = [
-            ("SQLite", f"sqlite:///{Path(tmp) / 'rel.db'}", None)
-        ]
+    with tempfile.TemporaryDirectory() as tmp, scratch_databases(args.pg) as fresh:
+        backends = [("SQLite", f"sqlite:///{Path(tmp) / 'rel.db'}")]
         if not args.skip_pg:
-            backends.append(("PostgreSQL", *fresh_pg(args.pg)))
-        for label, url, name in backends:
-            try:
-                mixed = run_mixed(url, args.writers, args.commands)
-                print(
-                    f"{label}: {mixed['writers']} writer processes x {args.commands} commands "
-                    f"on one context: {mixed['acknowledged']} acknowledged, "
-                    f"{mixed['events'] - 1} stored, 0 lost, 0 duplicated; "
-                    f"{mixed['commands_per_second']:.0f} commands/s; refused as conflicts "
-                    f"(typed): {mixed['refused']}"
-                )
-                crashes = run_crashes(url, args.kills)
-                print(
-                    f"{label}: {crashes['kills']} SIGKILLs during appends and compactions: "
-                    f"{crashes['acknowledged']} acknowledged writes, 0 lost; "
-                    f"{crashes['compactions']} compactions, none half written; "
-                    "the audit index caught up; chain verified"
-                )
-            finally:
-                if name is not None:
-                    drop_pg(args.pg, name)
+            backends.append(("PostgreSQL", fresh()))
+        for label, url in backends:
+            mixed = run_mixed(url, args.writers, args.commands)
+            print(
+                f"{label}: {mixed['writers']} writer processes x {args.commands} commands "
+                f"on one context: {mixed['acknowledged']} acknowledged, "
+                f"{mixed['events'] - 1} stored, 0 lost, 0 duplicated; "
+                f"{mixed['commands_per_second']:.0f} commands/s; refused as conflicts "
+                f"(typed): {mixed['refused']}"
+            )
+            crashes = run_crashes(url, args.kills)
+            print(
+                f"{label}: {crashes['kills']} SIGKILLs during appends and compactions: "
+                f"{crashes['acknowledged']} acknowledged writes, {crashes['lost']} lost; "
+                f"{crashes['compactions']} compactions, none half written; "
+                "the audit index caught up; chain verified"
+            )
 
 
 if __name__ == "__main__":

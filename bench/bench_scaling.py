@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import psycopg
+from scratch_pg import scratch_databases
 
 from ctxstore.adapters.store import ContextStore
 
@@ -75,21 +75,8 @@ def main() -> None:
                lambda: f"sqlite:///{Path(tmp) / f'scale{next(made)}.db'}", counts, args.appends)  # fmt: skip
     if args.skip_pg:
         return
-    names: list[str] = []
-
-    def fresh() -> str:
-        name = f"ctxstore_scaling_{os.getpid()}_{len(names)}"
-        with psycopg.connect(args.pg, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        names.append(name)
-        return str(args.pg).rsplit("/", 1)[0] + f"/{name}"
-
-    try:
+    with scratch_databases(args.pg) as fresh:
         report("PostgreSQL (one server)", fresh, counts, args.appends)
-    finally:
-        with psycopg.connect(args.pg, autocommit=True) as conn:
-            for name in names:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 if __name__ == "__main__":
