@@ -87,8 +87,15 @@ class RequestGuard:
             await self._reject(scope, receive, send, 415, "unsupported-media-type", detail)
             return
 
+        delivered = False
+
         async def replay_body() -> Message:
-            nonlocal body
+            # The body once; after it, what the server says next (a disconnect), as ASGI
+            # has it: a response that listens for the client leaving must not spin.
+            nonlocal body, delivered
+            if delivered:
+                return await receive()
+            delivered = True
             chunk, body = bytes(body), bytearray()
             return {"type": "http.request", "body": chunk, "more_body": False}
 
