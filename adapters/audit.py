@@ -78,6 +78,8 @@ def audit_page(
     tenant: str | None = None,
     after: int = 0,
     limit: int = 100,
+    from_version: int | None = None,
+    to_version: int | None = None,
 ) -> AuditPage:
     """Events across contexts after position `after`, in the order recorded, filtered."""
     wanted = event_type_filter(types)
@@ -88,6 +90,11 @@ def audit_page(
     for name, value in (("actor", actor), ("tenant", tenant)):
         if value is not None and not isinstance(value, str):
             raise InvalidOperationError(f"{name} must be a string, got {value!r}")
+    for name, bound in (("from_version", from_version), ("to_version", to_version)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
+            raise InvalidOperationError(f"{name} must be an integer, got {bound!r}")
+        if bound is not None and context_id is None:
+            raise InvalidOperationError(f"{name} needs context_id: versions are per context")
     where = AuditFilter(
         context_id=None if context_id is None else store.context_uuid(context_id),
         types=wanted or None,
@@ -95,6 +102,8 @@ def audit_page(
         tenant=tenant,
         since=_time(since, "since"),
         until=_time(until, "until"),
+        from_version=from_version,
+        to_version=to_version,
     )
     catch_up(store)
     found = store.audit_index.query(where, after, limit)

@@ -41,6 +41,7 @@ TRACKING_NAME = "ctxstore_audit"  # the projection's name in the tracking table
 # range scan; (actor, ts) answers "one actor, recent hours" without reading older rows.
 INDEXES = {
     "ctxstore_audit_context_idx": "(context_id, position)",
+    "ctxstore_audit_context_version_idx": "(context_id, version)",  # a window of versions
     "ctxstore_audit_actor_idx": "(actor, position)",
     "ctxstore_audit_actor_ts_idx": "(actor, ts)",
     "ctxstore_audit_type_idx": "(type, position)",
@@ -60,6 +61,8 @@ class AuditFilter:
     tenant: str | None = None  # only the contexts of this tenant
     since: int | None = None  # microseconds since the epoch, inclusive
     until: int | None = None  # exclusive
+    from_version: int | None = None  # with context_id: versions from, inclusive
+    to_version: int | None = None  # inclusive
 
 
 class AuditView(TrackingRecorder, ABC):
@@ -119,6 +122,17 @@ class AuditView(TrackingRecorder, ABC):
         """The newest version the index has seen of each context (or of one)."""
 
 
+# Each scalar bound of a filter: its field and the condition it puts on a column.
+_BOUNDS = (
+    ("actor", "actor = {}"),
+    ("tenant", "tenant = {}"),
+    ("since", "ts >= {}"),
+    ("until", "ts < {}"),
+    ("from_version", "version >= {}"),
+    ("to_version", "version <= {}"),
+)
+
+
 def _sql_filter(where: AuditFilter, mark: str) -> tuple[str, list[Any]]:
     """The WHERE clause (after `position > ?`) and its parameters, in one placeholder style."""
     clauses: list[str] = []
@@ -129,18 +143,11 @@ def _sql_filter(where: AuditFilter, mark: str) -> tuple[str, list[Any]]:
     if where.types:
         clauses.append("type IN (" + ", ".join([mark] * len(where.types)) + ")")
         params.extend(where.types)
-    if where.actor is not None:
-        clauses.append(f"actor = {mark}")
-        params.append(where.actor)
-    if where.tenant is not None:
-        clauses.append(f"tenant = {mark}")
-        params.append(where.tenant)
-    if where.since is not None:
-        clauses.append(f"ts >= {mark}")
-        params.append(where.since)
-    if where.until is not None:
-        clauses.append(f"ts < {mark}")
-        params.append(where.until)
+    for name, condition in _BOUNDS:
+        value = getattr(where, name)
+        if value is not None:
+            clauses.append(condition.format(mark))
+            params.append(value)
     return "".join(" AND " + c for c in clauses), params
 
 
@@ -261,13 +268,16 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
         self, where: AuditFilter, after: int, limit: int
     ) -> list[tuple[AuditRow, int | None]]:
         clause, params = _sql_filter(where, "?")
-        # SQLite's planner would walk all of an actor's rows in position order; with a time
-        # bound, the (actor, ts) range is the short way (PostgreSQL chooses it by itself).
-        hint = (
-            " INDEXED BY ctxstore_audit_actor_ts_idx"
-            if where.actor is not None and where.since is not None
-            else ""
-        )
+        # SQLite's planner would walk all of an actor's (or a context's) rows in position
+        # order; with a time bound the (actor, ts) range is the short way, and with a window
+        # of versions the (context_id, version) range (PostgreSQL chooses them by itself).
+        hint = ""
+        if where.context_id is not None and (
+            where.from_version is not None or where.to_version is not None
+        ):
+            hint = " INDEXED BY ctxstore_audit_context_version_idx"
+        elif where.actor is not None and where.since is not None:
+            hint = " INDEXED BY ctxstore_audit_actor_ts_idx"
         with self.datastore.transaction(commit=False) as c:
             c.execute(
                 f"SELECT {COLUMNS} FROM ctxstore_audit{hint} WHERE position > ?{clause} "
@@ -446,6 +456,8 @@ def _matches(r: AuditRow, w: AuditFilter) -> bool:
         and (w.tenant is None or r.tenant == w.tenant)
         and (w.since is None or r.timestamp >= w.since)
         and (w.until is None or r.timestamp < w.until)
+        and (w.from_version is None or r.version >= w.from_version)
+        and (w.to_version is None or r.version <= w.to_version)
     )
 
 

@@ -29,6 +29,7 @@ from ctxstore.domain.prompt import Prompt, Strategy
 from ctxstore.projections.audit import AuditPage
 from ctxstore.projections.changes import Diff
 from ctxstore.projections.history import HistoryEntry
+from ctxstore.projections.tokens import TokenSeries
 from ctxstore.projections.visible import BatchFrame, VisibleContext
 
 M = TypeVar("M", bound=BaseModel)
@@ -394,6 +395,8 @@ class CtxStoreClient:
         context_id: UUID | str | None = None,
         after: int = 0,
         limit: int = 100,
+        from_version: int | None = None,
+        to_version: int | None = None,
     ) -> AuditPage:
         return self._get(
             "/v1/audit", AuditPage,
@@ -401,8 +404,11 @@ class CtxStoreClient:
             until=None if until is None else until.isoformat(),
             types=None if types is None else list(types), actor=actor,
             context_id=None if context_id is None else str(context_id),
-            after=after, limit=limit,
+            after=after, limit=limit, from_version=from_version, to_version=to_version,
         )  # fmt: skip
+
+    def token_series(self, context_id: UUID | str, *, points: int = 500) -> TokenSeries:
+        return self._get(f"{self._ctx(context_id)}/tokens", TokenSeries, points=points)
 
     def health(self) -> dict[str, Any]:
         result: dict[str, Any] = self._send("GET", "/health").json()

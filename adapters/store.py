@@ -61,6 +61,7 @@ from ctxstore.domain.tokens import REPLY_PRIMING, TextCounter, message_tokens
 from ctxstore.projections.audit import AuditPage
 from ctxstore.projections.changes import Diff
 from ctxstore.projections.history import HistoryEntry, event_type_filter, fold_history
+from ctxstore.projections.tokens import MAX_POINTS, Folded, TokenSeries, fold_tokens, token_series
 from ctxstore.projections.usage import ModelUsage, usage_by_model
 from ctxstore.projections.visible import BatchFrame, VisibleContext, batch_stack, visible_of
 
@@ -167,6 +168,9 @@ class ContextStore(Application[UUID]):
         self._locks_guard = threading.Lock()
         self._chain_heads: dict[UUID, tuple[int, str]] = {}  # context -> (version, chain)
         self._tenants: dict[UUID, str | None] = {}
+        # Token series folded so far: a later call folds only the newer events.
+        self._series: dict[UUID, Folded] = {}
+        self._series_lock = threading.Lock()
         self.audit_index: AuditView = audit_view(self.recorder)
         if self.audit_index.needs_rebuild():
             # Dropped, truncated, or its position moved: rebuilt from events when next read.
@@ -770,6 +774,30 @@ class ContextStore(Application[UUID]):
             and (to_version is None or h.version <= to_version)
         ]
 
+    def token_series(self, context_id: UUID | str, *, points: int = 500) -> TokenSeries:
+        """Visible tokens over every version (thinned to at most `points`), with the
+        compactions and rollbacks marked: what a chart of the context's size needs."""
+        if isinstance(points, bool) or not isinstance(points, int) or not 2 <= points <= MAX_POINTS:
+            raise InvalidOperationError(
+                f"points must be between 2 and {MAX_POINTS}, got {points!r}"
+            )
+        cid = self._id(context_id)
+        with self._lock(cid):
+            head = self._fresh(cid).version
+        with self._series_lock:  # folds one at a time; never holds up the context's writers
+            folded = self._series.get(cid)
+            if folded is not None and folded.ctx.version > head:
+                folded = None  # the cache is ahead of this process's view: start again
+            done = 0 if folded is None else folded.ctx.version
+            if head > done:
+                folded = fold_tokens(self.events.get(cid, gt=done, lte=head), folded)  # type: ignore[arg-type]
+            if folded is None:
+                raise ContextNotFoundError(f"no context with id {cid}")
+            if cid not in self._series and len(self._series) >= 8:
+                self._series.clear()
+            self._series[cid] = folded
+            return token_series(cid, folded, points)
+
     def context_for_key(
         self,
         key: str,
@@ -843,18 +871,22 @@ class ContextStore(Application[UUID]):
         tenant: str | None = None,
         after: int = 0,
         limit: int = 100,
+        from_version: int | None = None,
+        to_version: int | None = None,
     ) -> AuditPage:
         """Events across contexts after position `after`, in the order recorded.
 
         Filters: a time range (since inclusive, until exclusive), event types, actor and
-        context. Pass the page's `cursor` back as `after` for the next page, or later to
-        follow new events. Raises InvalidOperationError.
+        context, and with a context a window of its versions (both inclusive). Pass the
+        page's `cursor` back as `after` for the next page, or later to follow new events.
+        Raises InvalidOperationError.
         """
         from ctxstore.adapters.audit import audit_page
 
         return audit_page(
             self, since=since, until=until, types=types, actor=actor,
             context_id=context_id, tenant=tenant, after=after, limit=limit,
+            from_version=from_version, to_version=to_version,
         )  # fmt: skip
 
     def verify(self, context_id: UUID | str | None = None) -> Verification:
@@ -1004,7 +1036,7 @@ class ContextStore(Application[UUID]):
     def forget(self, cid: UUID) -> None:
         """Drop everything this process keeps in memory about a context (after erasure)."""
         self._forget(cid)
-        for kept in (self._parsed, self._units, self._tenants):
+        for kept in (self._parsed, self._units, self._tenants, self._series):
             kept.pop(cid, None)
 
     def remember_tenant(self, cid: UUID, tenant: str | None) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import pathlib
 import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -20,8 +21,11 @@ from typing import Annotated, ParamSpec, TypeVar
 from uuid import UUID
 
 from fastapi import Depends, FastAPI, Path, Query, Request, Response
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
 from fastapi.telemetry import TelemetryConfig
+from starlette.responses import Response as StarletteResponse
+from starlette.types import Scope
 
 from ctxstore.adapters.audit import catch_up
 from ctxstore.adapters.chain import Verification
@@ -55,6 +59,7 @@ from ctxstore.domain.prompt import Prompt
 from ctxstore.projections.audit import AuditPage
 from ctxstore.projections.changes import Diff
 from ctxstore.projections.history import HistoryEntry
+from ctxstore.projections.tokens import MAX_POINTS, TokenSeries
 from ctxstore.projections.visible import BatchFrame, VisibleContext
 
 API = "/v1"
@@ -91,6 +96,27 @@ def app_from_settings() -> FastAPI:
     """The service over the store CTXSTORE_URL names (uvicorn's factory: one per worker)."""
     store = ContextStore.from_url()
     return create_app(store, on_close=store.close)
+
+
+WEB = pathlib.Path(__file__).parent / "web"
+# The web view runs only its own files and talks only to this service.
+WEB_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+class WebFiles(StaticFiles):
+    """The web view's static files, with headers that confine what the page may do."""
+
+    async def get_response(self, path: str, scope: Scope) -> StarletteResponse:
+        response = await super().get_response(path, scope)
+        response.headers.update(WEB_HEADERS)
+        return response
 
 
 def create_app(
@@ -180,6 +206,13 @@ def create_app(
         )  # fmt: skip
 
     # ---- service ------------------------------------------------------------------------
+
+    app.mount("/ui", WebFiles(directory=WEB, html=True), name="ui")
+
+    @app.get("/", include_in_schema=False)
+    async def home() -> RedirectResponse:
+        """The web view (its pages hold no data; they call /v1 with the caller's token)."""
+        return RedirectResponse("/ui/")
 
     @app.get("/health", response_model=Health, tags=["service"])
     async def health() -> Health:
@@ -392,6 +425,16 @@ def create_app(
         """Messages added, removed and changed between two versions."""
         return store.diff(owned(who, context_id), from_version, to_version)
 
+    @app.get(f"{API}/contexts/{{context_id}}/tokens", response_model=TokenSeries, tags=["reads"])
+    @pooled
+    def token_series(
+        context_id: ContextId,
+        who: Who,
+        points: Annotated[int, Query(ge=2, le=MAX_POINTS)] = 500,
+    ) -> TokenSeries:
+        """Visible tokens over the versions (thinned), compactions and rollbacks marked."""
+        return store.token_series(owned(who, context_id), points=points)
+
     @app.get(f"{API}/contexts/{{context_id}}/calls", response_model=list[ModelCall], tags=["reads"])
     @pooled
     def calls(context_id: ContextId, who: Who) -> list[ModelCall]:
@@ -425,12 +468,16 @@ def create_app(
         context_id: str | None = None,
         after: Annotated[int, Query(ge=0, le=2**62)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        from_version: Annotated[int | None, Query(ge=1, le=2**62)] = None,
+        to_version: Annotated[int | None, Query(ge=1, le=2**62)] = None,
     ) -> AuditPage:
-        """Events across the caller's contexts, in the order recorded; page with `after`."""
+        """Events across the caller's contexts, in the order recorded; page with `after`.
+        With `context_id`, `from_version`/`to_version` read a window of its versions."""
         cid = None if context_id is None else owned(who, context_id)
         return store.audit(
             since=since, until=until, types=types, actor=actor, context_id=cid,
             tenant=who.tenant, after=after, limit=limit,
+            from_version=from_version, to_version=to_version,
         )  # fmt: skip
 
     # ---- derived: fork, prompt, compaction -----------------------------------------------

@@ -240,9 +240,17 @@ def test_random_sequences_on_storage_match_the_model(
             (i, Message.model_validate(m)) for i, m in model.items
         ]
         assert v.batch == model.batch
-    # Every past version, read back through snapshots, is what the model had then.
+    # Every past version, read back through snapshots, is what the model had then; the
+    # token series (folded from the events) agrees with each version's visible context.
+    series = {p.version: p for p in store.token_series(cid, points=2000).points}
+    assert sorted(series) == list(range(1, store.visible(cid).version + 1))
     for version, expected in at_version.items():
-        assert [(m.id, m) for m in store.visible(cid, at_version=version).messages] == expected
+        seen = store.visible(cid, at_version=version)
+        assert [(m.id, m) for m in seen.messages] == expected
+        assert (series[version].tokens, series[version].messages) == (
+            seen.tokens,
+            len(seen.messages),
+        )
     # A cold store (no cache) replays to the same head.
     with ContextStore.from_url(store_url, Settings(snapshot_interval=5)) as cold:
         if store_url != "memory://":

@@ -1,0 +1,241 @@
+"""The web view in a real browser: Debian's Chromium, headless, driven by Playwright.
+
+`CTXSTORE_SCREENSHOTS=docs/screenshots pytest tests/web` also saves the main views there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctxstore.adapters.settings import ServiceConfig
+from ctxstore.adapters.store import ContextStore
+
+from ..service.conftest import serve
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+
+TOKENS = {"token-alpha": "alpha", "token-beta": "beta"}
+CHROMIUM = os.environ.get("CTXSTORE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+SHOTS = os.environ.get("CTXSTORE_SCREENSHOTS")
+HOSTILE = '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>'
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not Path(CHROMIUM).exists():
+        reason = f"no Chromium at {CHROMIUM} (apt-get install chromium; or set CTXSTORE_CHROMIUM)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the browser tests: {reason}")
+        pytest.skip(reason)
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                    args=["--no-sandbox", "--disable-gpu"])  # fmt: skip
+        yield browser
+        browser.close()
+
+
+def user(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
+
+
+def seed(store: ContextStore) -> dict[str, Any]:
+    """Alpha's support conversation: a tool call, a rolled-back attempt, a kept compaction,
+    and enough events for two timeline pages; Beta's private context."""
+    cid = store.create(name="support chat", tenant="alpha", actor="agent")
+    store.insert(cid, {"role": "system", "content": "You are a careful support agent."})
+    store.insert(cid, user("My order #1042 has not arrived. Can you check?"))
+    store.insert(cid, {"role": "assistant", "content": None, "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": "track_order", "arguments": '{"order": 1042}'}}]})  # fmt: skip
+    store.insert(cid, {"role": "tool", "tool_call_id": "call_1",
+                       "content": '{"status": "in transit", "eta": "Friday"}'})  # fmt: skip
+    store.insert(cid, {"role": "assistant", "content": "It is in transit and due on Friday."})
+    store.insert(cid, user(HOSTILE))
+    start = store.batch_start(cid, actor="planner").version
+    attempt = store.insert(cid, {"role": "system", "content": "Temporary: offer a refund."},
+                           actor="planner")  # fmt: skip
+    store.batch_end(cid, actor="planner")  # rolled back
+    head_ids = [str(m.id) for m in store.visible(cid).messages]
+    store.compress(cid, head_ids[1:5], {"role": "user", "content": "Summary: order 1042 is in "
+                   "transit, due Friday."}, actor="compactor")  # fmt: skip
+    for n in range(130):
+        store.insert(cid, user(f"follow-up {n}: still waiting?"), actor="customer")
+    other = store.create(name="beta secrets", tenant="beta")
+    store.insert(other, user("beta's private plan"))
+    return {"cid": str(cid), "other": str(other), "batch_start": start,
+            "attempt": attempt.version, "attempt_id": attempt.ids[0],
+            "head": store.visible(cid).version}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    url = f"sqlite:///{tmp_path_factory.mktemp('web') / 'events.db'}"
+    config = ServiceConfig(tokens=TOKENS, audit_refresh_seconds=0.2)
+    with ContextStore.from_url(url) as store:
+        facts = seed(store)
+        for base in serve(store, config):
+            yield {**facts, "url": base, "store": store}
+
+
+@pytest.fixture
+def page(browser: Any, site: dict[str, Any]) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{site['url']}/ui/")
+    yield page
+    context.close()
+    assert not errors, errors
+
+
+def sign_in(page: Any, token: str = "token-alpha") -> None:
+    page.fill("#token", token)
+    page.click("#token-form button")
+
+
+def shot(page: Any, name: str) -> None:
+    if SHOTS:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(SHOTS) / f"{name}.png"))
+
+
+def expect(locator: Any) -> Any:
+    return playwright_api.expect(locator)
+
+
+def test_a_token_is_asked_for_and_a_tenant_lists_only_its_contexts(page, site):
+    expect(page.locator("#notice")).to_contain_text("bearer token")
+    sign_in(page)
+    rows = page.locator("#contexts tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("support chat")
+    expect(page.locator("#contexts")).not_to_contain_text("beta secrets")
+    page.fill("#search", "nothing like this")
+    page.click("#search-form button")
+    expect(page.locator("#contexts tbody tr")).to_have_count(0)
+    page.fill("#search", "support")
+    page.click("#search-form button")
+    expect(page.locator("#contexts tbody tr")).to_have_count(1)
+    shot(page, "contexts")
+
+
+def test_the_timeline_shows_what_the_model_saw_at_a_rolled_back_version(page, site):
+    sign_in(page)
+    page.click("#contexts tbody tr >> nth=0")
+    head = site["head"]
+    expect(page.locator("#page-range")).to_have_text(re.compile(rf"v{head - 99}.v{head} of {head}"))
+    # Page back to the start and pick the event inside the rolled-back batch.
+    page.click('[data-page="first"]')
+    expect(page.locator("#page-range")).to_have_text(re.compile(rf"v1.v100 of {head}"))
+    attempt = page.locator(f'#timeline tr[data-version="{site["attempt"]}"]')
+    expect(attempt).to_have_class(re.compile("reverted"))
+    expect(page.locator(f'#timeline tr[data-version="{site["batch_start"]}"]')).to_have_class(
+        re.compile("reverted")
+    )
+    attempt.click()
+    expect(attempt).to_have_class(re.compile("selected"))
+    shown = site["store"].visible(site["cid"], at_version=site["attempt"])
+    messages = page.locator("#messages > li")
+    expect(messages).to_have_count(len(shown.messages))
+    expect(page.locator(f'#messages li[data-id="{site["attempt_id"]}"]')).to_contain_text(
+        "Temporary: offer a refund."
+    )
+    # Each message's text and token count, and the total, are the API's.
+    for m in shown.messages:
+        shown_at = page.locator(f'#messages li[data-id="{m.id}"]')
+        expect(shown_at.locator(".tokens")).to_have_text(f"{shown.token_counts[m.id]:,} tokens")
+        expect(shown_at.locator(".role")).to_have_text(m.role)
+        if isinstance(m.content, str):
+            expect(shown_at.locator("pre")).to_have_text(m.content)
+    call = page.locator("#messages li", has_text="track_order")
+    expect(call.locator("pre")).to_have_text('→ track_order({"order": 1042})')
+    expect(page.locator("#visible-head")).to_contain_text(f"{shown.tokens:,} tokens in total")
+    # Hostile content is shown as text, never run.
+    expect(page.locator("#messages")).to_contain_text('<img src=x onerror="window.__pwned = 1">')
+    assert page.evaluate("window.__pwned") is None
+    shot(page, "timeline")
+    # After the rollback the temporary instruction is gone.
+    page.click(f'#timeline tr[data-version="{site["attempt"] + 1}"]')
+    expect(page.locator(f'#messages li[data-id="{site["attempt_id"]}"]')).to_have_count(0)
+
+
+def test_the_diff_between_two_selected_events(page, site):
+    sign_in(page)
+    page.goto(f"{site['url']}/ui/#/context/{site['cid']}?v=20")
+    before, after = site["batch_start"] - 1, site["attempt"] + 2  # around rollback + compaction
+    page.click(f'#timeline tr[data-version="{before}"] .diff-from-button')
+    page.click(f'#timeline tr[data-version="{after}"]')
+    diff = site["store"].diff(site["cid"], before, after)
+    head = page.locator("#diff-head")
+    expect(head).to_contain_text(f"v{before} → v{after}")
+    expect(head).to_contain_text(f"{len(diff.added)} added, {len(diff.removed)} removed")
+    expect(head).to_contain_text(f"tokens {diff.tokens_before:,} → {diff.tokens_after:,}")
+    for m in diff.added:
+        expect(page.locator(f'#diff-list li.diff-added[data-id="{m.id}"]')).to_have_count(1)
+    for m in diff.removed:
+        expect(page.locator(f'#diff-list li.diff-removed[data-id="{m.id}"]')).to_have_count(1)
+    assert diff.removed and diff.added  # the compaction replaced four messages by a summary
+    shot(page, "diff")
+
+
+def test_the_token_chart_marks_compactions_and_rollbacks(page, site):
+    sign_in(page)
+    page.goto(f"{site['url']}/ui/#/context/{site['cid']}")
+    expect(page.locator("#chart path.line")).to_have_count(1)
+    series = site["store"].token_series(site["cid"], points=600)
+    assert page.locator("#chart path.line").get_attribute("data-points") == str(len(series.points))
+    expect(page.locator('#chart .mark[data-type="rollback"]')).to_have_count(1)
+    expect(page.locator('#chart .mark[data-type="compress"]')).to_have_count(1)
+    # Clicking the chart selects a version and shows the context then.
+    page.locator("#chart").click(position={"x": 80, "y": 60})
+    expect(page.locator("#timeline tr.selected")).to_have_count(1)
+    expect(page.locator("#visible-head")).to_contain_text("At v")
+    page.fill("#goto", "7")
+    page.click("#goto-form button")
+    expect(page.locator('#timeline tr[data-version="7"]')).to_have_class(re.compile("selected"))
+    expect(page.locator("#visible-head")).to_contain_text("At v7:")
+    shot(page, "context")
+
+
+def test_the_audit_view_filters_across_contexts(page, site):
+    sign_in(page)
+    page.click('[data-nav="audit"]')
+    expect(page.locator("#audit tbody tr")).to_have_count(100)
+    expect(page.locator("#audit-more")).to_be_visible()
+    page.click("#audit-more")
+    expect(page.locator("#audit tbody tr")).to_have_count(site["head"])  # alpha's events only
+    page.fill('#audit-form input[name="actor"]', "planner")
+    page.check('#audit-form input[value="batch_start"]')
+    page.check('#audit-form input[value="batch_end"]')
+    page.click("#audit-form button")
+    rows = page.locator("#audit tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_contain_text("batch_start")
+    expect(rows.nth(0)).to_have_class(re.compile("reverted"))
+    expect(rows.nth(1)).to_contain_text("batch_end")
+    shot(page, "audit")
+    rows.nth(1).click()
+    expect(page.locator("#timeline tr.selected")).to_contain_text("batch_end")
+
+
+def test_another_tenants_context_is_not_reachable(page, site):
+    sign_in(page)
+    page.goto(f"{site['url']}/ui/#/context/{site['other']}")
+    expect(page.locator("#notice")).to_contain_text("no context")
+    expect(page.locator("#messages li")).to_have_count(0)
+    page.goto(f"{site['url']}/ui/#/audit?context_id={site['other']}")
+    expect(page.locator("#notice")).to_contain_text("no context")
+    expect(page.locator("#audit tbody tr")).to_have_count(0)
+    # Beta sees its own and not alpha's.
+    sign_in(page, "token-beta")
+    page.goto(f"{site['url']}/ui/#/")
+    expect(page.locator("#contexts tbody tr")).to_have_count(1)
+    expect(page.locator("#contexts")).to_contain_text("beta secrets")
