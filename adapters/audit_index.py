@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, OperationalError, Tracking, TrackingRecorder
+import psycopg
+from eventsourcing.persistence import (
+    IntegrityError,
+    OperationalError,
+    PersistenceError,
+    StoredEvent,
+    Tracking,
+    TrackingRecorder,
+)
 from eventsourcing.popo import POPOTrackingRecorder
 from eventsourcing.postgres import (
     PostgresApplicationRecorder,
@@ -31,6 +39,7 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier
 
 from ctxstore.adapters.chain import Row
+from ctxstore.adapters.contention import TURN_HELD, TURN_HELD_SQLSTATE, TURN_SETTING
 
 PositionedRow = tuple[int, str, int, str, bytes]  # position, context hex, version, topic, state
 from ctxstore.projections.audit import AuditRow, Revert
@@ -485,11 +494,30 @@ def audit_view(recorder: Any) -> AuditView:
 
 
 class OrderedPostgresRecorder(PostgresApplicationRecorder):
-    """The library's database-function insert, with the events table's EXCLUSIVE lock.
+    """The library's database-function insert, with the events table's EXCLUSIVE lock, and
+    behind a context's turn.
 
-    Without the lock, concurrent inserts may commit out of position order and a reader
-    following the sequence would skip an event that commits late.
+    Without the table lock, concurrent inserts may commit out of position order and a reader
+    following the sequence would skip an event that commits late. The turn (a shared
+    advisory lock on the context's key, adapters/contention.py) makes a racing insert wait
+    while a writer that lost too many races holds the context's turn.
     """
+
+    def insert_events_on(self, conn: Any, stored_events: Sequence[StoredEvent]) -> None:
+        """Insert on a given pooled connection: the one that holds the context's turn
+        (the function's shared lock is then its own, not a wait on itself)."""
+        pg_events = [
+            self.construct_pg_stored_event(e.originator_id, e.originator_version, e.topic, e.state)
+            for e in stored_events
+        ]
+        try:
+            with conn.cursor() as curs:
+                curs.execute(self.sql_invoke_pg_function_insert_events, (pg_events,), prepare=True)
+                curs.fetchall()
+        except psycopg.IntegrityError as exc:
+            raise IntegrityError(str(exc)) from exc
+        except psycopg.Error as exc:
+            raise PersistenceError(str(exc)) from exc
 
     def __init__(self, datastore: PostgresDatastore, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
@@ -500,8 +528,17 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
             "LANGUAGE plpgsql "
             "AS "
             "$BODY$"
+            # The context's turn key: the first 64 bits of its id (contention.context_lock_key).
+            "DECLARE turn bigint := ('x' || left(replace("
+            "    (events[1]).originator_id::text, '-', ''), 16))::bit(64)::bigint;"
             "BEGIN"
             "    SET LOCAL lock_timeout = '{lock_timeout}s';"
+            # While another writer holds the turn, this insert would lose: say so, at once.
+            # (The holder's own session names the turn it holds in {turn_setting}.)
+            "    IF coalesce(current_setting('{turn_setting}', true), '') <> turn::text"
+            "       AND NOT pg_try_advisory_xact_lock_shared(turn) THEN"
+            "        RAISE EXCEPTION '{turn_held}' USING ERRCODE = '{turn_code}';"
+            "    END IF;"
             "    LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE;"
             "    NOTIFY {channel};"
             "    RETURN QUERY"
@@ -513,6 +550,9 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
             "END;"
             "$BODY$"
         ).format(
+            turn_held=SQL(TURN_HELD),
+            turn_setting=SQL(TURN_SETTING),
+            turn_code=SQL(TURN_HELD_SQLSTATE),
             insert_events=Identifier(self.pg_function_name_insert_events),
             lock_timeout=self.datastore.lock_timeout,
             channel=Identifier(self.channel_name),

@@ -27,8 +27,9 @@ from eventsourcing.persistence import IntegrityError, Mapper, PersistenceError, 
 from eventsourcing.utils import Environment, get_topic
 from pydantic import BaseModel, ConfigDict
 
-from ctxstore.adapters.audit_index import AuditView, audit_view
+from ctxstore.adapters.audit_index import AuditView, OrderedPostgresRecorder, audit_view
 from ctxstore.adapters.chain import GENESIS, ChainingMapper, Verification, anchor, unseal
+from ctxstore.adapters.contention import ESCALATE_AFTER, TURN_HELD, Turn, Turns
 from ctxstore.adapters.settings import Settings, library_env, redact
 from ctxstore.adapters.summarizers import ExtractiveSummarizer, OpenAISummarizer
 from ctxstore.adapters.tokenizer import Tokenizers, check_encoding_name
@@ -71,9 +72,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 KEY_NAMESPACE = UUID("6d1f3c52-8a0e-4c59-9d2b-7f4e0b1a2c3d")  # ids of keyed contexts
-MAX_ATTEMPTS = 50
+MAX_ATTEMPTS = 50  # a command retried this often against racing writers gives up
 SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the tables
-PARSED_CACHE_SIZE = 200_000  # validated messages kept per store  # a command retried this often against racing writers gives up
+PARSED_CACHE_SIZE = 200_000  # validated messages kept per store
 
 
 @contextmanager
@@ -167,6 +168,7 @@ class ContextStore(Application[UUID]):
         self._locks: dict[UUID, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._chain_heads: dict[UUID, tuple[int, str]] = {}  # context -> (version, chain)
+        self._turns = Turns(self.recorder)  # contended contexts' writers take turns
         self._tenants: dict[UUID, str | None] = {}
         # Token series folded so far: a later call folds only the newer events.
         self._series: dict[UUID, Folded] = {}
@@ -1111,13 +1113,27 @@ class ContextStore(Application[UUID]):
             raise InvalidOperationError(
                 f"expected_version must be an integer, got {expected_version!r}"
             )
+        queue = False  # a turn is held elsewhere: take one rather than race again
         for attempt in range(MAX_ATTEMPTS):
-            if attempt:
+            if attempt and not queue:
                 # Lost a race: wait a random, growing moment, so that writers racing on one
                 # context stop colliding in lockstep (none starves).
                 time.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
-            with self._lock(cid):
-                ctx, fresh = self._cached_or_loaded(cid)
+            queue = queue or self._turns.contended(cid)
+            step = max(attempt, ESCALATE_AFTER) if queue else attempt
+            if step >= ESCALATE_AFTER:
+                # Load the context before queueing: turns pass quickly when the holder only
+                # catches up with the newest events.
+                with self._lock(cid):
+                    self._cached_or_loaded(cid)
+            with self._lock(cid), self._turns.turn(cid, step) as turn:
+                if turn is not None:
+                    # Holding the context's turn: read what others stored; the write follows.
+                    ctx, fresh = self._fresh(cid), True
+                    if ctx.version > self._chain_heads.get(cid, (0, ""))[0]:
+                        self._turns.saw_others(cid)  # others still write here: keep queueing
+                else:
+                    ctx, fresh = self._cached_or_loaded(cid)
                 if expected_version is not None and ctx.version != expected_version and not fresh:
                     ctx, fresh = self._fresh(cid), True
                 if expected_version is not None and ctx.version != expected_version:
@@ -1139,10 +1155,13 @@ class ContextStore(Application[UUID]):
                 try:
                     # The event store directly: Application.save's protocol checks cost
                     # more per append than the domain's own work.
-                    self._put(cid, before, ctx.collect_events())
+                    self._put(cid, before, ctx.collect_events(), turn)
                 except IntegrityError as exc:
                     self._forget(cid)
-                    if expected_version is not None:
+                    queue = TURN_HELD in str(exc)
+                    if queue:
+                        self._turns.saw_others(cid)
+                    if expected_version is not None and not queue:
                         raise VersionConflictError(
                             f"context {cid} moved past version {expected_version} while writing"
                         ) from exc
@@ -1195,8 +1214,9 @@ class ContextStore(Application[UUID]):
             self._cache.get(cid, evict=True)
         self._chain_heads.pop(cid, None)
 
-    def _put(self, cid: UUID, before: int, events: Sequence[Any]) -> None:
-        """Store a context's new events (versions before+1, ...), each chained to the last.
+    def _put(self, cid: UUID, before: int, events: Sequence[Any], turn: Turn | None = None) -> None:
+        """Store a context's new events (versions before+1, ...), each chained to the last;
+        a writer holding the context's turn writes where it holds it, others wait for it.
 
         Raises the library's IntegrityError when another writer stored version before+1.
         """
@@ -1204,7 +1224,13 @@ class ContextStore(Application[UUID]):
             return
         mapper = cast(ChainingMapper, self.mapper)
         stored, head = mapper.to_sealed_events(events, self._chain_head(cid, before))
-        self.recorder.insert_events(stored)
+        if turn is not None and turn.connection is not None:
+            cast(OrderedPostgresRecorder, self.recorder).insert_events_on(turn.connection, stored)
+        elif turn is not None:
+            self.recorder.insert_events(stored)
+        else:
+            with self._turns.racing(cid):
+                self.recorder.insert_events(stored)
         if len(self._chain_heads) >= 4 * self.settings.cache_size:
             self._chain_heads.clear()
         self._chain_heads[cid] = (before + len(stored), head)
@@ -1300,3 +1326,7 @@ class ContextStore(Application[UUID]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def close(self) -> None:
+        self._turns.close()
+        super().close()

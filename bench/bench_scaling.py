@@ -46,6 +46,9 @@ def rate(url: str, writers: int, appends: int, shared: bool) -> tuple[float, int
         out, err = p.communicate(timeout=600)
         assert p.returncode == 0, err[-2000:]
         results.append(json.loads(out.strip().splitlines()[-1]))
+    for r in results:
+        for reason, times in r["why"].items():
+            print(f"    refused {times}x: {reason}")
     slowest = max(r["seconds"] for r in results)  # all started together: the span of the run
     return sum(r["count"] for r in results) / slowest, sum(r["gave_up"] for r in results)
 
@@ -66,13 +69,15 @@ def main() -> None:
     parser.add_argument("--appends", type=int, default=300)
     parser.add_argument("--pg", default=os.environ.get("CTXSTORE_BENCH_PG", DEFAULT_PG))
     parser.add_argument("--skip-pg", action="store_true")
+    parser.add_argument("--skip-sqlite", action="store_true")
     args = parser.parse_args()
     counts = [int(n) for n in args.writers.split(",")]
     print(f"cpus: {os.cpu_count()}")
     with tempfile.TemporaryDirectory() as tmp:
         made = iter(range(10**6))
-        report("SQLite (one file, WAL)",
-               lambda: f"sqlite:///{Path(tmp) / f'scale{next(made)}.db'}", counts, args.appends)  # fmt: skip
+        if not args.skip_sqlite:
+            report("SQLite (one file, WAL)",
+                   lambda: f"sqlite:///{Path(tmp) / f'scale{next(made)}.db'}", counts, args.appends)  # fmt: skip
     if args.skip_pg:
         return
     with scratch_databases(args.pg) as fresh:

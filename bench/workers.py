@@ -90,14 +90,18 @@ def appends(url: str, cid: str, count: int, start_at: float) -> None:
             time.sleep(0.001)
         began = time.perf_counter()
         done = gave_up = 0
+        why: dict[str, int] = {}
         for n in range(count):
             try:
                 store.insert(target, [{"role": "user", "content": f"append {n} " + "words " * 30}])
                 done += 1
-            except CtxStoreError:  # lost every retry to racing writers: refused, typed
+            except CtxStoreError as exc:  # refused, typed: say which refusal
                 gave_up += 1
+                reason = f"{type(exc).__name__}: {str(exc)[:80]}"
+                why[reason] = why.get(reason, 0) + 1
         elapsed = time.perf_counter() - began
-        print(json.dumps({"seconds": elapsed, "count": done, "gave_up": gave_up}), flush=True)
+        print(json.dumps({"seconds": elapsed, "count": done, "gave_up": gave_up, "why": why}),
+              flush=True)  # fmt: skip
 
 
 def crashy(url: str, cid: str, tag: str, ack_file: str) -> None:

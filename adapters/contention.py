@@ -1,0 +1,223 @@
+"""Writers that keep losing races on one context take a turn instead.
+
+Commands are optimistic: read the context, decide, insert the next version, retry if another
+writer stored it first. When many writers append to one context flat out, the writer that
+stored last holds the newest state and wins again at once, while the others keep reading
+state that is stale by the time they write: retries can run out. So a writer that has lost
+ESCALATE_AFTER races within one command takes the context's turn, a cross-process lock per
+context: it reads the newest state and writes while it holds it. A racer's insert meanwhile
+is refused at once (it would lose), and that racer takes a turn next, so the holder's write
+cannot lose and every command ends within a few attempts. A writer that meets others taking
+turns on a context (refused, or finding under its turn that others wrote) takes turns there
+directly for CONTENDED_FOR seconds, renewed while that lasts: under sustained contention the
+writers queue instead of racing, and a refused race (whose half-applied state must be
+reloaded) stays rare. Two writers rarely lose three races in a row: they race
+as before. Without contention nobody takes a turn, and appends cost what they did.
+
+PostgreSQL: a session advisory lock keyed by the context id; every insert tries the same key
+shared inside the events table's insert function (adapters/audit_index.py) and is refused
+while a holder has it; the holder writes on the connection that holds the lock.
+SQLite: a one-byte POSIX record lock in a file beside the database, at an offset given by the
+context id, exclusive for the holder and tried shared around a racer's insert (a crashed
+holder's lock goes with its process). memory://: one process, whose own lock per context suffices.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from eventsourcing.persistence import IntegrityError
+from eventsourcing.postgres import PostgresDatastore
+from eventsourcing.sqlite import SQLiteDatastore
+
+ESCALATE_AFTER = 3  # races lost within one command before its writer takes a turn
+CONTENDED_FOR = 1.0  # seconds a writer keeps taking turns on a context where others do
+TURN_HELD = "another writer holds the turn of this context"  # a racer's insert refused at once
+TURN_HELD_SQLSTATE = "23T01"  # class 23: the library raises it as an IntegrityError
+TURN_SETTING = "ctxstore.turn"  # PostgreSQL: the turn a session holds (its inserts go ahead)
+WAIT = "30s"  # PostgreSQL: the longest a writer queues for a turn before it races again
+
+try:  # POSIX record locks; elsewhere SQLite writers only race (and retry)
+    import fcntl
+except ImportError:  # pragma: no cover - not on Linux or macOS
+    fcntl = None  # type: ignore[assignment]
+
+
+def context_lock_key(cid: UUID) -> int:
+    """The lock key of a context: the first 64 bits of its id, as a signed bigint (what the
+    insert function computes from originator_id in SQL)."""
+    return int.from_bytes(cid.bytes[:8], "big", signed=True)
+
+
+def _offset(cid: UUID) -> int:
+    return context_lock_key(cid) & 0x7FFF_FFFF_FFFF  # 47 bits: within any off_t
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A held turn; on PostgreSQL, the connection that holds it (the write goes there)."""
+
+    connection: Any = None
+
+
+_LOCAL: dict[tuple[str, int], threading.Lock] = {}
+_LOCAL_GUARD = threading.Lock()
+
+
+@contextmanager
+def _in_process(path: str, offset: int, *, wait: bool = True) -> Iterator[None]:
+    """Record locks belong to a process: its stores queue for a turn here first (a racer
+    does not wait: it is refused, as TURN_HELD)."""
+    with _LOCAL_GUARD:
+        if len(_LOCAL) > 100_000:
+            _LOCAL.clear()  # at worst two writers race once more; versions still decide
+        lock = _LOCAL.setdefault((path, offset), threading.Lock())
+    if not lock.acquire(blocking=wait):
+        raise IntegrityError(TURN_HELD)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+class Turns:
+    """The turn locks of one store's database, and the contexts it finds contended."""
+
+    def __init__(self, recorder: Any) -> None:
+        self._datastore = getattr(recorder, "datastore", None)
+        self._file: int | None = None
+        self._path = ""
+        self._file_guard = threading.Lock()
+        self._contended: dict[UUID, float] = {}  # context -> monotonic time it stays so
+
+    def contended(self, cid: UUID) -> bool:
+        """Whether this store's writers should take turns on the context without racing."""
+        until = self._contended.get(cid)
+        if until is not None and until < time.monotonic():
+            self._contended.pop(cid, None)
+            return False
+        return until is not None
+
+    def saw_others(self, cid: UUID) -> None:
+        """Others take turns on the context, or wrote under this writer's turn: take turns
+        there for CONTENDED_FOR seconds (racing would only be refused, or lose)."""
+        if len(self._contended) > 10_000:
+            self._contended.clear()
+        self._contended[cid] = time.monotonic() + CONTENDED_FOR
+
+    @contextmanager
+    def turn(self, cid: UUID, attempt: int) -> Iterator[Turn | None]:
+        """The context's turn for this attempt, once ESCALATE_AFTER attempts have lost;
+        None: race (as every attempt before)."""
+        if attempt < ESCALATE_AFTER:
+            yield None
+        elif isinstance(self._datastore, PostgresDatastore):
+            with self._postgres_turn(self._datastore, cid) as held:
+                yield held
+        elif isinstance(self._datastore, SQLiteDatastore) and fcntl is not None:
+            with self._sqlite_turn(self._datastore, cid) as held:
+                yield held
+        else:
+            yield None
+
+    def racing(self, cid: UUID) -> AbstractContextManager[None]:
+        """Around a racer's insert: while another writer holds the context's turn, refuse
+        it at once (IntegrityError naming TURN_HELD: the racer would lose; it takes a turn
+        next). PostgreSQL's insert function refuses by itself."""
+        if not isinstance(self._datastore, SQLiteDatastore) or fcntl is None:
+            return nullcontext()
+        return self._sqlite_racing(self._datastore, cid)
+
+    @contextmanager
+    def _postgres_turn(self, datastore: PostgresDatastore, cid: UUID) -> Iterator[Turn | None]:
+        key = context_lock_key(cid)
+        with datastore.get_connection() as conn:
+            # One round trip each way: the wait is bounded, and the connection goes back to
+            # the pool as it came (its own lock timeout restored, the lock released).
+            try:
+                row = conn.execute(
+                    "SELECT current_setting('lock_timeout') AS was, "
+                    "set_config('lock_timeout', %s, false), pg_advisory_lock(%s), "
+                    "set_config(%s, %s, false)",
+                    (WAIT, key, TURN_SETTING, str(key)),
+                ).fetchone()
+            except psycopg.errors.LockNotAvailable:
+                # The failed statement's set_config is undone with it.
+                yield None  # queued too long (a stuck holder?): race once more
+                return
+            was = row["was"] if row else "0"
+            try:
+                yield Turn(conn)
+            finally:
+                conn.execute(
+                    "SELECT pg_advisory_unlock(%s), set_config('lock_timeout', %s, false), "
+                    "set_config(%s, '', false)",
+                    (key, was, TURN_SETTING),
+                )
+
+    @contextmanager
+    def _sqlite_turn(self, datastore: SQLiteDatastore, cid: UUID) -> Iterator[Turn | None]:
+        found = self._turns_file(datastore)
+        if found is None:
+            yield None
+            return
+        fd, path = found
+        offset = _offset(cid)
+        with _in_process(path, offset):
+            fcntl.lockf(fd, fcntl.LOCK_EX, 1, offset)
+            try:
+                yield Turn()
+            finally:
+                fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
+
+    @contextmanager
+    def _sqlite_racing(self, datastore: SQLiteDatastore, cid: UUID) -> Iterator[None]:
+        found = self._turns_file(datastore)
+        if found is None:
+            yield
+            return
+        fd, path = found
+        offset = _offset(cid)
+        # A holder in this process would see its own lock turned shared: look here first.
+        with _in_process(path, offset, wait=False):
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, offset)
+            except OSError as exc:  # EAGAIN/EACCES: another process holds the turn
+                raise IntegrityError(TURN_HELD) from exc
+            try:
+                yield
+            finally:
+                fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
+
+    def _turns_file(self, datastore: SQLiteDatastore) -> tuple[int, str] | None:
+        """The lock file beside the database. It stays open while the store is: closing a
+        descriptor of a file drops every record lock the process holds on it."""
+        with self._file_guard:
+            if self._file is None:
+                if datastore.pool.is_sqlite_memory_mode:
+                    return None
+                name = str(datastore.pool.db_name).removeprefix("file:").split("?", 1)[0]
+                self._path = str(Path(name + "-turns").resolve())
+                self._file = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+            return self._file, self._path
+
+    def close(self) -> None:
+        with self._file_guard:
+            if self._file is not None:
+                os.close(self._file)
+                self._file = None
+
+
+__all__ = [
+    "CONTENDED_FOR", "ESCALATE_AFTER", "TURN_HELD", "TURN_HELD_SQLSTATE", "TURN_SETTING", "Turn", "Turns",
+    "context_lock_key",
+]  # fmt: skip
