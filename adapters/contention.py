@@ -69,24 +69,69 @@ class Turn:
     connection: Any = None
 
 
-_LOCAL: dict[tuple[str, int], threading.Lock] = {}
-_LOCAL_GUARD = threading.Lock()
+class _Byte:
+    """One context's byte of the turns file, as this process uses it. POSIX record locks
+    belong to a process, not a thread or a descriptor: this process's racers share one
+    shared lock, and its holder waits for them, so no thread turns another's lock over."""
+
+    def __init__(self, fd: int, offset: int) -> None:
+        self.fd, self.offset = fd, offset
+        self.changed = threading.Condition()
+        self.racers = 0
+        self.held = False
+
+    @contextmanager
+    def racing(self) -> Iterator[None]:
+        with self.changed:
+            if self.held:
+                raise IntegrityError(TURN_HELD)  # a writer of this process holds the turn
+            if self.racers == 0:
+                try:
+                    fcntl.lockf(self.fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, self.offset)
+                except OSError as exc:  # EAGAIN/EACCES: another process holds the turn
+                    raise IntegrityError(TURN_HELD) from exc
+            self.racers += 1
+        try:
+            yield
+        finally:
+            with self.changed:
+                self.racers -= 1
+                if self.racers == 0:
+                    fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.offset)
+                    self.changed.notify_all()
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        with self.changed:
+            self.changed.wait_for(lambda: not self.held and self.racers == 0)
+            self.held = True
+        try:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX, 1, self.offset)  # other processes' turns
+            try:
+                yield
+            finally:
+                fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.offset)
+        finally:
+            with self.changed:
+                self.held = False
+                self.changed.notify_all()
 
 
-@contextmanager
-def _in_process(path: str, offset: int, *, wait: bool = True) -> Iterator[None]:
-    """Record locks belong to a process: its stores queue for a turn here first (a racer
-    does not wait: it is refused, as TURN_HELD)."""
-    with _LOCAL_GUARD:
-        if len(_LOCAL) > 100_000:
-            _LOCAL.clear()  # at worst two writers race once more; versions still decide
-        lock = _LOCAL.setdefault((path, offset), threading.Lock())
-    if not lock.acquire(blocking=wait):
-        raise IntegrityError(TURN_HELD)
-    try:
-        yield
-    finally:
-        lock.release()
+_BYTES: dict[tuple[str, int], _Byte] = {}
+_BYTES_GUARD = threading.Lock()
+
+
+def _byte(fd: int, path: str, offset: int) -> _Byte:
+    """The process-wide state of one context's byte (one per file and offset, whichever
+    store of this process asks)."""
+    with _BYTES_GUARD:
+        found = _BYTES.get((path, offset))
+        if found is None:
+            if len(_BYTES) > 100_000:  # forget idle ones; a busy one is kept
+                for key in [k for k, v in _BYTES.items() if not v.held and not v.racers]:
+                    del _BYTES[key]
+            found = _BYTES[(path, offset)] = _Byte(fd, offset)
+        return found
 
 
 class Turns:
@@ -170,14 +215,8 @@ class Turns:
         if found is None:
             yield None
             return
-        fd, path = found
-        offset = _offset(cid)
-        with _in_process(path, offset):
-            fcntl.lockf(fd, fcntl.LOCK_EX, 1, offset)
-            try:
-                yield Turn()
-            finally:
-                fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
+        with _byte(*found, _offset(cid)).turn():
+            yield Turn()
 
     @contextmanager
     def _sqlite_racing(self, datastore: SQLiteDatastore, cid: UUID) -> Iterator[None]:
@@ -185,36 +224,53 @@ class Turns:
         if found is None:
             yield
             return
-        fd, path = found
-        offset = _offset(cid)
-        # A holder in this process would see its own lock turned shared: look here first.
-        with _in_process(path, offset, wait=False):
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, offset)
-            except OSError as exc:  # EAGAIN/EACCES: another process holds the turn
-                raise IntegrityError(TURN_HELD) from exc
-            try:
-                yield
-            finally:
-                fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
+        with _byte(*found, _offset(cid)).racing():
+            yield
 
     def _turns_file(self, datastore: SQLiteDatastore) -> tuple[int, str] | None:
-        """The lock file beside the database. It stays open while the store is: closing a
-        descriptor of a file drops every record lock the process holds on it."""
+        """The lock file beside the database, opened once per process (see _open)."""
         with self._file_guard:
             if self._file is None:
                 if datastore.pool.is_sqlite_memory_mode:
                     return None
                 name = str(datastore.pool.db_name).removeprefix("file:").split("?", 1)[0]
                 self._path = str(Path(name + "-turns").resolve())
-                self._file = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
+                self._file = _open(self._path)
             return self._file, self._path
 
     def close(self) -> None:
         with self._file_guard:
             if self._file is not None:
-                os.close(self._file)
+                _close(self._path)
                 self._file = None
+
+
+# One descriptor per turns file per process, shared by its stores: closing any descriptor
+# of a file drops every record lock the process holds on it, so it is closed only when the
+# last store using it closes.
+_FILES: dict[str, list[int]] = {}  # path -> [descriptor, stores using it]
+
+
+def _open(path: str) -> int:
+    with _BYTES_GUARD:
+        found = _FILES.get(path)
+        if found is None:
+            found = _FILES[path] = [os.open(path, os.O_RDWR | os.O_CREAT, 0o600), 0]
+        found[1] += 1
+        return found[0]
+
+
+def _close(path: str) -> None:
+    with _BYTES_GUARD:
+        found = _FILES.get(path)
+        if found is None:
+            return
+        found[1] -= 1
+        if found[1] == 0:
+            del _FILES[path]
+            for key in [k for k in _BYTES if k[0] == path]:
+                del _BYTES[key]
+            os.close(found[0])
 
 
 __all__ = [

@@ -165,3 +165,45 @@ def test_writers_taking_turns_never_lose_a_race(durable_url, monkeypatch):
     finally:
         for s in stores:
             s.close()
+
+
+def test_racers_in_one_process_never_refuse_each_other(durable_url):
+    """Threads of one process (one store, or several) racing on a context only race: a
+    refusal means a turn is held, and none is."""
+    stores = [ContextStore.from_url(durable_url) for _ in range(2)]
+    try:
+        key = f"session-{durable_url[-6:]}"
+        found: list[object] = []
+
+        def open_and_add(n: int) -> None:
+            try:
+                cid = stores[n % 2].context_for_key(key)
+                stores[n % 2].insert(cid, user(f"hello {n}"))
+                found.append(cid)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                found.append(exc)
+
+        threads = [threading.Thread(target=open_and_add, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(set(found)) == 1 and not isinstance(found[0], BaseException), found
+        assert len(stores[0].visible(str(found[0])).messages) == 8
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_a_turn_held_in_this_process_makes_its_racers_queue(durable_url):
+    with ContextStore.from_url(durable_url) as store, ContextStore.from_url(durable_url) as other:
+        cid = str(store.create())
+        uid = store.context_uuid(cid)
+        with store._turns.turn(uid, contention.ESCALATE_AFTER) as held:
+            assert held is not None
+            done = threading.Event()
+            racer = threading.Thread(target=lambda: (other.insert(cid, user("r")), done.set()))
+            racer.start()
+            assert not done.wait(0.5), "a racer went ahead while this process held the turn"
+        racer.join(timeout=30)
+        assert done.is_set() and [m.content for m in store.visible(cid).messages] == ["r"]

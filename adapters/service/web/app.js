@@ -6,6 +6,7 @@
 const API = "/v1";
 const PAGE = 100; // timeline events per page
 const CHART_POINTS = 600;
+const CONTEXTS = 500; // listed at most: the first created (newest of them on top); search narrows
 const TYPES = ["create", "insert", "delete", "replace", "compress", "batch_start",
   "batch_end", "usage", "fork"];
 const TOKEN_KEY = "ctxstore.token";
@@ -97,7 +98,7 @@ async function showContexts(params) {
     const q = $("#search", view).value.trim();
     location.hash = q ? `#/?search=${encodeURIComponent(q)}` : "#/";
   });
-  const rows = await api("/contexts", { search, limit: 500 });
+  const rows = await api("/contexts", { search, limit: CONTEXTS });
   const body = $("#contexts tbody", view);
   for (const c of rows.slice().reverse()) {
     body.append(el("tr", { "data-context": c.context_id,
@@ -108,6 +109,7 @@ async function showContexts(params) {
     el("td", { text: c.created_by })));
   }
   $(".empty", view).hidden = rows.length > 0;
+  $(".capped", view).hidden = rows.length < CONTEXTS;
 }
 
 // ---- one context -----------------------------------------------------------------------
