@@ -27,7 +27,12 @@ from eventsourcing.persistence import IntegrityError, Mapper, PersistenceError, 
 from eventsourcing.utils import Environment, get_topic
 from pydantic import BaseModel, ConfigDict
 
-from ctxstore.adapters.audit_index import AuditView, OrderedPostgresRecorder, audit_view
+from ctxstore.adapters.audit_index import (
+    AuditView,
+    OrderedPostgresRecorder,
+    audit_view,
+    binary_snapshot_inserts,
+)
 from ctxstore.adapters.chain import GENESIS, ChainingMapper, Verification, anchor, unseal
 from ctxstore.adapters.contention import ESCALATE_AFTER, TURN_HELD, Turn, Turns
 from ctxstore.adapters.settings import Settings, library_env, redact
@@ -173,6 +178,8 @@ class ContextStore(Application[UUID]):
         # Token series folded so far: a later call folds only the newer events.
         self._series: dict[UUID, Folded] = {}
         self._series_lock = threading.Lock()
+        if self.snapshots is not None:
+            binary_snapshot_inserts(self.snapshots.recorder)
         self.audit_index: AuditView = audit_view(self.recorder)
         if self.audit_index.needs_rebuild():
             # Dropped, truncated, or its position moved: rebuilt from events when next read.
