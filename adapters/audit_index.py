@@ -517,9 +517,9 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
     behind a context's turn.
 
     Without the table lock, concurrent inserts may commit out of position order and a reader
-    following the sequence would skip an event that commits late. The turn (a shared
-    advisory lock on the context's key, adapters/contention.py) makes a racing insert wait
-    while a writer that lost too many races holds the context's turn.
+    following the sequence would skip an event that commits late. The turn (an advisory
+    lock on the context's key, adapters/contention.py): while another session holds it, an
+    insert is refused at once (SQLSTATE TURN_HELD_SQLSTATE) instead of losing later.
     """
 
     def insert_events_on(self, conn: Any, stored_events: Sequence[StoredEvent]) -> None:

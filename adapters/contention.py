@@ -11,8 +11,9 @@ cannot lose and every command ends within a few attempts. A writer that meets ot
 turns on a context (refused, or finding under its turn that others wrote) takes turns there
 directly for CONTENDED_FOR seconds, renewed while that lasts: under sustained contention the
 writers queue instead of racing, and a refused race (whose half-applied state must be
-reloaded) stays rare. Two writers rarely lose three races in a row: they race
-as before. Without contention nobody takes a turn, and appends cost what they did.
+reloaded) stays rare. Without contention nobody takes a turn, and appends cost what they
+did; with a few writers on one context, turns are slower than racing alone would be, but no
+command gives up (docs/scaling.md has both).
 
 PostgreSQL: a session advisory lock keyed by the context id; every insert tries the same key
 shared inside the events table's insert function (adapters/audit_index.py) and is refused

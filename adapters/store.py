@@ -1223,9 +1223,10 @@ class ContextStore(Application[UUID]):
 
     def _put(self, cid: UUID, before: int, events: Sequence[Any], turn: Turn | None = None) -> None:
         """Store a context's new events (versions before+1, ...), each chained to the last;
-        a writer holding the context's turn writes where it holds it, others wait for it.
+        a writer holding the context's turn writes where it holds it.
 
-        Raises the library's IntegrityError when another writer stored version before+1.
+        Raises the library's IntegrityError when another writer stored version before+1, or
+        (naming TURN_HELD) when another writer holds the context's turn.
         """
         if not events:
             return
