@@ -1,4 +1,5 @@
-"""The web view in a real browser: Debian's Chromium, headless, driven by Playwright.
+"""The web view in a real browser: Debian's Chromium, headless, driven by Playwright, over a
+service on SQLite and on PostgreSQL.
 
 `CTXSTORE_SCREENSHOTS=docs/screenshots pytest tests/web` also saves the main views there.
 """
@@ -17,6 +18,7 @@ import pytest
 from ctxstore.adapters.settings import ServiceConfig
 from ctxstore.adapters.store import ContextStore
 
+from ..conftest import DURABLE_BACKENDS, make_url
 from ..service.conftest import serve
 
 playwright_api = pytest.importorskip("playwright.sync_api")
@@ -74,9 +76,11 @@ def seed(store: ContextStore) -> dict[str, Any]:
             "head": store.visible(cid).version}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    url = f"sqlite:///{tmp_path_factory.mktemp('web') / 'events.db'}"
+@pytest.fixture(scope="module", params=DURABLE_BACKENDS)
+def site(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    url = make_url(request.param, tmp_path_factory.mktemp("web"), request)
     config = ServiceConfig(tokens=TOKENS, audit_refresh_seconds=0.2)
     with ContextStore.from_url(url) as store:
         facts = seed(store)
