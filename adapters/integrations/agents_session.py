@@ -34,6 +34,7 @@ from ctxstore.projections.visible import VisibleContext
 
 ITEM = "agents_item"  # metadata key of the one item a message holds
 ITEMS = "agents_items"  # metadata key of a compaction's output items
+CONTENT_IN_MESSAGE = "agents_item_content"  # the item's content is the message's, kept once
 ROLES = ("user", "assistant", "system", "developer")
 MODEL_INPUTS = ("function_call_output", "computer_call_output", "custom_tool_call_output")
 ATTEMPTS = 50
@@ -101,12 +102,17 @@ def item_text(item: Any) -> str:
 
 
 def item_message(item: Any) -> JSON:
-    """The ctxstore message that holds one SDK item."""
+    """The ctxstore message that holds one SDK item. When the item's text content is the
+    message's content, it is kept once: the item holds None in its place (key order kept)."""
     role = item.get("role") if isinstance(item, dict) else None
     if role not in ROLES:
         kind = item.get("type") if isinstance(item, dict) else None
         role = "user" if kind in MODEL_INPUTS else "assistant"
-    return {"role": role, "content": item_text(item), "metadata": {ITEM: item}}
+    text = item_text(item)
+    if isinstance(item, dict) and isinstance(item.get("content"), str) and item["content"] == text:
+        held = {**item, "content": None}
+        return {"role": role, "content": text, "metadata": {ITEM: held, CONTENT_IN_MESSAGE: True}}
+    return {"role": role, "content": text, "metadata": {ITEM: item}}
 
 
 def summary_message(items: list[Any]) -> JSON:
@@ -119,10 +125,16 @@ def summary_message(items: list[Any]) -> JSON:
     }
 
 
-def held_items(metadata: dict[str, Any]) -> list[Any]:
+def held_items(metadata: dict[str, Any], content: Any = None) -> list[Any]:
+    """The items a message holds (given its metadata and its content)."""
     if ITEMS in metadata:
         return list(metadata[ITEMS])
-    return [metadata[ITEM]] if ITEM in metadata else []
+    if ITEM not in metadata:
+        return []
+    item = metadata[ITEM]
+    if metadata.get(CONTENT_IN_MESSAGE) and isinstance(item, dict):
+        return [{**item, "content": content}]
+    return [item]
 
 
 class CtxStoreSession(SessionABC):
@@ -195,7 +207,7 @@ class CtxStoreSession(SessionABC):
         if read is None:  # over HTTP: the visible context
             return self._items_of(self.store.visible(self.context_id))
         messages = read(self.context_id, last=newest)
-        items = [i for m in messages for i in held_items(m.get("metadata") or {})]
+        items = [i for m in messages for i in held_items(m.get("metadata") or {}, m.get("content"))]
         if newest is not None and len(items) < newest and len(messages) == newest:
             return self._items()  # messages without items among the newest: read them all
         return items
@@ -206,7 +218,7 @@ class CtxStoreSession(SessionABC):
             if not seen.messages:
                 return None
             last = seen.messages[-1]
-            held = held_items(last.metadata)
+            held = held_items(last.metadata, last.content)
             assert last.id is not None
             try:
                 if len(held) > 1:  # a compaction summary: keep the items before the last
@@ -267,4 +279,4 @@ class CtxStoreSession(SessionABC):
 
     @staticmethod
     def _items_of(seen: VisibleContext) -> list[Any]:
-        return [i for m in seen.messages for i in held_items(m.metadata)]
+        return [i for m in seen.messages for i in held_items(m.metadata, m.content)]
