@@ -233,3 +233,20 @@ def test_sdk_compaction_is_recorded_as_one_compress_event(store):
     # pop takes the newest item out of the summary, as with any other backend.
     assert run(inner.pop_item()) == got[-1]
     assert run(inner.get_items()) == got[:-1]
+
+
+def test_text_is_kept_once_and_older_records_still_read(store):
+    """An item whose content is its message's text is stored once (the message holds it);
+    a record written before that, holding the whole item, reads back the same."""
+    session = CtxStoreSession("kept-once", store)
+    item = {"role": "user", "content": "所有的文字 only once", "extra": {"n": 1}}
+    run(session.add_items([item]))
+    stored = store.visible(session.context_id).messages[-1]
+    assert stored.content == item["content"]
+    assert "所有的文字" not in json.dumps(stored.metadata, ensure_ascii=False)
+    older = {"role": "assistant", "content": "written by an older release"}
+    store.insert(session.context_id, {"role": "assistant", "content": older["content"],
+                                      "metadata": {"agents_item": older}})  # fmt: skip
+    assert run(session.get_items()) == [item, older]
+    assert [list(i) for i in run(session.get_items())] == [list(item), list(older)]  # key order
+    assert run(session.pop_item()) == older and run(session.pop_item()) == item
