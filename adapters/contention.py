@@ -160,11 +160,15 @@ class Turns:
             self._contended.clear()
         self._contended[cid] = time.monotonic() + CONTENDED_FOR
 
+    def wanted(self, cid: UUID, attempt: int, refused: bool) -> bool:
+        """Whether this attempt takes the context's turn: after ESCALATE_AFTER lost races,
+        after a refusal (another holds it), or while the context is contended."""
+        return refused or attempt >= ESCALATE_AFTER or self.contended(cid)
+
     @contextmanager
-    def turn(self, cid: UUID, attempt: int) -> Iterator[Turn | None]:
-        """The context's turn for this attempt, once ESCALATE_AFTER attempts have lost;
-        None: race (as every attempt before)."""
-        if attempt < ESCALATE_AFTER:
+    def turn(self, cid: UUID, wanted: bool) -> Iterator[Turn | None]:
+        """The context's turn when `wanted` (see `wanted`); None: race."""
+        if not wanted:
             yield None
         elif isinstance(self._datastore, PostgresDatastore):
             with self._postgres_turn(self._datastore, cid) as held:

@@ -34,7 +34,7 @@ from ctxstore.adapters.audit_index import (
     binary_snapshot_inserts,
 )
 from ctxstore.adapters.chain import GENESIS, ChainingMapper, Verification, anchor, unseal
-from ctxstore.adapters.contention import ESCALATE_AFTER, TURN_HELD, Turn, Turns
+from ctxstore.adapters.contention import TURN_HELD, Turn, Turns
 from ctxstore.adapters.settings import Settings, library_env, redact
 from ctxstore.adapters.summarizers import ExtractiveSummarizer, OpenAISummarizer
 from ctxstore.adapters.tokenizer import Tokenizers, check_encoding_name
@@ -1120,20 +1120,19 @@ class ContextStore(Application[UUID]):
             raise InvalidOperationError(
                 f"expected_version must be an integer, got {expected_version!r}"
             )
-        queue = False  # a turn is held elsewhere: take one rather than race again
+        refused = False  # another writer holds the turn: take one rather than race again
         for attempt in range(MAX_ATTEMPTS):
-            if attempt and not queue:
+            if attempt and not refused:
                 # Lost a race: wait a random, growing moment, so that writers racing on one
                 # context stop colliding in lockstep (none starves).
                 time.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
-            queue = queue or self._turns.contended(cid)
-            step = max(attempt, ESCALATE_AFTER) if queue else attempt
-            if step >= ESCALATE_AFTER:
+            wanted = self._turns.wanted(cid, attempt, refused)
+            if wanted:
                 # Load the context before queueing: turns pass quickly when the holder only
                 # catches up with the newest events.
                 with self._lock(cid):
                     self._cached_or_loaded(cid)
-            with self._lock(cid), self._turns.turn(cid, step) as turn:
+            with self._lock(cid), self._turns.turn(cid, wanted) as turn:
                 if turn is not None:
                     # Holding the context's turn: read what others stored; the write follows.
                     ctx, fresh = self._fresh(cid), True
@@ -1165,10 +1164,10 @@ class ContextStore(Application[UUID]):
                     self._put(cid, before, ctx.collect_events(), turn)
                 except IntegrityError as exc:
                     self._forget(cid)
-                    queue = TURN_HELD in str(exc)
-                    if queue:
+                    refused = TURN_HELD in str(exc)
+                    if refused:
                         self._turns.saw_others(cid)
-                    if expected_version is not None and not queue:
+                    if expected_version is not None and not refused:
                         raise VersionConflictError(
                             f"context {cid} moved past version {expected_version} while writing"
                         ) from exc

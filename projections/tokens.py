@@ -90,17 +90,16 @@ def thin(steps: list[Step], limit: int) -> list[Step]:
     and last versions are always kept."""
     if len(steps) <= limit:
         return steps
-    buckets = max(limit // 2, 1)
+    if limit < 4:
+        return [steps[0], steps[-1]]
+    buckets = max((limit - 2) // 2, 1)  # two points each, and room for the first and last
     size = len(steps) / buckets
-    kept: list[Step] = []
+    kept = {steps[0], steps[-1]}
     for b in range(buckets):
         chunk = steps[int(b * size) : int((b + 1) * size)]
         if chunk:
-            low = min(chunk, key=_tokens)
-            high = max(chunk, key=_tokens)
-            kept.extend(sorted({low, high}))
-    kept[0], kept[-1] = steps[0], steps[-1]
-    return kept
+            kept.update((min(chunk, key=_tokens), max(chunk, key=_tokens)))
+    return sorted(kept)
 
 
 def _tokens(step: Step) -> int:

@@ -110,26 +110,22 @@ sys.stdin.readline()
         self.proc.wait(timeout=10)
 
 
-def test_a_racing_writer_waits_while_another_process_holds_the_turn(durable_url):
+def test_a_racer_is_refused_while_another_process_holds_the_turn(durable_url, monkeypatch):
+    """One attempt only: while another process holds the turn, the insert is refused at
+    once and writes nothing; once the turn is given back, the next insert goes in."""
+    monkeypatch.setattr(store_module, "MAX_ATTEMPTS", 1)
     with ContextStore.from_url(durable_url) as store:
         cid = str(store.create())
         store.insert(cid, user("before"))
         holder = Holder(durable_url, cid, store)
-        done = threading.Event()
-
-        def race() -> None:
-            store.insert(cid, user("raced"))
-            done.set()
-
-        racer = threading.Thread(target=race)
-        racer.start()
         try:
-            assert not done.wait(0.5), "the racing insert did not wait for the turn"
+            with pytest.raises(VersionConflictError, match="gave up after 1"):
+                store.insert(cid, user("refused"))
+            assert [m.content for m in store.visible(cid).messages] == ["before"]
         finally:
             holder.release()
-        racer.join(timeout=30)
-        assert done.is_set()
-        assert [m.content for m in store.visible(cid).messages] == ["before", "raced"]
+        store.insert(cid, user("after the turn"))  # contended now: it takes the turn itself
+        assert [m.content for m in store.visible(cid).messages] == ["before", "after the turn"]
 
 
 def test_writers_taking_turns_never_lose_a_race(durable_url, monkeypatch):
@@ -195,15 +191,14 @@ def test_racers_in_one_process_never_refuse_each_other(durable_url):
             s.close()
 
 
-def test_a_turn_held_in_this_process_makes_its_racers_queue(durable_url):
+def test_a_turn_held_in_this_process_refuses_its_racers(durable_url, monkeypatch):
+    monkeypatch.setattr(store_module, "MAX_ATTEMPTS", 1)
     with ContextStore.from_url(durable_url) as store, ContextStore.from_url(durable_url) as other:
         cid = str(store.create())
-        uid = store.context_uuid(cid)
-        with store._turns.turn(uid, contention.ESCALATE_AFTER) as held:
+        with store._turns.turn(store.context_uuid(cid), wanted=True) as held:
             assert held is not None
-            done = threading.Event()
-            racer = threading.Thread(target=lambda: (other.insert(cid, user("r")), done.set()))
-            racer.start()
-            assert not done.wait(0.5), "a racer went ahead while this process held the turn"
-        racer.join(timeout=30)
-        assert done.is_set() and [m.content for m in store.visible(cid).messages] == ["r"]
+            with pytest.raises(VersionConflictError, match="gave up after 1"):
+                other.insert(cid, user("refused"))
+            assert store.visible(cid).messages == []
+        other.insert(cid, user("r"))
+        assert [m.content for m in store.visible(cid).messages] == ["r"]

@@ -76,7 +76,9 @@ def test_a_long_series_is_thinned_but_keeps_its_extremes(service):
     assert thin[0] == full[0] and thin[-1] == full[-1]
     assert [p.version for p in thin] == sorted(p.version for p in thin)
     assert max(p.tokens for p in thin) == max(p.tokens for p in full)
+    assert min(p.tokens for p in thin) == min(p.tokens for p in full)
     assert set(thin) <= set(full)
+    assert c.token_series(cid, points=2).points == [full[0], full[-1]]
 
 
 def test_the_series_is_the_callers_own_and_its_bounds_are_checked(service):
