@@ -5,9 +5,10 @@ from __future__ import annotations
 import base64
 import os
 from pathlib import Path
+from typing import Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -73,7 +74,11 @@ class Settings(BaseSettings):
         description="AES key (base64 of 16, 24 or 32 bytes): events and snapshots are "
         "encrypted at rest (AES-GCM); make one with `ctxstore keygen`",
     )
-    compress: bool = Field(default=False, description="zlib-compress events and snapshots")
+    compress: Literal["auto", "always", "off"] = Field(
+        default="auto",
+        description="zlib for stored events and snapshots: auto (states of 1 KiB and up), "
+        "always, or off (true/false mean always/off); every store reads all three",
+    )
     tiktoken_cache_dir: Path | None = Field(
         default=None,
         validation_alias="TIKTOKEN_CACHE_DIR",
@@ -109,15 +114,25 @@ class Settings(BaseSettings):
         path = Path(os.environ.get("CTXSTORE_CONFIG", CONFIG_FILE))
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=path))
 
+    @field_validator("compress", mode="before")
+    @classmethod
+    def _compress_flag(cls, value: object) -> object:
+        # The setting was a flag before it had modes: true kept meaning "every state".
+        flags = {"true": "always", "1": "always", "yes": "always", "on": "always",
+                 "false": "off", "0": "off", "no": "off"}  # fmt: skip
+        if isinstance(value, bool):
+            return "always" if value else "off"
+        if isinstance(value, str):
+            return flags.get(value.strip().lower(), value.strip().lower())
+        return value
+
     def resolved_url(self) -> str:
         """The URL in force: CTXSTORE_URL, else the embedded SQLite file."""
         return self.url or f"sqlite:///{self.data_dir / 'ctxstore.db'}"
 
     def at_rest(self) -> dict[str, str]:
-        """The library's cipher and compressor settings; raises StoreURLError for a bad key."""
+        """The library's cipher settings; raises StoreURLError for a bad key."""
         env = {}
-        if self.compress:
-            env["COMPRESSOR_TOPIC"] = "eventsourcing.compressor:ZlibCompressor"
         if self.encryption_key is not None:
             key = self.encryption_key.get_secret_value()
             try:

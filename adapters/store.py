@@ -34,6 +34,7 @@ from ctxstore.adapters.audit_index import (
     binary_snapshot_inserts,
 )
 from ctxstore.adapters.chain import GENESIS, ChainingMapper, Verification, anchor, unseal
+from ctxstore.adapters.compression import compressor
 from ctxstore.adapters.contention import TURN_HELD, Turn, Turns
 from ctxstore.adapters.settings import Settings, library_env, redact
 from ctxstore.adapters.summarizers import ExtractiveSummarizer, OpenAISummarizer
@@ -222,9 +223,9 @@ class ContextStore(Application[UUID]):
         return ContextTranscoder()
 
     def construct_mapper(self) -> Mapper[UUID]:
-        # Compressor and cipher as the library's factory would set them, then chaining.
+        # The cipher as the library's factory sets it; our compressor reads every form.
         plain: Mapper[UUID] = self.factory.mapper(transcoder=self.construct_transcoder())
-        return ChainingMapper(plain.transcoder, plain.compressor, plain.cipher)
+        return ChainingMapper(plain.transcoder, compressor(self.settings.compress), plain.cipher)
 
     def construct_env(self, name: str, env: dict[str, str] | None = None) -> Environment:  # type: ignore[override]
         # Only our settings configure the library: it would otherwise read os.environ.

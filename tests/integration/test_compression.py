@@ -1,0 +1,103 @@
+"""Stored states are compressed where it pays, and every store reads every form."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from eventsourcing.compressor import ZlibCompressor
+from pydantic import ValidationError
+
+from ctxstore.adapters.compression import MIN_BYTES, AdaptiveCompressor, compressor
+from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.store import ContextStore
+
+LONG = "the parcel is late, the customer asks for a refund; 包裹延迟三天需要退款 " * 40
+
+
+def test_compressor_keeps_small_and_incompressible_states_plain():
+    c = AdaptiveCompressor()
+    small = b'{"a":"' + b"x" * (MIN_BYTES - 20) + b'"}'
+    assert c.compress(small) == small
+    big = ('{"t":"' + LONG + '"}').encode()
+    packed = c.compress(big)
+    assert packed[:1] == b"\x78" and len(packed) * 5 < len(big)
+    for state in (small, big, packed):
+        assert c.decompress(c.compress(state)) == (state if state is not packed else big)
+    random_bytes = b"{" + os.urandom(3000)
+    assert c.compress(random_bytes) == random_bytes  # would grow: kept as it is
+    with pytest.raises(ValueError, match="neither JSON nor zlib"):
+        c.decompress(b"\x00garbage")
+
+
+def test_setting_modes_and_the_old_flag():
+    assert Settings().compress == "auto"
+    assert Settings(compress=True).compress == "always"
+    assert Settings(compress=False).compress == "off"
+    assert Settings(compress="TRUE").compress == "always"
+    assert Settings(compress="0").compress == "off"
+    with pytest.raises(ValidationError, match="compress"):
+        Settings(compress="lz4")
+    assert compressor("always").compress(b'{"a":"' + b"a" * 100 + b'"}')[:1] == b"\x78"
+    assert compressor("off").compress(LONG.encode()) == LONG.encode()
+
+
+def _write(store: ContextStore) -> tuple[object, list[str]]:
+    cid = store.create(name="compressed")
+    texts = []
+    for i in range(12):  # past the snapshot interval
+        texts.append(f"{i} {LONG}")
+        store.insert(cid, [{"role": "user", "content": texts[-1]}])
+        store.insert(cid, [{"role": "assistant", "content": f"short answer {i}"}])
+    return cid, texts
+
+
+@pytest.mark.parametrize("mode", ["auto", "always", "off"])
+def test_large_states_are_stored_compressed_by_default(durable_url, mode):
+    with ContextStore.from_url(durable_url, Settings(compress=mode, snapshot_interval=8)) as s:
+        cid, texts = _write(s)
+        states = [e.state for e in s.recorder.select_events(cid)]
+        snaps = [e.state for e in s.snapshots.recorder.select_events(cid)]
+        assert snaps
+        packed = [st for st in states + snaps if st[:1] == b"\x78"]
+        plain = [st for st in states + snaps if st[:1] == b"{"]
+        assert len(packed) + len(plain) == len(states) + len(snaps)
+        if mode == "off":
+            assert not packed
+        elif mode == "always":
+            assert not plain
+        else:  # the turns' long messages and the snapshots shrink; short answers stay plain
+            assert len(packed) == 12 + len(snaps)
+            assert all(len(st) < MIN_BYTES for st in plain)
+            assert LONG.encode() not in b"".join(packed)
+        assert [m.text() for m in s.visible(cid).messages[::2]] == texts
+        assert s.verify().ok
+
+
+def test_every_setting_reads_every_other_settings_store(durable_url):
+    written = {}
+    for mode in ("off", "always", "auto"):
+        with ContextStore.from_url(durable_url, Settings(compress=mode, snapshot_interval=8)) as s:
+            written[mode] = _write(s)
+    for mode in ("off", "always", "auto"):
+        with ContextStore.from_url(durable_url, Settings(compress=mode)) as s:
+            for cid, texts in written.values():
+                s._forget(cid)  # from storage: snapshot and events
+                assert [m.text() for m in s.visible(cid).messages[::2]] == texts
+                assert [m.text() for m in s.visible(cid, at_version=5).messages[::2]] == texts[:2]
+            assert s.verify().ok
+            assert s.audit(limit=1000).entries
+
+
+def test_stores_written_by_the_librarys_zlib_compressor_still_read(tmp_path):
+    """Before the adaptive compressor, CTXSTORE_COMPRESS=true set the library's own."""
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    with ContextStore.from_url(url, Settings(snapshot_interval=8)) as s:
+        s.mapper.compressor = ZlibCompressor()
+        cid, texts = _write(s)
+        assert all(e.state[:1] == b"\x78" for e in s.recorder.select_events(cid))
+    with ContextStore.from_url(url) as s:
+        assert [m.text() for m in s.visible(cid).messages[::2]] == texts
+        assert s.verify().ok
+        s.insert(cid, [{"role": "user", "content": LONG}])  # goes on, adaptively
+        assert s.verify().ok
