@@ -204,8 +204,8 @@ class ContextStore(Application[UUID]):
         return store
 
     def check_readable(self) -> None:
-        """Read the newest stored event: a store written with another encryption key or
-        compression setting fails here, clearly, not on some later read."""
+        """Read the newest stored event: a store written with another encryption key (or
+        none) fails here, clearly, not on some later read; compression never does."""
         last = self.recorder.max_notification_id()
         found = self.recorder.select_notifications(last or 1, 1) if last else []
         try:
@@ -215,7 +215,7 @@ class ContextStore(Application[UUID]):
             self.close()
             raise StoreUnavailableError(
                 f"cannot read the events stored at {redact(self.url)} with these settings: "
-                "check CTXSTORE_ENCRYPTION_KEY and CTXSTORE_COMPRESS "
+                "check CTXSTORE_ENCRYPTION_KEY "
                 f"({type(exc).__name__})"
             ) from None
 

@@ -30,8 +30,14 @@ def test_compressor_keeps_small_and_incompressible_states_plain():
         c.decompress(b"\x00garbage")
 
 
-def test_setting_modes_and_the_old_flag():
+def test_setting_modes_and_the_old_flag(monkeypatch):
+    monkeypatch.delenv("CTXSTORE_COMPRESS", raising=False)
     assert Settings().compress == "auto"
+    monkeypatch.setenv("CTXSTORE_COMPRESS", "true")  # as the README used to say
+    assert Settings().compress == "always"
+    monkeypatch.setenv("CTXSTORE_COMPRESS", "off")
+    assert Settings().compress == "off"
+    monkeypatch.delenv("CTXSTORE_COMPRESS")
     assert Settings(compress=True).compress == "always"
     assert Settings(compress=False).compress == "off"
     assert Settings(compress="TRUE").compress == "always"
