@@ -169,7 +169,7 @@ class ChainWalker:
 
     def __init__(self, context_hex: str, mapper: ChainingMapper) -> None:
         self.context_hex = context_hex
-        self.plaintext = mapper.plaintext if mapper.cipher or mapper.compressor else None
+        self.plaintext = mapper.plaintext
         self.version = 0
         self.prev = GENESIS
         self.chained = False  # a chained event was seen: every later one must be chained
@@ -184,12 +184,11 @@ class ChainWalker:
             self.fail(self.version + 1, f"version {self.version + 1} is missing (next: {version})")
             return
         self.version = version
-        if self.plaintext is not None:
-            try:
-                state = self.plaintext(state)
-            except Exception as exc:  # noqa: BLE001  # any cipher's or compressor's refusal
-                self.fail(version, f"stored state cannot be read: {exc}")
-                return
+        try:
+            state = self.plaintext(state)
+        except Exception as exc:  # noqa: BLE001  # any cipher's or compressor's refusal
+            self.fail(version, f"stored state cannot be read: {exc}")
+            return
         found = chain_of(state)
         if found is None:
             if self.chained:

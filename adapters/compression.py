@@ -12,7 +12,7 @@ import zlib
 
 from eventsourcing.persistence import Compressor
 
-ZLIB_HEADER = 0x78  # CMF byte of a deflate stream with a 32 KiB window
+ZLIB_HEADER = b"\x78"  # CMF byte of a deflate stream with a 32 KiB window
 MIN_BYTES = 1024  # smaller states gain little and would pay the compressor on every append
 # zlib's default level for events: on bench/workload.py turns, level 1 takes ~45 us for a
 # turn's event of a few KiB against ~80 us, but leaves events 8% larger. Snapshots (large
@@ -24,13 +24,14 @@ LARGE_LEVEL = 1
 
 
 class AdaptiveCompressor(Compressor):
-    """zlib-compresses states of at least `min_bytes` that shrink; reads either form."""
+    """zlib-compresses states of at least `min_bytes` that shrink (None: none); reads
+    either form."""
 
-    def __init__(self, min_bytes: int = MIN_BYTES) -> None:
+    def __init__(self, min_bytes: int | None = MIN_BYTES) -> None:
         self.min_bytes = min_bytes
 
     def compress(self, data: bytes) -> bytes:
-        if len(data) < self.min_bytes:
+        if self.min_bytes is None or len(data) < self.min_bytes:
             return data
         packed = zlib.compress(data, LARGE_LEVEL if len(data) >= LARGE else LEVEL)
         return packed if len(packed) < len(data) else data
@@ -38,7 +39,7 @@ class AdaptiveCompressor(Compressor):
     def decompress(self, data: bytes) -> bytes:
         if data[:1] == b"{":
             return data
-        if data[:1] == bytes((ZLIB_HEADER,)):
+        if data[:1] == ZLIB_HEADER:
             return zlib.decompress(data)
         raise ValueError("a stored state is neither JSON nor zlib (wrong key or damaged)")
 
@@ -49,5 +50,5 @@ def compressor(mode: str) -> AdaptiveCompressor:
     if mode == "always":
         return AdaptiveCompressor(min_bytes=0)
     if mode == "off":
-        return AdaptiveCompressor(min_bytes=1 << 62)
+        return AdaptiveCompressor(min_bytes=None)
     return AdaptiveCompressor()
