@@ -76,7 +76,7 @@ class Settings(BaseSettings):
     )
     compress: Literal["auto", "always", "off"] = Field(
         default="auto",
-        description="zlib for stored events and snapshots: auto (states of 1 KiB and up), "
+        description="zstd for stored events and snapshots: auto (states of 1 KiB and up), "
         "always, or off (true/false mean always/off); every store reads all three",
     )
     tiktoken_cache_dir: Path | None = Field(

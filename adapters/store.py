@@ -37,6 +37,8 @@ from ctxstore.adapters.chain import GENESIS, ChainingMapper, Verification, ancho
 from ctxstore.adapters.compression import compressor
 from ctxstore.adapters.contention import TURN_HELD, Turn, Turns
 from ctxstore.adapters.settings import Settings, library_env, redact
+from ctxstore.adapters.snapshots import held_messages, prune_superseded
+from ctxstore.adapters.snapshots import step as snapshot_step
 from ctxstore.adapters.summarizers import ExtractiveSummarizer, OpenAISummarizer
 from ctxstore.adapters.tokenizer import Tokenizers, check_encoding_name
 from ctxstore.adapters.transcoder import ContextTranscoder
@@ -1195,25 +1197,23 @@ class ContextStore(Application[UUID]):
         raise VersionConflictError(f"context {cid}: gave up after {MAX_ATTEMPTS} racing writes")
 
     def _maybe_snapshot(self, ctx: Context, before: int) -> None:
-        """Snapshot when the version crosses a multiple of the step.
-
-        A snapshot costs time proportional to the state it holds, so the step grows with
-        that state: the cost per event stays bounded, and a cold read replays at most about
-        as many events as the state has messages.
-        """
-        held = len(ctx.entries) + sum(len(s["entries"]) for s in ctx.savepoints)
-        step = max(self.settings.snapshot_interval, 1 << (held // 4).bit_length())
-        if self.snapshots is not None and ctx.version // step > before // step:
-            try:
-                self.snapshots.put([Context.Snapshot.take(ctx)])
-            except PersistenceError:
-                # The command's event is stored; a missing snapshot only costs read time.
-                log.warning(
-                    "snapshot of context %s at version %d failed",
-                    ctx.id,
-                    ctx.version,
-                    exc_info=True,
-                )
+        """Snapshot when the version crosses a multiple of the step (adapters/snapshots.py),
+        then delete the older snapshot the new one makes redundant, if any."""
+        held = held_messages(ctx)
+        every = snapshot_step(self.settings.snapshot_interval, held)
+        if self.snapshots is None or ctx.version // every <= before // every:
+            return
+        try:
+            self.snapshots.put([Context.Snapshot.take(ctx)])
+            prune_superseded(self.snapshots.recorder, ctx.id, ctx.version, held)
+        except PersistenceError:
+            # The command's event is stored; a missing snapshot only costs read time.
+            log.warning(
+                "snapshot of context %s at version %d failed",
+                ctx.id,
+                ctx.version,
+                exc_info=True,
+            )
 
     def _forget(self, cid: UUID) -> None:
         """Drop a context from the cache (its state may be ahead of or behind storage)."""

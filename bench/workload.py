@@ -16,6 +16,7 @@ from typing import Any, cast
 from uuid import UUID
 
 from ctxstore.adapters.chain import GENESIS, ChainingMapper
+from ctxstore.adapters.snapshots import delete_snapshots, held_messages, step, superseded
 from ctxstore.adapters.store import ContextStore
 from ctxstore.domain.context import Context
 
@@ -102,7 +103,9 @@ def build_history(store: ContextStore, events: int, seed: int = 11) -> UUID:
     mapper = cast(ChainingMapper, store.mapper)
     ctx = Context.start(name=f"history of {events}", metadata=None, actor="loader")
     counter = store.tokenizers.counter(ctx.encoding)
-    snapshots = []
+    snapshots: list[Any] = []
+    kept: list[int] = []  # snapshot versions, oldest first
+    stored_dropped: list[int] = []  # already stored, superseded since
     step_events: list[Any] = []
     prev, written, n = GENESIS, 0, 0
     while ctx.version < events:
@@ -123,11 +126,19 @@ def build_history(store: ContextStore, events: int, seed: int = 11) -> UUID:
                          actor="compactor", counter=counter)  # fmt: skip
         else:
             ctx.insert(turn(rng, n), actor="agent", counter=counter)
-        held = len(ctx.entries) + sum(len(s["entries"]) for s in ctx.savepoints)
-        step = max(store.settings.snapshot_interval, 1 << (held // 4).bit_length())
-        if ctx.version // step > before // step and store.snapshots is not None:
+        held = held_messages(ctx)
+        every = step(store.settings.snapshot_interval, held)
+        if ctx.version // every > before // every and store.snapshots is not None:
             # Serialized now: the aggregate's nested state changes with the next command.
             snapshot = Context.Snapshot.take(ctx)
+            dropped = superseded(ctx.version, held, kept[::-1][:2])
+            if dropped is not None:  # deleted, as the store's policy deletes it
+                kept.remove(dropped)
+                if any(x.originator_version == dropped for x in snapshots):
+                    snapshots = [x for x in snapshots if x.originator_version != dropped]
+                else:
+                    stored_dropped.append(dropped)
+            kept.append(ctx.version)
             snapshots.append(store.snapshots.mapper.to_stored_event(snapshot))
         step_events += ctx.collect_events()
         if len(step_events) >= 5000 or ctx.version >= events:
@@ -138,5 +149,8 @@ def build_history(store: ContextStore, events: int, seed: int = 11) -> UUID:
             if snapshots and store.snapshots is not None:
                 store.snapshots.recorder.insert_events(snapshots)
                 snapshots = []
+            if stored_dropped and store.snapshots is not None:
+                delete_snapshots(store.snapshots.recorder, ctx.id, stored_dropped)
+                stored_dropped = []
     assert written == ctx.version
     return ctx.id

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import zlib
 
 import pytest
 from eventsourcing.compressor import ZlibCompressor
 from pydantic import ValidationError
 
-from ctxstore.adapters.compression import MIN_BYTES, AdaptiveCompressor, compressor
+from ctxstore.adapters.compression import MIN_BYTES, ZSTD_MAGIC, AdaptiveCompressor, compressor
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store import ContextStore
 
@@ -21,13 +22,19 @@ def test_compressor_keeps_small_and_incompressible_states_plain():
     assert c.compress(small) == small
     big = ('{"t":"' + LONG + '"}').encode()
     packed = c.compress(big)
-    assert packed[:1] == b"\x78" and len(packed) * 5 < len(big)
+    assert packed[:4] == ZSTD_MAGIC and len(packed) * 5 < len(big)
     assert c.decompress(packed) == big
     assert c.decompress(c.compress(small)) == small
     random_bytes = b"{" + os.urandom(3000)
     assert c.compress(random_bytes) == random_bytes  # would grow: kept as it is
-    with pytest.raises(ValueError, match="neither JSON nor zlib"):
+    with pytest.raises(ValueError, match="neither JSON, zstd nor zlib"):
         c.decompress(b"\x00garbage")
+    # zlib streams (what earlier releases wrote) read as they are.
+    assert c.decompress(zlib.compress(big, 6)) == big
+    with pytest.raises(ValueError, match="does not decompress"):
+        c.decompress(packed[:-8])  # a truncated zstd frame
+    with pytest.raises(ValueError, match="does not decompress"):
+        c.decompress(zlib.compress(big)[:-8])
 
 
 def test_setting_modes_and_the_old_flag(monkeypatch):
@@ -44,7 +51,7 @@ def test_setting_modes_and_the_old_flag(monkeypatch):
     assert Settings(compress="0").compress == "off"
     with pytest.raises(ValidationError, match="compress"):
         Settings(compress="lz4")
-    assert compressor("always").compress(b'{"a":"' + b"a" * 100 + b'"}')[:1] == b"\x78"
+    assert compressor("always").compress(b'{"a":"' + b"a" * 100 + b'"}')[:4] == ZSTD_MAGIC
     assert compressor("off").compress(LONG.encode()) == LONG.encode()
 
 
@@ -65,7 +72,7 @@ def test_which_states_each_mode_compresses(durable_url, mode):
         states = [e.state for e in s.recorder.select_events(cid)]
         snaps = [e.state for e in s.snapshots.recorder.select_events(cid)]
         assert snaps
-        packed = [st for st in states + snaps if st[:1] == b"\x78"]
+        packed = [st for st in states + snaps if st[:4] == ZSTD_MAGIC]
         plain = [st for st in states + snaps if st[:1] == b"{"]
         assert len(packed) + len(plain) == len(states) + len(snaps)
         if mode == "off":

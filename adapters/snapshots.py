@@ -1,0 +1,106 @@
+"""When a context is snapshotted, and which older snapshots a new one makes redundant.
+
+A snapshot costs time in proportion to the state it holds, so the step between snapshots
+grows with that state (`step`): the cost per event stays bounded, and a cold head read
+replays fewer events than the state holds messages.
+
+A context that only grows leaves a ladder of snapshots (at 32, 64, 128, 256 ... events),
+which together hold about twice what the newest holds. The older rungs buy little: a past
+version between two kept snapshots replays from the earlier one, and when that span is at
+most half as many events as the newest state holds messages, the replay costs about what
+loading the newest snapshot costs. So, when a snapshot is stored, the one before it is
+deleted if the span from the one before that (or the start) to the new one is at most
+`held // 2` events (`superseded`). A context whose history outgrows its state (replaces,
+deletes, compactions) keeps its snapshots: there the span exceeds the bound. Snapshots
+are a cache of the events; deleting one never loses anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.postgres import PostgresAggregateRecorder
+from eventsourcing.sqlite import SQLiteAggregateRecorder
+from psycopg.sql import SQL, Identifier
+
+
+def step(interval: int, held: int) -> int:
+    """Events between snapshots of a context holding `held` messages (visible and saved
+    by open batches): the configured interval, or a power of two in (held/4, held/2]."""
+    return max(interval, 1 << (held // 4).bit_length())
+
+
+def held_messages(ctx: Any) -> int:
+    """What a snapshot of the context holds: its entries and its open batches' copies."""
+    return len(ctx.entries) + sum(len(s["entries"]) for s in ctx.savepoints)
+
+
+def superseded(version: int, held: int, older: Sequence[int]) -> int | None:
+    """The snapshot version that a new snapshot at `version`, holding `held` messages,
+    makes redundant; `older` are the context's earlier snapshot versions, newest first."""
+    if not older:
+        return None
+    before = older[1] if len(older) > 1 else 0  # replays from there once older[0] goes
+    return older[0] if version - before <= held // 2 else None
+
+
+def prune_superseded(recorder: Any, cid: UUID, version: int, held: int) -> int | None:
+    """Delete the snapshot that a new one at `version` supersedes; returns its version.
+
+    SQLite and PostgreSQL recorders; another recorder (memory://) keeps every snapshot.
+    """
+    gone = superseded(version, held, snapshot_versions(recorder, cid, below=version, limit=2))
+    if gone is not None:
+        delete_snapshots(recorder, cid, [gone])
+    return gone
+
+
+def snapshot_versions(recorder: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
+    """The context's snapshot versions below `below`, newest first (none on memory://)."""
+    if isinstance(recorder, SQLiteAggregateRecorder):
+        with recorder.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT originator_version FROM {recorder.events_table_name} "
+                "WHERE originator_id = ? AND originator_version < ? "
+                "ORDER BY originator_version DESC LIMIT ?",
+                (cid.hex, below, limit),
+            )
+            return [int(r[0]) for r in c.fetchall()]
+    if isinstance(recorder, PostgresAggregateRecorder):
+        with recorder.datastore.transaction(commit=False) as c:
+            c.execute(
+                SQL(
+                    "SELECT originator_version FROM {0} WHERE originator_id = %s "
+                    "AND originator_version < %s ORDER BY originator_version DESC LIMIT %s"
+                ).format(_table(recorder)),
+                (cid, below, limit),
+            )
+            return [int(r["originator_version"]) for r in c.fetchall()]
+    return []
+
+
+def delete_snapshots(recorder: Any, cid: UUID, versions: Sequence[int]) -> None:
+    """Delete the context's snapshots at `versions` (SQLite and PostgreSQL)."""
+    if not versions:
+        return
+    if isinstance(recorder, SQLiteAggregateRecorder):
+        with recorder.datastore.transaction(commit=True) as c:
+            c.executemany(
+                f"DELETE FROM {recorder.events_table_name} "
+                "WHERE originator_id = ? AND originator_version = ?",
+                [(cid.hex, v) for v in versions],
+            )
+    elif isinstance(recorder, PostgresAggregateRecorder):
+        with recorder.datastore.transaction(commit=True) as c:
+            c.execute(
+                SQL(
+                    "DELETE FROM {0} WHERE originator_id = %s AND originator_version = ANY(%s)"
+                ).format(_table(recorder)),
+                (cid, list(versions)),
+            )
+
+
+def _table(recorder: PostgresAggregateRecorder) -> Identifier:
+    return Identifier(recorder.datastore.schema, recorder.events_table_name)

@@ -1,0 +1,78 @@
+"""Snapshot policy: when a context is snapshotted, and which older snapshots are deleted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.snapshots import step, superseded
+from ctxstore.adapters.store import ContextStore
+
+
+def test_step_grows_with_the_state_from_the_interval():
+    assert step(32, 0) == 32
+    assert step(32, 127) == 32
+    assert step(32, 128) == 64  # a power of two in (held/4, held/2]
+    assert step(32, 1000) == 256
+    assert step(500, 1000) == 500
+
+
+def test_an_older_snapshot_goes_only_when_replaying_past_it_stays_short():
+    assert superseded(64, 200, []) is None
+    # From the start to 64 is 64 events, at most half of 200 held messages: 32 goes.
+    assert superseded(64, 200, [32]) == 32
+    assert superseded(64, 127, [32]) is None
+    # The span counted is from the snapshot before the one that would go.
+    assert superseded(256, 250, [192, 128]) is None  # 128 events > 125
+    assert superseded(256, 256, [192, 128]) == 192
+    assert superseded(256, 300, [224, 192]) == 224
+    # A context with a long history and a small state keeps every snapshot.
+    assert superseded(10_000, 50, [9_968, 9_936]) is None
+
+
+def _snapshot_versions(store: ContextStore, cid: Any) -> list[int]:
+    assert store.snapshots is not None
+    return [s.originator_version for s in store.snapshots.recorder.select_events(cid)]
+
+
+def _turn(i: int) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": f"question {i}"},
+        {"role": "assistant", "content": f"answer {i} " + "words " * 20},
+        {"role": "user", "content": f"thanks {i}"},
+    ]
+
+
+def test_a_growing_context_keeps_only_the_snapshots_reads_need(durable_url):
+    with ContextStore.from_url(durable_url, Settings(snapshot_interval=8)) as s:
+        cid = s.create()
+        seen: dict[int, list[str]] = {}
+        for i in range(120):
+            w = s.insert(cid, _turn(i))
+            seen[w.version] = [m.id for m in s.visible(cid).messages]
+        kept = _snapshot_versions(s, cid)
+        # Snapshots were taken at 8, 16, 32 and 64 (the step grows with the state);
+        # with three messages an event, each made the one before it redundant.
+        assert kept == [64]
+        for version, ids in seen.items():  # every past version reads as it was written
+            s._forget(cid)
+            assert [m.id for m in s.visible(cid, at_version=version).messages] == ids
+        s._forget(cid)
+        assert [m.id for m in s.visible(cid).messages] == seen[max(seen)]
+        assert s.verify().ok
+
+
+def test_a_context_whose_history_outgrows_its_state_keeps_its_snapshots(durable_url):
+    with ContextStore.from_url(durable_url, Settings(snapshot_interval=8)) as s:
+        cid = s.create()
+        s.insert(cid, [{"role": "user", "content": f"m{i}"} for i in range(10)])
+        contents: dict[int, list[str]] = {}
+        for i in range(60):
+            w = s.replace(cid, i % 10, f"rewritten {i}")
+            contents[w.version] = [m.text() for m in s.visible(cid).messages]
+        assert _snapshot_versions(s, cid) == [8, 16, 24, 32, 40, 48, 56]
+        for version in (9, 17, 30, 45, 61):
+            s._forget(cid)
+            assert [m.text() for m in s.visible(cid, at_version=version).messages] == (
+                contents[version]
+            )
