@@ -1209,7 +1209,7 @@ class ContextStore(Application[UUID]):
         except PersistenceError:
             # The command's event is stored; a missing snapshot only costs read time.
             log.warning(
-                "snapshot of context %s at version %d failed",
+                "snapshot of context %s at version %d (or deleting the one it supersedes) failed",
                 ctx.id,
                 ctx.version,
                 exc_info=True,
