@@ -92,6 +92,7 @@ def run_ctxstore(store: ContextStore, conversation: list[list[dict[str, Any]]]) 
     cid = store.create(name="peer run")
     per_turn = [timed(functools.partial(store.insert, cid, m)) for m in conversation]
     audit = 0
+    live = None
     raw = sum(len(e.state) for e in store.recorder.select_events(cid))
     if store.snapshots is not None:
         raw += sum(len(s.state) for s in store.snapshots.recorder.select_events(cid))
@@ -103,6 +104,7 @@ def run_ctxstore(store: ContextStore, conversation: list[list[dict[str, Any]]]) 
                 "SELECT " + " + ".join("pg_total_relation_size(%s)" for _ in tables), tables
             ).fetchone()
             raw = int(row[0]) if row else raw
+            live = live_bytes(conn, tables)
             # The audit index is derived (rebuilt from events), built on the first audit
             # read: reported beside the figure, not in it.
             store.audit(limit=1)
@@ -112,7 +114,37 @@ def run_ctxstore(store: ContextStore, conversation: list[list[dict[str, Any]]]) 
     listing = timed(lambda: fresh.history(cid))
     replay = timed(lambda: list(fresh.replay(cid)))
     fresh.close()
-    return {"per_turn": per_turn, "bytes": raw, "list": listing, "replay": replay, "audit": audit}
+    return {
+        "per_turn": per_turn, "bytes": raw, "list": listing, "replay": replay, "audit": audit,
+        "live": live,
+    }  # fmt: skip
+
+
+def live_bytes(conn: psycopg.Connection[Any], tables: Sequence[str]) -> int | None:
+    """The tables' size on disk less what deleted rows and free space take (pgstattuple):
+    what stays once (auto)vacuum has marked deleted rows' space for reuse. None without
+    the pgstattuple extension."""
+    try:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+    except psycopg.Error:
+        conn.rollback()
+        return None
+    total = 0
+    for table in tables:
+        row = conn.execute(
+            "SELECT t.oid, t.reltoastrelid FROM pg_class t WHERE t.oid = %s::regclass", (table,)
+        ).fetchone()
+        if row is None:
+            continue
+        for rel in [row[0], row[1]] if row[1] else [row[0]]:
+            found = conn.execute(
+                "SELECT s.table_len - s.dead_tuple_len - s.free_space, pg_indexes_size(%s) "
+                "FROM pgstattuple(%s) s",
+                (rel, rel),
+            ).fetchone()
+            total += int(found[0]) + int(found[1]) if found else 0
+    conn.commit()
+    return total
 
 
 def compare_langgraph(label: str, conversation: list[list[dict[str, Any]]],
@@ -136,6 +168,15 @@ def compare_langgraph(label: str, conversation: list[list[dict[str, Any]]],
             f"{r['bytes'] / ours['bytes']:.0f}x fewer bytes, "
             f"{r['list'] / ours['list']:.0f}x faster listing"
         )
+    if ours.get("live"):
+        # Deleted rows (superseded snapshots) stay on disk until (auto)vacuum frees them.
+        lives = ", ".join(
+            f"{name} {r['live'] / 1e6:.2f} MB ({r['live'] / ours['live']:.0f}x)"
+            for name, r in peers.items()
+            if r.get("live")
+        )
+        print(f"  live bytes (pgstattuple, deleted rows and free space left out): "
+              f"ctxstore {ours['live'] / 1e6:.2f} MB; {lives}")  # fmt: skip
     SERIES.setdefault("write", {})[f"ctxstore ({label})"] = ours["per_turn"]
     SERIES.setdefault("bytes", {})[f"ctxstore ({label})"] = ours["bytes"]
     for name, r in peers.items():
@@ -187,9 +228,11 @@ def langgraph_postgres(url: str, conversation: list[list[dict[str, Any]]]) -> No
                     ).fetchone()
                     return int(row[0]) if row else 0
 
-            peers[f"LangGraph PostgresSaver{' delta' if delta else ''}"] = run_langgraph(
-                saver, conversation, delta, size
-            )
+            name = f"LangGraph PostgresSaver{' delta' if delta else ''}"
+            peers[name] = run_langgraph(saver, conversation, delta, size)
+            with psycopg.connect(url) as c:
+                tables = ["checkpoints", "checkpoint_blobs", "checkpoint_writes"]
+                peers[name]["live"] = live_bytes(c, tables)
     with ContextStore.from_url(url) as store:
         ours = run_ctxstore(store, conversation)
     compare_langgraph("PostgreSQL", conversation, ours, peers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import zlib
 
+import psycopg
 import pytest
 from eventsourcing.compressor import ZlibCompressor
 from pydantic import ValidationError
@@ -114,3 +115,36 @@ def test_stores_written_by_the_librarys_zlib_compressor_still_read(tmp_path):
         assert s.verify().ok
         s.insert(cid, [{"role": "user", "content": LONG}])  # goes on, adaptively
         assert s.verify().ok
+
+
+@pytest.mark.parametrize(
+    "durable_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
+def test_postgres_keeps_states_up_to_a_page_in_the_row(durable_url):
+    """Compressed states of 2-8 KB stay in the events table's rows, not in TOAST chunks."""
+    schema = durable_url.split("schema=", 1)[1]
+    sizes = []
+    for _ in range(2):  # opening again leaves the setting as it is
+        with ContextStore.from_url(durable_url) as s:
+            cid = s.create()
+            text = " ".join(f"{i}:{os.urandom(4).hex()}" for i in range(500))  # ~6 KB
+            s.insert(cid, [{"role": "user", "content": text}])
+            sizes += [len(e.state) for e in s.recorder.select_events(cid)][1:]
+    assert all(2_100 < n < 8_000 for n in sizes)  # past PostgreSQL's 2 KB TOAST threshold
+    with psycopg.connect(durable_url.split("?", 1)[0]) as conn:
+        options, toasted = conn.execute(
+            "SELECT c.reloptions, pg_relation_size(c.reltoastrelid) FROM pg_class c "
+            "WHERE c.oid = %s::regclass",
+            (f'"{schema}".ctxstore_events',),
+        ).fetchone()
+        snapshot_options = conn.execute(
+            "SELECT reloptions FROM pg_class WHERE oid = %s::regclass",
+            (f'"{schema}".ctxstore_snapshots',),
+        ).fetchone()[0]
+    assert "toast_tuple_target=8160" in options
+    assert toasted == 0
+    # Superseded snapshots are deleted: their table is vacuumed as PostgreSQL's defaults
+    # would, not after the library's 100 million deleted rows.
+    assert {"autovacuum_vacuum_threshold=50", "autovacuum_vacuum_scale_factor=0.2"} <= set(
+        snapshot_options
+    )
