@@ -2,7 +2,9 @@
 
 Each is set only where the table does not have it yet: setting one takes a SHARE UPDATE
 EXCLUSIVE lock and rewrites the table's catalog row, which every store opening would
-otherwise do.
+otherwise do. They save space and time, nothing depends on them: where they cannot be set
+(a role that does not own the table, a lock not granted within 5 s) the store opens all
+the same and PostgreSQL logs a warning.
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ def reloptions_statement(schema: str, table: str, options: Mapping[str, str]) ->
         "DO $$ BEGIN "
         "IF NOT coalesce((SELECT {wanted}::text[] <@ reloptions FROM pg_class "
         "WHERE oid = {name}::regclass), false) THEN "
+        "PERFORM set_config('lock_timeout', '5s', true); "
         "ALTER TABLE {schema}.{table} SET ({settings}); "
-        "END IF; END $$"
+        "END IF; "
+        "EXCEPTION WHEN OTHERS THEN "
+        "RAISE WARNING 'ctxstore: storage parameters of % not set: %', {name}, SQLERRM; "
+        "END $$"
     ).format(
         wanted=Literal(wanted),
         name=Literal(f'"{schema}"."{table}"'),

@@ -11,6 +11,7 @@ from eventsourcing.compressor import ZlibCompressor
 from pydantic import ValidationError
 
 from ctxstore.adapters.compression import MIN_BYTES, ZSTD_MAGIC, AdaptiveCompressor, compressor
+from ctxstore.adapters.pg_storage import reloptions_statement
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store import ContextStore
 
@@ -137,6 +138,8 @@ def test_postgres_keeps_states_up_to_a_page_in_the_row(durable_url):
             "WHERE c.oid = %s::regclass",
             (f'"{schema}".ctxstore_events',),
         ).fetchone()
+        # A parameter that cannot be set is a warning, never a store that will not open.
+        conn.execute(reloptions_statement(schema, "ctxstore_events", {"toast_tuple_target": "1"}))
         snapshot_options = conn.execute(
             "SELECT reloptions FROM pg_class WHERE oid = %s::regclass",
             (f'"{schema}".ctxstore_snapshots',),
