@@ -41,7 +41,6 @@ from psycopg.sql import SQL, Composed, Identifier
 
 from ctxstore.adapters.chain import Row
 from ctxstore.adapters.contention import TURN_HELD, TURN_HELD_SQLSTATE, TURN_SETTING
-from ctxstore.adapters.pg_storage import reloptions_statement
 
 PositionedRow = tuple[int, str, int, str, bytes]  # position, context hex, version, topic, state
 from ctxstore.projections.audit import AuditRow, Revert
@@ -513,9 +512,6 @@ def binary_snapshot_inserts(recorder: Any) -> None:
     )
 
 
-INLINE_STATE_BYTES = 8160  # PostgreSQL's largest toast_tuple_target: a row up to a full page
-
-
 class OrderedPostgresRecorder(PostgresApplicationRecorder):
     """The library's database-function insert, with the events table's EXCLUSIVE lock, and
     behind a context's turn.
@@ -584,16 +580,6 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
             table=Identifier(self.events_table_name),
         )
         self.sql_create_statements[self.create_insert_function_statement_index] = locked
-        # Events up to a page stay in the row: PostgreSQL would move any state over ~2 KB
-        # to TOAST chunks (our states are compressed already), which costs space and a
-        # second lookup on every read.
-        self.sql_create_statements.append(
-            reloptions_statement(
-                self.datastore.schema,
-                self.events_table_name,
-                {"toast_tuple_target": str(INLINE_STATE_BYTES)},
-            )
-        )
         # The events go in binary: the text form escapes each state's bytes (a regular
         # expression over every byte) and doubles what travels.
         self.sql_invoke_pg_function_insert_events = SQL(

@@ -25,17 +25,6 @@ from eventsourcing.postgres import PostgresAggregateRecorder
 from eventsourcing.sqlite import SQLiteAggregateRecorder
 from psycopg.sql import SQL, Identifier
 
-from ctxstore.adapters.pg_storage import reloptions_statement
-
-# The library creates its tables for appends only: autovacuum is told to wait for 100
-# million deleted rows. Snapshots are deleted as they are superseded, so their table (and
-# its TOAST table, which follows it) is vacuumed as PostgreSQL's defaults would: after 50
-# deleted rows and a fifth of the table, letting later snapshots reuse the space.
-SNAPSHOT_TABLE_OPTIONS = {
-    "autovacuum_vacuum_threshold": "50",
-    "autovacuum_vacuum_scale_factor": "0.2",
-}
-
 
 def step(interval: int, held: int) -> int:
     """Events between snapshots of a context holding `held` messages (visible and saved
@@ -111,16 +100,6 @@ def delete_snapshots(recorder: Any, cid: UUID, versions: Sequence[int]) -> None:
                 ).format(_table(recorder)),
                 (cid, list(versions)),
             )
-
-
-def tune_postgres_table(recorder: Any) -> None:
-    """Set the snapshots table's autovacuum to reclaim superseded snapshots (PostgreSQL)."""
-    if isinstance(recorder, PostgresAggregateRecorder):
-        statement = reloptions_statement(
-            recorder.datastore.schema, recorder.events_table_name, SNAPSHOT_TABLE_OPTIONS
-        )
-        with recorder.datastore.transaction(commit=True) as c:
-            c.execute(statement)
 
 
 def _table(recorder: PostgresAggregateRecorder) -> Identifier:

@@ -36,8 +36,9 @@ from ctxstore.adapters.audit_index import (
 from ctxstore.adapters.chain import GENESIS, ChainingMapper, Verification, anchor, unseal
 from ctxstore.adapters.compression import compressor
 from ctxstore.adapters.contention import TURN_HELD, Turn, Turns
+from ctxstore.adapters.pg_storage import tune_tables
 from ctxstore.adapters.settings import Settings, library_env, redact
-from ctxstore.adapters.snapshots import held_messages, prune_superseded, tune_postgres_table
+from ctxstore.adapters.snapshots import held_messages, prune_superseded
 from ctxstore.adapters.snapshots import step as snapshot_step
 from ctxstore.adapters.summarizers import ExtractiveSummarizer, OpenAISummarizer
 from ctxstore.adapters.tokenizer import Tokenizers, check_encoding_name
@@ -183,7 +184,7 @@ class ContextStore(Application[UUID]):
         self._series_lock = threading.Lock()
         if self.snapshots is not None:
             binary_snapshot_inserts(self.snapshots.recorder)
-            tune_postgres_table(self.snapshots.recorder)
+        tune_tables(self.recorder, self.snapshots.recorder if self.snapshots else None)
         self.audit_index: AuditView = audit_view(self.recorder)
         if self.audit_index.needs_rebuild():
             # Dropped, truncated, or its position moved: rebuilt from events when next read.

@@ -138,13 +138,19 @@ def test_postgres_keeps_states_up_to_a_page_in_the_row(durable_url):
             "WHERE c.oid = %s::regclass",
             (f'"{schema}".ctxstore_events',),
         ).fetchone()
-        # A parameter that cannot be set is a warning, never a store that will not open.
+        # A parameter that cannot be set is a warning, never a store that will not open:
+        # the statement goes through, and the table keeps what it had.
         conn.execute(reloptions_statement(schema, "ctxstore_events", {"toast_tuple_target": "1"}))
+        after = conn.execute(
+            "SELECT reloptions FROM pg_class WHERE oid = %s::regclass",
+            (f'"{schema}".ctxstore_events',),
+        ).fetchone()[0]
         snapshot_options = conn.execute(
             "SELECT reloptions FROM pg_class WHERE oid = %s::regclass",
             (f'"{schema}".ctxstore_snapshots',),
         ).fetchone()[0]
     assert "toast_tuple_target=8160" in options
+    assert after == options
     assert toasted == 0
     # Superseded snapshots are deleted: their table is vacuumed as PostgreSQL's defaults
     # would, not after the library's 100 million deleted rows.
