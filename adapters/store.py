@@ -54,7 +54,7 @@ from ctxstore.domain.errors import (
     StoreUnavailableError,
     VersionConflictError,
 )
-from ctxstore.domain.messages import Message, json_problem
+from ctxstore.domain.messages import Message, json_problem, json_size_bound
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import (
     Prompt,
@@ -1087,6 +1087,8 @@ class ContextStore(Application[UUID]):
                 size = len(m.encode("utf-8", "surrogatepass"))
             elif isinstance(m, Message):
                 size = len(m.model_dump_json(exclude_none=True).encode())
+            elif (bound := json_size_bound(m)) is not None and bound <= limit:
+                continue  # surely small enough: not worth encoding to measure
             else:
                 try:
                     size = len(

@@ -1,9 +1,19 @@
 """The message model: the OpenAI chat shape, refused clearly when malformed."""
 
+import json
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxstore.domain.errors import InvalidMessageError
-from ctxstore.domain.messages import Message, parse_message
+from ctxstore.domain.messages import (
+    MAX_DEPTH,
+    Message,
+    json_problem,
+    json_size_bound,
+    parse_message,
+)
 
 
 def test_every_role_and_shape_round_trips():
@@ -77,3 +87,77 @@ def test_malformed_messages_are_refused_naming_the_problem(raw, names):
     with pytest.raises(InvalidMessageError) as info:
         parse_message(raw)
     assert names in str(info.value)
+
+
+# ---- the JSON checks every stored message passes ------------------------------------------
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text(max_size=20)
+    # any code point, lone surrogates too (they are what json_problem refuses)
+    | st.text(st.characters(min_codepoint=0, max_codepoint=0x10FFFF), max_size=20)
+)
+_keys = st.text(max_size=8) | st.integers() | st.none() | st.booleans()  # json.dumps takes these
+_json_like = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(_keys, inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+def _slow_problem(value: object) -> bool:
+    """Whether the value is unstorable, judged the plain recursive way."""
+
+    def walk(item: object, depth: int) -> bool:
+        if depth > MAX_DEPTH:
+            return True
+        if isinstance(item, str):
+            return any(0xD800 <= ord(c) <= 0xDFFF for c in item)
+        if isinstance(item, dict):
+            return any(walk(k, depth + 1) or walk(v, depth + 1) for k, v in item.items())
+        if isinstance(item, list | tuple):
+            return any(walk(v, depth + 1) for v in item)
+        return False
+
+    return walk(value, 0)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_json_like)
+def test_json_size_bound_is_never_below_the_encoded_size(value):
+    bound = json_size_bound(value)
+    assert bound is not None
+    exact = len(json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+    assert exact <= bound
+
+
+@settings(max_examples=400, deadline=None)
+@given(_json_like)
+def test_json_problem_refuses_exactly_lone_surrogates_and_depth(value):
+    problem = json_problem(value)
+    assert (problem is not None) == _slow_problem(value)
+
+
+def test_json_checks_name_where_and_stop_on_cycles():
+    assert (
+        json_problem({"a": [{"b": "ok"}, "\ud800"]}) == "a[1]: not valid Unicode (a lone surrogate)"
+    )
+    deep: list[object] = []
+    cur = deep
+    for _ in range(MAX_DEPTH + 1):
+        cur.append([])
+        cur = cur[0]
+    assert json_size_bound(deep) is None
+    assert "nested deeper than" in (json_problem(deep) or "")
+    cyclic: dict[str, object] = {}
+    cyclic["self"] = cyclic
+    assert json_size_bound(cyclic) is None
+    assert json_problem(cyclic) is not None
+    assert json_size_bound({"x": object()}) is None  # not JSON: only encoding tells its size
