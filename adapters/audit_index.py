@@ -471,8 +471,9 @@ def _matches(r: AuditRow, w: AuditFilter) -> bool:
     )
 
 
-def audit_view(recorder: Any) -> AuditView:
-    """The audit index beside an application recorder, its tables created."""
+def audit_view(recorder: Any, *, create: bool = True) -> AuditView:
+    """The audit index beside an application recorder, its tables created (unless not
+    `create`: a role that does not own them uses them as their owner created them)."""
     datastore = getattr(recorder, "datastore", None)
     if not isinstance(datastore, SQLiteDatastore | PostgresDatastore):
         return MemoryAuditView(recorder)
@@ -483,7 +484,8 @@ def audit_view(recorder: Any) -> AuditView:
             else PostgresAuditView(datastore, recorder.events_table_name)
         )
         try:
-            view.create_table()
+            if create:
+                view.create_table()
         except IntegrityError:
             # SQLite: another process created the tracking table and its migration record
             # between this one's check and insert; a fresh view finds them in place.

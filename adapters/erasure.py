@@ -25,6 +25,7 @@ from eventsourcing.sqlite import SQLiteDatastore
 from psycopg.sql import SQL, Identifier
 from pydantic import BaseModel, ConfigDict
 
+from ctxstore.adapters.pg_storage import table_exists
 from ctxstore.adapters.service.idempotency import idempotency_keys
 from ctxstore.domain.errors import InvalidOperationError
 
@@ -116,6 +117,8 @@ class PostgresEraser(Eraser):
         self.keys = SQL("{0}.ctxstore_idempotency").format(schema)
         self.table = SQL("{0}.{1}").format(schema, Identifier(TABLE))
         with datastore.transaction(commit=True) as c:
+            if table_exists(c, datastore.schema, TABLE):
+                return
             c.execute(
                 SQL(
                     "CREATE TABLE IF NOT EXISTS {0} (context_id text NOT NULL, tenant text, "

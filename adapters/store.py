@@ -24,6 +24,7 @@ from uuid import UUID, uuid5
 import psycopg
 from eventsourcing.application import AggregateNotFoundError, Application, LRUCache
 from eventsourcing.persistence import IntegrityError, Mapper, PersistenceError, Transcoder
+from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import Environment, get_topic
 from pydantic import BaseModel, ConfigDict
 
@@ -83,18 +84,25 @@ log = logging.getLogger(__name__)
 KEY_NAMESPACE = UUID("6d1f3c52-8a0e-4c59-9d2b-7f4e0b1a2c3d")  # ids of keyed contexts
 MAX_ATTEMPTS = 50  # a command retried this often against racing writers gives up
 SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the tables
+# PostgreSQL tables of a store, the events table first: the library's, the audit index's,
+# erasure records and the HTTP service's idempotency keys (an owner's store creates them all).
+STORE_TABLES = (
+    "ctxstore_events", "ctxstore_snapshots", "ctxstore_audit", "ctxstore_audit_tracking",
+    "ctxstore_erasures", "ctxstore_idempotency",
+)  # fmt: skip
 PARSED_CACHE_SIZE = 200_000  # validated messages kept per store
 
 
 @contextmanager
-def schema_lock(env: dict[str, str]) -> Iterator[None]:
-    """On PostgreSQL, hold an advisory lock while the library creates tables and functions.
+def schema_lock(env: dict[str, str]) -> Iterator[psycopg.Connection[Any] | None]:
+    """On PostgreSQL, hold an advisory lock while the library creates tables and functions;
+    yields the connection holding it (None elsewhere).
 
     Processes starting together would otherwise race: PostgreSQL refuses concurrent
     CREATE OR REPLACE FUNCTION ("tuple concurrently updated") and CREATE TABLE IF NOT EXISTS.
     """
     if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
-        yield
+        yield None
         return
     with psycopg.connect(
         dbname=env["POSTGRES_DBNAME"],
@@ -107,9 +115,33 @@ def schema_lock(env: dict[str, str]) -> Iterator[None]:
     ) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
         try:
-            yield
+            yield conn
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+
+
+def provisioned_elsewhere(conn: psycopg.Connection[Any], schema: str) -> bool:
+    """Whether the store's tables exist and belong to another role: a deployment whose
+    schema its owner created (and upgrades), used by a role granted only the tables. Such
+    a store opens without running DDL, which only the owner may; raises StoreUnavailable-
+    Error naming the tables that role would need and cannot create."""
+    rows = conn.execute(
+        "SELECT t.name, pg_has_role(c.relowner, 'USAGE') FROM unnest(%s::text[]) AS t(name) "
+        "LEFT JOIN pg_namespace n ON n.nspname = %s "
+        "LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.name",
+        (list(STORE_TABLES), schema),
+    ).fetchall()
+    owned = {name: owner for name, owner in rows}
+    if owned[STORE_TABLES[0]] is not False:  # missing, or ours: create and upgrade as usual
+        return False
+    missing = [name for name, owner in owned.items() if owner is None]
+    if missing:
+        raise StoreUnavailableError(
+            f"the store's tables {', '.join(missing)} are missing in schema {schema!r}, and "
+            "this role does not own the others: open the store once as their owner, who "
+            "creates them"
+        )
+    return True
 
 
 class Written(BaseModel):
@@ -184,8 +216,14 @@ class ContextStore(Application[UUID]):
         self._series_lock = threading.Lock()
         if self.snapshots is not None:
             binary_snapshot_inserts(self.snapshots.recorder)
-        tune_tables(self.recorder, self.snapshots.recorder if self.snapshots else None)
-        self.audit_index: AuditView = audit_view(self.recorder)
+        owner = env.get("CREATE_TABLE", "y") != "n"  # else: tables provisioned by their owner
+        if owner:
+            tune_tables(self.recorder, self.snapshots.recorder if self.snapshots else None)
+        self.audit_index: AuditView = audit_view(self.recorder, create=owner)
+        if owner and isinstance(self.recorder, PostgresApplicationRecorder):
+            from ctxstore.adapters.erasure import eraser
+
+            eraser(self)  # its tables too, which a role that does not own the schema cannot make
         if self.audit_index.needs_rebuild():
             # Dropped, truncated, or its position moved: rebuilt from events when next read.
             log.warning("the audit index disagrees with its tracked position; rebuilding it")
@@ -198,7 +236,10 @@ class ContextStore(Application[UUID]):
         resolved = url or settings.resolved_url()
         env = {**library_env(resolved, settings.connect_timeout), **settings.at_rest()}
         try:
-            with schema_lock(env):
+            with schema_lock(env) as conn:
+                schema = env.get("POSTGRES_SCHEMA", "").strip() or "public"  # as the library
+                if conn is not None and provisioned_elsewhere(conn, schema):
+                    env["CREATE_TABLE"] = "n"  # the library's switch; ours follow it
                 store = cls(env, settings, url=resolved)
         except (PersistenceError, psycopg.Error, OSError) as exc:
             raise StoreUnavailableError(

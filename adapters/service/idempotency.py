@@ -21,6 +21,8 @@ from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.sqlite import SQLiteDatastore
 from psycopg.sql import SQL, Identifier
 
+from ctxstore.adapters.pg_storage import table_exists
+
 
 @dataclass(frozen=True)
 class Claimed:
@@ -146,6 +148,8 @@ class PostgresIdempotencyKeys(SQLIdempotencyKeys):
         super().__init__(table.as_string(), "%s", ttl, pending)
         self.datastore = datastore
         with datastore.transaction(commit=True) as c:
+            if table_exists(c, datastore.schema, "ctxstore_idempotency"):
+                return
             c.execute(
                 SQL(
                     "CREATE TABLE IF NOT EXISTS {0} (tenant text NOT NULL, key text NOT NULL, "

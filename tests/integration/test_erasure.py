@@ -3,6 +3,9 @@ other context is intact and verifies."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from fastapi.testclient import TestClient
 
@@ -82,3 +85,20 @@ def test_erasure_over_http_respects_tenants(durable_url):
             r = client.delete(f"/v1/contexts/{cid}?reason=asked", headers=acme)
             assert r.status_code == 200 and r.json()["actor"] == "acme"
             assert client.get(f"/v1/contexts/{cid}", headers=acme).status_code == 404
+
+
+def test_erasure_works_in_a_process_that_never_loaded_the_service(tmp_path):
+    # This module imports the HTTP service; a fresh interpreter shows what a script sees.
+    script = (
+        "import sys, ctxstore\n"
+        "store = ctxstore.open(sys.argv[1])\n"
+        "cid = store.create()\n"
+        "store.insert(cid, {'role': 'user', 'content': 'forget me'})\n"
+        "print(store.erase(cid, reason='asked').events)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, f"sqlite:///{tmp_path / 'fresh.db'}"],
+        check=False, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "2"
