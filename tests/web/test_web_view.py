@@ -243,3 +243,17 @@ def test_another_tenants_context_is_not_reachable(page, site):
     page.goto(f"{site['url']}/ui/#/")
     expect(page.locator("#contexts tbody tr")).to_have_count(1)
     expect(page.locator("#contexts")).to_contain_text("beta secrets")
+
+
+def test_a_view_left_while_it_loads_leaves_the_next_one_alone(page, site):
+    held: list[Any] = []
+    page.route(re.compile(r".*/v1/contexts\?.*"), lambda route: held.append(route))  # held
+    sign_in(page)
+    while not held:
+        page.wait_for_timeout(20)
+    page.goto(f"{site['url']}/ui/#/context/{site['other']}")
+    expect(page.locator("#notice")).to_contain_text("no context")
+    held[0].continue_()  # the list arrives after its view was left
+    page.wait_for_timeout(300)
+    expect(page.locator("#notice")).to_contain_text("no context")
+    expect(page.locator("#contexts")).to_have_count(0)

@@ -69,8 +69,11 @@ function explain(error) {
 }
 
 function mount(templateId) {
-  const view = $("#view");
-  view.replaceChildren($(`#${templateId}`).content.cloneNode(true));
+  // Each view renders into a container of its own: when the route moves on while a view
+  // still waits for the service, what it renders lands in a container off the page.
+  const view = document.createElement("div");
+  view.append($(`#${templateId}`).content.cloneNode(true));
+  $("#view").replaceChildren(view);
   return view;
 }
 
@@ -429,7 +432,10 @@ function report(error) {
   notice(explain(error));
 }
 
+let routed = 0; // route() calls so far: a call that a newer one overtook reports nothing
+
 async function route() {
+  const call = ++routed;
   notice("");
   const [path, query = ""] = location.hash.replace(/^#/, "").split("?");
   const params = new URLSearchParams(query);
@@ -442,7 +448,7 @@ async function route() {
     else if (parts[0] === "audit") await showAudit(params);
     else await showContexts(params);
   } catch (error) {
-    report(error);
+    if (call === routed) report(error);
   }
 }
 
