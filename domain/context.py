@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from secrets import token_hex
-from typing import Any
+from typing import Any, Self
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
+from eventsourcing.domain import Snapshot as LibrarySnapshot
 
 from ctxstore.domain.errors import (
     InvalidOperationError,
@@ -46,6 +47,33 @@ def new_message_id() -> str:
 
 class Context(Aggregate):
     """A conversation's context as an event-sourced aggregate."""
+
+    class Snapshot(LibrarySnapshot):
+        """The context's state, with each open batch's saved copy of a message stored
+        once: where the context still holds that entry unchanged, the batch's entry is
+        null. Without this, each open batch would repeat every visible message, and
+        writing and reading a snapshot would cost as much again per batch. Snapshots taken
+        before this (the library's class, every copy in full) read as they were."""
+
+        @classmethod
+        def take(cls, aggregate: Any) -> Self:
+            snapshot = super().take(aggregate)
+            head = snapshot.state["entries"]
+            snapshot.state["savepoints"] = [
+                {**saved, "entries": {i: _unless_held(head, i, e) for i, e in saved["entries"].items()}}
+                for saved in snapshot.state["savepoints"]
+            ]  # fmt: skip
+            return snapshot
+
+        def mutate(self, _: None) -> Context:
+            ctx = super().mutate(_)
+            assert isinstance(ctx, Context)
+            head = ctx.entries
+            for saved in ctx.savepoints:  # the copies read back share the head's entries
+                saved["entries"] = {
+                    i: head[i] if e is None else e for i, e in saved["entries"].items()
+                }
+            return ctx
 
     class ContextCreated(Aggregate.Created):
         class_version = 2
@@ -579,3 +607,9 @@ class _MessageView(Mapping[str, JSON]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def _unless_held(head: dict[str, JSON], msg_id: str, entry: JSON) -> JSON | None:
+    """A batch's saved entry as a snapshot stores it: None when the head holds it unchanged."""
+    held = head.get(msg_id)
+    return None if held is entry or held == entry else entry

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from eventsourcing.domain import Snapshot as LibrarySnapshot
+
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.snapshots import step, superseded
 from ctxstore.adapters.store import ContextStore
+from ctxstore.domain.context import Context
 
 
 def test_step_grows_with_the_state_from_the_interval():
@@ -76,3 +79,71 @@ def test_a_context_whose_history_outgrows_its_state_keeps_its_snapshots(durable_
             assert [m.text() for m in s.visible(cid, at_version=version).messages] == (
                 contents[version]
             )
+
+
+# ---- the snapshot's form: an open batch's copies are stored once -----------------------------
+
+
+def _round_trip(store: ContextStore, snapshot: Any) -> Context:
+    stored = store.mapper.to_stored_event(snapshot)
+    read = store.mapper.to_domain_event(stored)
+    assert isinstance(read, LibrarySnapshot)  # this form or the library's
+    restored = read.mutate(None)
+    assert isinstance(restored, Context)
+    return restored
+
+
+def _state(ctx: Context) -> dict[str, Any]:
+    return {k: v for k, v in vars(ctx).items() if k != "_pending_events"}
+
+
+def test_open_batches_copies_are_stored_once_and_read_back_whole():
+    store = ContextStore.from_url("memory://")
+    ctx = Context.start(
+        name=None, metadata=None, encoding="cl100k_base", actor="t", tenant=None, context_id=None
+    )
+    for i in range(40):
+        ctx.insert(_turn(i), actor="t")
+    ctx.batch_start(actor="t")
+    ctx.replace(0, {"role": "user", "content": "changed in batch 1"}, actor="t")
+    ctx.delete([1, 2], actor="t")  # a turn's question and answer
+    ctx.batch_start(actor="t")
+    ctx.insert(_turn(99), actor="t")
+    ctx.collect_events()
+
+    snapshot = Context.Snapshot.take(ctx)
+    form = store.mapper.transcoder.encode(snapshot.state)
+    full = store.mapper.transcoder.encode(LibrarySnapshot.take(ctx).state)
+    # Two open batches, each saving ~120 messages: in full, each repeats all of them.
+    assert len(form) < 0.5 * len(full)
+    restored = _round_trip(store, snapshot)
+    assert _state(restored) == _state(ctx)
+    # The copies read back are the head's entries, not equal copies of them.
+    kept = ctx.order[-1]
+    assert (
+        restored.savepoints[0]["entries"][restored.order[5]] is restored.entries[restored.order[5]]
+    )
+    assert kept in restored.entries
+
+    for to in (1, 0):  # roll back each batch on both: the same states
+        ctx.batch_end(to=to, actor="t")
+        restored.batch_end(to=to, actor="t")
+        assert _state(restored)["order"] == _state(ctx)["order"]
+        assert restored.entries == ctx.entries and restored.tokens == ctx.tokens
+
+
+def test_a_snapshot_in_the_library_s_form_still_reads():
+    store = ContextStore.from_url("memory://")
+    ctx = Context.start(
+        name=None, metadata=None, encoding="cl100k_base", actor="t", tenant=None, context_id=None
+    )
+    ctx.insert(_turn(0), actor="t")
+    ctx.batch_start(actor="t")
+    ctx.insert(_turn(1), actor="t")
+    ctx.collect_events()
+    older = LibrarySnapshot.take(ctx)  # what stores wrote before: every copy in full
+    assert all(e is not None for e in older.state["savepoints"][0]["entries"].values())
+    restored = _round_trip(store, older)
+    assert _state(restored) == _state(ctx)
+    restored.batch_end(to=0, actor="t")
+    assert len(restored.order) == len(_turn(0))

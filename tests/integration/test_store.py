@@ -292,3 +292,35 @@ def test_an_unreachable_database_is_a_typed_error_without_the_password():
             "postgresql://postgres:s3cret@127.0.0.1:1/none", Settings(connect_timeout=1)
         )
     assert "s3cret" not in str(info.value) and "127.0.0.1:1" in str(info.value)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_random_sequences_read_cold_before_every_command_match_the_model(
+    data, durable_url, reference_model, draw_operation, apply_operation
+):
+    """Each command runs on the context as read from storage (the newest snapshot, with its
+    open batches' saved copies, and the events after it), so rollbacks undo to what
+    snapshots saved."""
+    model = reference_model()
+    with ContextStore.from_url(durable_url, Settings(snapshot_interval=2)) as store:
+        cid = store.create()
+        counter = [0]
+        for _ in range(data.draw(st.integers(1, 30))):
+            op = draw_operation(data, model, counter)
+            expected_error = model.apply(op)
+            store._forget(cid)
+            try:
+                apply_operation(store, cid, op)
+            except CtxStoreError as exc:
+                assert type(exc).__name__ == expected_error, (op, exc)
+            else:
+                assert expected_error is None, (op, expected_error)
+            store._forget(cid)
+            v = store.visible(cid)
+            assert [(m.id, m) for m in v.messages] == [
+                (i, Message.model_validate(m)) for i, m in model.items
+            ]
+            assert v.batch == model.batch
