@@ -1,6 +1,9 @@
 """The architecture stays visible: domain imports nothing outward, projections no adapters."""
 
 import ast
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -55,3 +58,29 @@ def test_the_checker_would_catch_a_violation(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from ctxstore.adapters.store import ContextStore\nimport os\n")
     assert imported_modules(bad) == ["ctxstore.adapters.store", "os"]
+
+
+def _module_names() -> list[str]:
+    names = []
+    for layer in ("domain", "projections", "adapters"):
+        for path in sorted((ROOT / layer).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            names.append(".".join(("ctxstore", *parts)))
+    return names
+
+
+def test_every_module_imports_first_in_a_fresh_interpreter():
+    """A script may import any module first; an import cycle that only bites in that order
+    (erasure -> the service package -> its app -> erasure did) fails here."""
+
+    def first(name: str) -> str | None:
+        done = subprocess.run(
+            [sys.executable, "-c", f"import {name}"],
+            check=False, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        return None if done.returncode == 0 else f"{name}: {done.stderr.strip()[-300:]}"
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        failures = [f for f in pool.map(first, _module_names()) if f]
+    assert not failures, failures
