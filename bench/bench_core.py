@@ -201,6 +201,12 @@ def bench_backend(
             f"(rows of {row_bytes} B; alternating in blocks of 100) -> ratio "
             f"{rate / raw_rate:.2f}x (target >= 0.5x)"
         )
+        cuts = statistics.quantiles(append_times, n=100)
+        print(
+            f"append latency: median {cuts[49] * 1e3:.2f} ms, p99 {cuts[98] * 1e3:.2f} ms, "
+            f"max {max(append_times) * 1e3:.2f} ms (the tail: appends that snapshot the context, "
+            f"which grows to {VISIBLE + n:,} messages, and the machine's own stalls)"
+        )
 
         small = build(store, 100)
         large = build(store, HISTORY)
