@@ -16,8 +16,8 @@ from pydantic import (
 
 from ctxstore.domain.errors import InvalidMessageError, InvalidOperationError
 
-_JSON: TypeAdapter[JsonValue] = TypeAdapter(JsonValue)
 # NaN and infinities are not JSON: other languages' parsers reject what they would write.
+_JSON: TypeAdapter[JsonValue] = TypeAdapter(JsonValue, config=ConfigDict(allow_inf_nan=False))
 _JSON_OBJECT: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(
     dict[str, JsonValue], config=ConfigDict(allow_inf_nan=False)
 )

@@ -79,6 +79,8 @@ def test_every_role_and_shape_round_trips():
         ),
         ({"role": "user", "content": "x", "colour": "red"}, "colour"),
         ({"role": "user", "content": [{"type": "text"}]}, "text"),
+        ({"role": "user", "content": [{"type": "x", "v": float("nan")}]}, "finite number"),
+        ({"role": "user", "content": [{"type": "x", "v": [1, float("inf")]}]}, "finite number"),
         ({"role": "user", "content": 5}, "content"),
         ("just text", "JSON object"),
     ],
