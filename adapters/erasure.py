@@ -25,7 +25,6 @@ from eventsourcing.sqlite import SQLiteDatastore
 from psycopg.sql import SQL, Identifier
 from pydantic import BaseModel, ConfigDict
 
-from ctxstore.adapters.pg_storage import table_exists
 from ctxstore.adapters.service.idempotency import idempotency_keys
 from ctxstore.domain.errors import InvalidOperationError
 
@@ -108,7 +107,9 @@ class SQLiteEraser(Eraser):
 
 
 class PostgresEraser(Eraser):
-    def __init__(self, datastore: PostgresDatastore, events: str, snapshots: str) -> None:
+    def __init__(
+        self, datastore: PostgresDatastore, events: str, snapshots: str, *, create: bool = True
+    ) -> None:
         self.datastore = datastore
         schema = Identifier(datastore.schema)
         self.events = SQL("{0}.{1}").format(schema, Identifier(events))
@@ -116,9 +117,9 @@ class PostgresEraser(Eraser):
         self.audit = SQL("{0}.ctxstore_audit").format(schema)
         self.keys = SQL("{0}.ctxstore_idempotency").format(schema)
         self.table = SQL("{0}.{1}").format(schema, Identifier(TABLE))
+        if not create:  # a role that does not own the schema: its owner created the table
+            return
         with datastore.transaction(commit=True) as c:
-            if table_exists(c, datastore.schema, TABLE):
-                return
             c.execute(
                 SQL(
                     "CREATE TABLE IF NOT EXISTS {0} (context_id text NOT NULL, tenant text, "
@@ -159,12 +160,13 @@ def eraser(store: ContextStore) -> Eraser:
     datastore = getattr(store.recorder, "datastore", None)
     if not isinstance(datastore, PostgresDatastore | SQLiteDatastore):
         raise InvalidOperationError("erasure needs a SQLite or PostgreSQL store, not memory://")
-    idempotency_keys(store.recorder, 1, 1)  # its table exists even if no service ran here
+    # Its table exists even if no service ran here.
+    idempotency_keys(store.recorder, 1, 1, create=store.creates_tables)
     events = store.recorder.events_table_name  # type: ignore[attr-defined]
     assert store.snapshots is not None
     snapshots = store.snapshots.recorder.events_table_name  # type: ignore[attr-defined]
     if isinstance(datastore, PostgresDatastore):
-        return PostgresEraser(datastore, events, snapshots)
+        return PostgresEraser(datastore, events, snapshots, create=store.creates_tables)
     return SQLiteEraser(datastore, events, snapshots)
 
 

@@ -66,14 +66,3 @@ def reloptions_statement(schema: str, table: str, options: Mapping[str, str]) ->
         table=Identifier(table),
         settings=SQL(", ").join(SQL(f"{k} = {v}") for k, v in options.items()),
     )
-
-
-def table_exists(cursor: Any, schema: str, table: str) -> bool:
-    """Whether the table exists: a role that does not own the schema may use a table there
-    but not run CREATE TABLE IF NOT EXISTS, which needs the schema's CREATE privilege."""
-    cursor.execute(
-        "SELECT to_regclass(format('%%I.%%I', %s::text, %s::text)) IS NOT NULL AS found",
-        (schema, table),
-    )
-    row = cursor.fetchone()
-    return bool(row and row["found"])

@@ -14,7 +14,6 @@ import logging
 import random
 import threading
 import time
-import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
@@ -216,11 +215,13 @@ class ContextStore(Application[UUID]):
         self._series_lock = threading.Lock()
         if self.snapshots is not None:
             binary_snapshot_inserts(self.snapshots.recorder)
-        owner = env.get("CREATE_TABLE", "y") != "n"  # else: tables provisioned by their owner
-        if owner:
+        # False: a role that does not own the tables opened the store (provisioned_elsewhere)
+        # and runs no DDL; the library's switch says so, and ours follow it.
+        self.creates_tables = env.get("CREATE_TABLE", "y") != "n"
+        if self.creates_tables:
             tune_tables(self.recorder, self.snapshots.recorder if self.snapshots else None)
-        self.audit_index: AuditView = audit_view(self.recorder, create=owner)
-        if owner and isinstance(self.recorder, PostgresApplicationRecorder):
+        self.audit_index: AuditView = audit_view(self.recorder, create=self.creates_tables)
+        if self.creates_tables and isinstance(self.recorder, PostgresApplicationRecorder):
             from ctxstore.adapters.erasure import eraser
 
             eraser(self)  # its tables too, which a role that does not own the schema cannot make
@@ -256,7 +257,7 @@ class ContextStore(Application[UUID]):
         try:
             for n in found:
                 self.mapper.to_domain_event(n)
-        except (ValueError, zlib.error) as exc:  # undecryptable, undecompressible, unparsable
+        except ValueError as exc:  # undecryptable, undecompressible, unparsable
             self.close()
             raise StoreUnavailableError(
                 f"cannot read the events stored at {redact(self.url)} with these settings: "

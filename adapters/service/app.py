@@ -130,7 +130,7 @@ def create_app(
     tokens = Tokens(config.tokens)
     keys = idempotency_keys(
         store.recorder, config.idempotency_ttl_seconds, config.idempotency_pending_seconds,
-        store.mapper.cipher,
+        store.mapper.cipher, create=store.creates_tables,
     )  # fmt: skip
 
     @asynccontextmanager

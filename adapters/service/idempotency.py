@@ -21,8 +21,6 @@ from eventsourcing.postgres import PostgresDatastore
 from eventsourcing.sqlite import SQLiteDatastore
 from psycopg.sql import SQL, Identifier
 
-from ctxstore.adapters.pg_storage import table_exists
-
 
 @dataclass(frozen=True)
 class Claimed:
@@ -143,13 +141,15 @@ class SQLiteIdempotencyKeys(SQLIdempotencyKeys):
 
 
 class PostgresIdempotencyKeys(SQLIdempotencyKeys):
-    def __init__(self, datastore: PostgresDatastore, ttl: float, pending: float) -> None:
+    def __init__(
+        self, datastore: PostgresDatastore, ttl: float, pending: float, *, create: bool = True
+    ) -> None:
         table = SQL("{0}.ctxstore_idempotency").format(Identifier(datastore.schema))
         super().__init__(table.as_string(), "%s", ttl, pending)
         self.datastore = datastore
+        if not create:  # a role that does not own the schema: its owner created the table
+            return
         with datastore.transaction(commit=True) as c:
-            if table_exists(c, datastore.schema, "ctxstore_idempotency"):
-                return
             c.execute(
                 SQL(
                     "CREATE TABLE IF NOT EXISTS {0} (tenant text NOT NULL, key text NOT NULL, "
@@ -203,13 +203,14 @@ class MemoryIdempotencyKeys(IdempotencyKeys):
 
 
 def idempotency_keys(
-    recorder: Any, ttl: float, pending: float, cipher: Cipher | None = None
+    recorder: Any, ttl: float, pending: float, cipher: Cipher | None = None, *, create: bool = True
 ) -> IdempotencyKeys:
-    """The key table beside a store's events, created if missing."""
+    """The key table beside a store's events, created if missing (PostgreSQL: unless not
+    `create`, for a store opened by a role that does not own its tables)."""
     datastore = getattr(recorder, "datastore", None)
     keys: SQLIdempotencyKeys
     if isinstance(datastore, PostgresDatastore):
-        keys = PostgresIdempotencyKeys(datastore, ttl, pending)
+        keys = PostgresIdempotencyKeys(datastore, ttl, pending, create=create)
     elif isinstance(datastore, SQLiteDatastore):
         keys = SQLiteIdempotencyKeys(datastore, ttl, pending)
     else:

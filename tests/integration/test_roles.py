@@ -10,8 +10,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
+from fastapi.testclient import TestClient
 
-from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.service import create_app
+from ctxstore.adapters.settings import ServiceConfig, Settings
 from ctxstore.adapters.store import ContextStore
 from ctxstore.domain.errors import StoreUnavailableError
 from tests.conftest import make_url
@@ -73,6 +75,9 @@ def test_a_granted_role_uses_the_store_its_owner_created(owner_url, pg_admin_dsn
         assert len(app.visible(mine).messages) == 12
         assert app.verify().broken == []
         app.rebuild_audit_index()
+        # The HTTP service over it: its idempotency keys' table is the owner's too.
+        with TestClient(create_app(app, ServiceConfig(tokens={"tok": "t"}))) as client:
+            assert client.get("/health").status_code == 200
         assert {e.context_id for e in app.audit(limit=50).entries} == {cid, mine}
         app.erase(mine, reason="asked to forget")  # VACUUM is the owner's: PostgreSQL skips it
         assert [e.context_id for e in app.erasures()] == [mine]
