@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 import psycopg
@@ -81,8 +81,8 @@ class _Byte:
         self.racers = 0
         self.held = False
 
-    @contextmanager
-    def racing(self) -> Iterator[None]:
+    def join_racers(self) -> None:
+        """Before a racer's insert: refused while a writer holds the turn."""
         with self.changed:
             if self.held:
                 raise IntegrityError(TURN_HELD)  # a writer of this process holds the turn
@@ -92,14 +92,14 @@ class _Byte:
                 except OSError as exc:  # EAGAIN/EACCES: another process holds the turn
                     raise IntegrityError(TURN_HELD) from exc
             self.racers += 1
-        try:
-            yield
-        finally:
-            with self.changed:
-                self.racers -= 1
-                if self.racers == 0:
-                    fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.offset)
-                    self.changed.notify_all()
+
+    def leave_racers(self) -> None:
+        """After a racer's insert, stored or not."""
+        with self.changed:
+            self.racers -= 1
+            if self.racers == 0:
+                fcntl.lockf(self.fd, fcntl.LOCK_UN, 1, self.offset)
+                self.changed.notify_all()
 
     @contextmanager
     def turn(self) -> Iterator[None]:
@@ -135,11 +135,28 @@ def _byte(fd: int, path: str, offset: int) -> _Byte:
         return found
 
 
+class _Racer:
+    """Around one racer's insert: a context manager of its own, as it runs on every append
+    (a generator's would cost more than the lock)."""
+
+    __slots__ = ("byte",)
+
+    def __init__(self, byte: _Byte) -> None:
+        self.byte = byte
+
+    def __enter__(self) -> None:
+        self.byte.join_racers()
+
+    def __exit__(self, *exc: object) -> None:
+        self.byte.leave_racers()
+
+
 class Turns:
     """The turn locks of one store's database, and the contexts it finds contended."""
 
     def __init__(self, recorder: Any) -> None:
         self._datastore = getattr(recorder, "datastore", None)
+        self._locks_file = isinstance(self._datastore, SQLiteDatastore) and fcntl is not None
         self._file: int | None = None
         self._path = ""
         self._file_guard = threading.Lock()
@@ -165,15 +182,18 @@ class Turns:
         after a refusal (another holds it), or while the context is contended."""
         return refused or attempt >= ESCALATE_AFTER or self.contended(cid)
 
-    @contextmanager
-    def turn(self, cid: UUID, wanted: bool) -> Iterator[Turn | None]:
+    def turn(self, cid: UUID, wanted: bool) -> AbstractContextManager[Turn | None]:
         """The context's turn when `wanted` (see `wanted`); None: race."""
         if not wanted:
-            yield None
-        elif isinstance(self._datastore, PostgresDatastore):
+            return nullcontext()
+        return self._turn(cid)
+
+    @contextmanager
+    def _turn(self, cid: UUID) -> Iterator[Turn | None]:
+        if isinstance(self._datastore, PostgresDatastore):
             with self._postgres_turn(self._datastore, cid) as held:
                 yield held
-        elif isinstance(self._datastore, SQLiteDatastore) and fcntl is not None:
+        elif isinstance(self._datastore, SQLiteDatastore) and self._locks_file:
             with self._sqlite_turn(self._datastore, cid) as held:
                 yield held
         else:
@@ -183,9 +203,12 @@ class Turns:
         """Around a racer's insert: while another writer holds the context's turn, refuse
         it at once (IntegrityError naming TURN_HELD: the racer would lose; it takes a turn
         next). PostgreSQL's insert function refuses by itself."""
-        if not isinstance(self._datastore, SQLiteDatastore) or fcntl is None:
+        if not self._locks_file:
             return nullcontext()
-        return self._sqlite_racing(self._datastore, cid)
+        found = self._turns_file(cast(SQLiteDatastore, self._datastore))
+        if found is None:
+            return nullcontext()
+        return _Racer(_byte(*found, _offset(cid)))
 
     @contextmanager
     def _postgres_turn(self, datastore: PostgresDatastore, cid: UUID) -> Iterator[Turn | None]:
@@ -223,17 +246,10 @@ class Turns:
         with _byte(*found, _offset(cid)).turn():
             yield Turn()
 
-    @contextmanager
-    def _sqlite_racing(self, datastore: SQLiteDatastore, cid: UUID) -> Iterator[None]:
-        found = self._turns_file(datastore)
-        if found is None:
-            yield
-            return
-        with _byte(*found, _offset(cid)).racing():
-            yield
-
     def _turns_file(self, datastore: SQLiteDatastore) -> tuple[int, str] | None:
         """The lock file beside the database, opened once per process (see _open)."""
+        if self._file is not None:  # opened: no need to queue for the guard
+            return self._file, self._path
         with self._file_guard:
             if self._file is None:
                 if datastore.pool.is_sqlite_memory_mode:

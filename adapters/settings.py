@@ -178,6 +178,8 @@ def library_env(url: str, connect_timeout: int = 10) -> dict[str, str]:
             "PERSISTENCE_MODULE": "eventsourcing.sqlite",
             "SQLITE_DBNAME": path,
             "SQLITE_LOCK_TIMEOUT": "30",
+            # The library's recorder with a shorter path into its write transaction.
+            "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.sqlite_recorder:SQLiteEventsRecorder",
         }
     if scheme.split("+")[0] in ("postgresql", "postgres"):  # postgresql+psycopg:// too
         if not parts.path.strip("/"):

@@ -1348,12 +1348,13 @@ class ContextStore(Application[UUID]):
             raise InvalidOperationError(f"context {cid} did not exist at {at_time.isoformat()}")
         return version
 
-    @contextmanager
-    def _lock(self, cid: UUID) -> Iterator[None]:
-        with self._locks_guard:
-            lock = self._locks.setdefault(cid, threading.Lock())
-        with lock:
-            yield
+    def _lock(self, cid: UUID) -> threading.Lock:
+        """This process's lock on a context (held around every command on it)."""
+        lock = self._locks.get(cid)
+        if lock is None:
+            with self._locks_guard:
+                lock = self._locks.setdefault(cid, threading.Lock())
+        return lock
 
     def _counter(self, ctx: Context) -> TextCounter:
         return self.tokenizers.counter(ctx.encoding)
