@@ -169,6 +169,10 @@ def render_visible(v: VisibleContext) -> None:
             body = (body + " " if body else "") + f"[calls {calls}]"
         if m.tool_call_id:
             body = f"[{m.tool_call_id}] {body}"
+        if m.refusal:
+            body = (body + " " if body else "") + f"[refusal] {preview(m.refusal)}"
+        if m.audio:
+            body = (body + " " if body else "") + f"[audio reply {m.audio.id}]"
         if m.id in v.summaries:
             body = f"[summary of {len(v.summaries[m.id])}] {body}"
         tokens = str(v.token_counts.get(m.id or "", ""))

@@ -61,6 +61,14 @@ class ToolCall(BaseModel):
     function: FunctionCall
 
 
+class AudioRef(BaseModel):
+    """An assistant's earlier audio reply, referred to by the id the model gave it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+
+
 class Message(BaseModel):
     """One chat message; `id` is given by the store at insert unless the caller chose one."""
 
@@ -73,6 +81,7 @@ class Message(BaseModel):
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     refusal: str | None = None
+    audio: AudioRef | None = None
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -92,9 +101,16 @@ class Message(BaseModel):
                 raise ValueError("a tool message needs content")
         elif self.tool_call_id is not None:
             raise ValueError(f"only tool messages carry tool_call_id, not {self.role}")
+        if self.audio is not None and self.role != "assistant":
+            raise ValueError(f"only assistant messages carry audio, not {self.role}")
         if self.role == "assistant":
-            if self.content is None and not self.tool_calls and self.refusal is None:
-                raise ValueError("an assistant message needs content, tool_calls or refusal")
+            if (
+                self.content is None
+                and not self.tool_calls
+                and self.refusal is None
+                and self.audio is None
+            ):
+                raise ValueError("an assistant message needs content, tool_calls, refusal or audio")
         elif self.content is None:
             raise ValueError(f"a {self.role} message needs content")
         return self

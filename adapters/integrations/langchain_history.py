@@ -85,6 +85,7 @@ def from_openai(message: Message) -> BaseMessage:
         return messages_from_dict([kept])[0]
     plain = message.model_dump(mode="json", exclude_none=True, exclude={"metadata"})
     plain.pop("refusal", None)
+    audio = plain.pop("audio", None)  # LangChain keeps an audio reply's id beside the message
     if plain["role"] == "developer":
         plain["role"] = "system"
     if "content" not in plain:
@@ -92,6 +93,8 @@ def from_openai(message: Message) -> BaseMessage:
     converted = convert_to_messages([plain])[0]
     if converted.id is None:
         converted.id = message.id
+    if audio is not None:
+        converted.additional_kwargs["audio"] = audio
     return converted
 
 

@@ -92,6 +92,7 @@ def test_messages_other_clients_wrote_convert_to_langchain(store):
         ]},
         {"role": "tool", "tool_call_id": "c9", "content": "ok"},
         {"role": "assistant", "content": "done"},
+        {"role": "assistant", "content": None, "audio": {"id": "audio_7"}},
     ])  # fmt: skip
     got = history.messages
     assert [type(m) for m in got] == [
@@ -100,7 +101,9 @@ def test_messages_other_clients_wrote_convert_to_langchain(store):
         AIMessage,
         ToolMessage,
         AIMessage,
+        AIMessage,
     ]
+    assert got[5].additional_kwargs == {"audio": {"id": "audio_7"}}  # as langchain-openai keeps it
     assert got[1].name == "bo" and got[1].content == "hi"
     assert got[2].tool_calls == [{"name": "f", "args": {"x": 1}, "id": "c9", "type": "tool_call"}]
     assert isinstance(got[3], ToolMessage) and got[3].tool_call_id == "c9"

@@ -36,6 +36,7 @@ def test_every_role_and_shape_round_trips():
         },
         {"role": "tool", "tool_call_id": "c1", "content": "42"},
         {"role": "assistant", "refusal": "I can't"},
+        {"role": "assistant", "content": None, "audio": {"id": "audio_1"}},  # a spoken reply
         {"role": "user", "content": "hi", "metadata": {"source": "web", "n": [1, 2]}},
     ]
     for raw in msgs:
@@ -48,6 +49,9 @@ def test_every_role_and_shape_round_trips():
         "image_url": {"url": "https://x/y.png"},
     }
     assert image.text() == "look"
+    spoken = parse_message(msgs[6])
+    assert spoken.to_openai() == {"role": "assistant", "audio": {"id": "audio_1"}}
+    assert spoken.text() == ""
 
 
 @pytest.mark.parametrize(
@@ -65,7 +69,13 @@ def test_every_role_and_shape_round_trips():
             },
             "only assistant",
         ),
-        ({"role": "assistant"}, "needs content, tool_calls or refusal"),
+        ({"role": "assistant"}, "needs content, tool_calls, refusal or audio"),
+        (
+            {"role": "user", "content": "x", "audio": {"id": "a"}},
+            "only assistant messages carry audio",
+        ),
+        ({"role": "assistant", "audio": {"id": "a", "data": "UklGR"}}, "audio.data"),
+        ({"role": "assistant", "audio": {"id": ""}}, "audio.id"),
         ({"role": "assistant", "tool_calls": []}, "must not be empty"),
         (
             {

@@ -84,6 +84,7 @@ function textOf(message) {
     for (const part of message.content) parts.push(part.text ?? `[${part.type}]`);
   }
   if (message.refusal) parts.push(`(refusal) ${message.refusal}`);
+  if (message.audio) parts.push(`(audio reply ${message.audio.id})`);
   for (const call of message.tool_calls || []) {
     parts.push(`→ ${call.function.name}(${call.function.arguments})`);
   }
