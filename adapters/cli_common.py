@@ -163,9 +163,7 @@ def render_visible(v: VisibleContext) -> None:
     for n, m in enumerate(v.messages):
         body = preview(m.text())
         if m.tool_calls:
-            calls = ", ".join(
-                f"{c.function.name}({preview(c.function.arguments, 30)})" for c in m.tool_calls
-            )
+            calls = ", ".join(f"{c.tool_name}({preview(c.tool_input, 30)})" for c in m.tool_calls)
             body = (body + " " if body else "") + f"[calls {calls}]"
         if m.tool_call_id:
             body = f"[{m.tool_call_id}] {body}"

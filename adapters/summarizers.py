@@ -36,9 +36,7 @@ class ExtractiveSummarizer:
         lines = []
         for m in messages:
             if m.tool_calls:
-                calls = ", ".join(
-                    f"{c.function.name}({_clip(c.function.arguments, 60)})" for c in m.tool_calls
-                )
+                calls = ", ".join(f"{c.tool_name}({_clip(c.tool_input, 60)})" for c in m.tool_calls)
                 lines.append(f"assistant called {calls}")
             text = " ".join(m.text().split())
             if text:
@@ -121,5 +119,5 @@ def is_context_overflow(exc: Exception) -> bool:
 def _render(m: Message) -> str:
     parts = [f"{m.role}{f' ({m.name})' if m.name else ''}: {m.text()}"]
     for c in m.tool_calls or []:
-        parts.append(f"  -> {c.function.name}({c.function.arguments})")
+        parts.append(f"  -> {c.tool_name}({c.tool_input})")
     return "\n".join(parts)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     JsonValue,
+    Tag,
     TypeAdapter,
     ValidationError,
     model_validator,
@@ -52,13 +54,67 @@ class FunctionCall(BaseModel):
 
 
 class ToolCall(BaseModel):
-    """A tool call made by an assistant message."""
+    """A function tool call made by an assistant message."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     id: str = Field(min_length=1)
     type: Literal["function"] = "function"
     function: FunctionCall
+
+    @property
+    def tool_name(self) -> str:
+        return self.function.name
+
+    @property
+    def tool_input(self) -> str:
+        """What the call passes: the function's JSON arguments, as the model wrote them."""
+        return self.function.arguments
+
+
+class CustomCall(BaseModel):
+    """The tool a custom tool call invokes, and its free-form input."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    input: str
+
+
+class CustomToolCall(BaseModel):
+    """A custom tool call (free-form input instead of JSON arguments)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    type: Literal["custom"]
+    custom: CustomCall
+
+    @property
+    def tool_name(self) -> str:
+        return self.custom.name
+
+    @property
+    def tool_input(self) -> str:
+        """What the call passes: the custom tool's input, as the model wrote it."""
+        return self.custom.input
+
+
+def _call_kind(call: Any) -> str:
+    # A call without a type is a function call, as it always was here; any other type is
+    # refused naming the two there are.
+    kind = call.get("type") if isinstance(call, dict) else getattr(call, "type", None)
+    return "function" if kind is None else str(kind)
+
+
+AnyToolCall = Annotated[
+    Annotated[ToolCall, Tag("function")] | Annotated[CustomToolCall, Tag("custom")],
+    Discriminator(
+        _call_kind,
+        custom_error_type="tool_call_type",
+        custom_error_message="a tool call's type is 'function' (the default) or 'custom'",
+    ),
+]
 
 
 class AudioRef(BaseModel):
@@ -78,7 +134,7 @@ class Message(BaseModel):
     role: Role
     content: str | list[ContentPart] | None = None
     name: str | None = None
-    tool_calls: list[ToolCall] | None = None
+    tool_calls: list[AnyToolCall] | None = None
     tool_call_id: str | None = None
     refusal: str | None = None
     audio: AudioRef | None = None
@@ -256,6 +312,9 @@ def parse_json_object(value: Any, what: str) -> dict[str, Any]:
 def _describe(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
-        where = ".".join(str(p) for p in err["loc"]) or "message"
+        loc = list(err["loc"])
+        if loc[:1] == ["tool_calls"] and len(loc) > 3 and loc[2] in ("function", "custom"):
+            del loc[2]  # the kind of call the union chose: its fields already say which
+        where = ".".join(str(p) for p in loc) or "message"
         parts.append(f"{where}: {err['msg']}")
     return "; ".join(parts)

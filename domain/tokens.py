@@ -82,8 +82,12 @@ def message_texts(message: dict[str, Any]) -> list[str]:
     if message.get("name"):
         texts.append(message["name"])
     for call in message.get("tool_calls") or []:
-        texts.append(call["function"]["name"])
-        texts.append(call["function"].get("arguments", ""))
+        if call.get("type") == "custom":
+            texts.append(call["custom"]["name"])
+            texts.append(call["custom"]["input"])
+        else:
+            texts.append(call["function"]["name"])
+            texts.append(call["function"].get("arguments", ""))
     return texts
 
 

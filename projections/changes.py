@@ -65,7 +65,10 @@ def preview(message: JSON) -> str:
     if isinstance(content, list):
         content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
     text = " ".join(str(content or "").split())
-    calls = [c.get("function", {}).get("name", "?") for c in message.get("tool_calls") or []]
+    calls = [
+        (c.get("function") or c.get("custom") or {}).get("name", "?")
+        for c in message.get("tool_calls") or []
+    ]
     if calls:
         text = (text + " " if text else "") + "[calls " + ", ".join(calls) + "]"
     if len(text) > PREVIEW_CHARS:

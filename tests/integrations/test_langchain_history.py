@@ -93,6 +93,10 @@ def test_messages_other_clients_wrote_convert_to_langchain(store):
         {"role": "tool", "tool_call_id": "c9", "content": "ok"},
         {"role": "assistant", "content": "done"},
         {"role": "assistant", "content": None, "audio": {"id": "audio_7"}},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "k2", "type": "custom", "custom": {"name": "sql", "input": "SELECT 1"}}
+        ]},
+        {"role": "tool", "tool_call_id": "k2", "content": "1"},
     ])  # fmt: skip
     got = history.messages
     assert [type(m) for m in got] == [
@@ -102,8 +106,14 @@ def test_messages_other_clients_wrote_convert_to_langchain(store):
         ToolMessage,
         AIMessage,
         AIMessage,
+        AIMessage,
+        ToolMessage,
     ]
     assert got[5].additional_kwargs == {"audio": {"id": "audio_7"}}  # as langchain-openai keeps it
+    # LangChain's tool calls carry JSON arguments: a custom tool's input goes in as {"input": ...}
+    assert got[6].tool_calls == [
+        {"name": "sql", "args": {"input": "SELECT 1"}, "id": "k2", "type": "tool_call"}
+    ]
     assert got[1].name == "bo" and got[1].content == "hi"
     assert got[2].tool_calls == [{"name": "f", "args": {"x": 1}, "id": "c9", "type": "tool_call"}]
     assert isinstance(got[3], ToolMessage) and got[3].tool_call_id == "c9"

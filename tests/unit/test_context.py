@@ -200,3 +200,19 @@ def test_single_messages_and_refs_need_no_list(ctx):
     )
     with pytest.raises(InvalidOperationError, match="non-empty list"):
         ctx.insert("just a string", actor="a")
+
+
+def test_a_custom_tool_call_pairs_with_its_result_as_a_function_call_does():
+    c = Context.start(name="t", metadata={}, actor="a")
+    custom = {
+        "role": "assistant",
+        "tool_calls": [{"id": "k1", "type": "custom", "custom": {"name": "sh", "input": "ls"}}],
+    }
+    c.insert([user("list"), custom], actor="a")
+    with pytest.raises(MalformedTranscriptError, match="separate"):
+        c.insert([user("between")], actor="a")  # the call's result must come first
+    c.insert([result("k1"), user("thanks")], actor="a")
+    with pytest.raises(MalformedTranscriptError, match="tool call"):
+        c.delete([c.order[2]], actor="a")  # the result alone
+    c.delete([c.order[1], c.order[2]], actor="a")  # the call with its result
+    assert texts(c) == ["list", "thanks"]

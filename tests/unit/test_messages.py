@@ -37,6 +37,13 @@ def test_every_role_and_shape_round_trips():
         {"role": "tool", "tool_call_id": "c1", "content": "42"},
         {"role": "assistant", "refusal": "I can't"},
         {"role": "assistant", "content": None, "audio": {"id": "audio_1"}},  # a spoken reply
+        {
+            "role": "assistant",
+            "tool_calls": [
+                {"id": "k1", "type": "custom", "custom": {"name": "patch", "input": "+a\n-b"}},
+                {"id": "f1", "function": {"name": "ls"}},
+            ],
+        },
         {"role": "user", "content": "hi", "metadata": {"source": "web", "n": [1, 2]}},
     ]
     for raw in msgs:
@@ -52,6 +59,16 @@ def test_every_role_and_shape_round_trips():
     spoken = parse_message(msgs[6])
     assert spoken.to_openai() == {"role": "assistant", "audio": {"id": "audio_1"}}
     assert spoken.text() == ""
+    calls = parse_message(msgs[7])
+    assert calls.to_openai()["tool_calls"] == [
+        {"id": "k1", "type": "custom", "custom": {"name": "patch", "input": "+a\n-b"}},
+        {"id": "f1", "type": "function", "function": {"name": "ls", "arguments": ""}},
+    ]
+    assert [(c.tool_name, c.tool_input) for c in calls.tool_calls or []] == [
+        ("patch", "+a\n-b"),
+        ("ls", ""),
+    ]
+    assert calls.call_ids == ["k1", "f1"]
 
 
 @pytest.mark.parametrize(
@@ -76,6 +93,27 @@ def test_every_role_and_shape_round_trips():
         ),
         ({"role": "assistant", "audio": {"id": "a", "data": "UklGR"}}, "audio.data"),
         ({"role": "assistant", "audio": {"id": ""}}, "audio.id"),
+        (
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c", "type": "mcp", "function": {"name": "f"}}],
+            },
+            "tool_calls.0: a tool call's type is 'function' (the default) or 'custom'",
+        ),
+        (
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c", "type": "custom", "custom": {"name": "f"}}],
+            },
+            "tool_calls.0.custom.input: Field required",
+        ),
+        (
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "c", "type": "custom", "function": {"name": "f"}}],
+            },
+            "tool_calls.0.custom: Field required",
+        ),
         ({"role": "assistant", "tool_calls": []}, "must not be empty"),
         (
             {

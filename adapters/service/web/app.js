@@ -86,7 +86,8 @@ function textOf(message) {
   if (message.refusal) parts.push(`(refusal) ${message.refusal}`);
   if (message.audio) parts.push(`(audio reply ${message.audio.id})`);
   for (const call of message.tool_calls || []) {
-    parts.push(`→ ${call.function.name}(${call.function.arguments})`);
+    const tool = call.function ?? call.custom ?? {};
+    parts.push(`→ ${tool.name}(${tool.arguments ?? tool.input ?? ""})`);
   }
   return parts.join("\n");
 }
