@@ -291,7 +291,7 @@ class Context(Aggregate):
             msg_id = m.id or new_message_id()
             if self._id_in_use(msg_id) or any(p["id"] == msg_id for p in payload):
                 raise InvalidOperationError(f"message id {msg_id!r} is already in use")
-            dumped = m.model_dump(mode="json")
+            dumped = m.stored()
             dumped["id"] = msg_id
             payload.append(dumped)
         new_items = [(p["id"], p) for p in payload]
@@ -339,7 +339,7 @@ class Context(Aggregate):
             raise InvalidOperationError(
                 f"replace keeps the id {msg_id!r}; the new message says {parsed.id!r}"
             )
-        payload = parsed.model_copy(update={"id": msg_id}).model_dump(mode="json")
+        payload = parsed.model_copy(update={"id": msg_id}).stored()
         old = self._messages_by_id()
         check_transcript((i, payload if i == msg_id else old[i]) for i in self.order)
         tokens = message_tokens(payload, counter)
@@ -375,7 +375,7 @@ class Context(Aggregate):
         summary_id = parsed.id or new_message_id()
         if self._id_in_use(summary_id):
             raise InvalidOperationError(f"message id {summary_id!r} is already in use")
-        payload = parsed.model_copy(update={"id": summary_id}).model_dump(mode="json")
+        payload = parsed.model_copy(update={"id": summary_id}).stored()
         clean_stats = parse_json_object(stats or {}, "compress stats")
         tokens = message_tokens(payload, counter)
         before = sum(int(self.entries[i]["tokens"]) for i in covered)

@@ -184,6 +184,15 @@ class Message(BaseModel):
             return ""
         return "\n".join(p.text for p in self.content if p.text is not None)
 
+    def stored(self) -> dict[str, Any]:
+        """The message as events and snapshots hold it. A field added since the first
+        release (audio) is held only when set: other messages are stored as before, and
+        read back with it as null."""
+        held = self.model_dump(mode="json")
+        if held["audio"] is None:
+            del held["audio"]  # (cheaper than asking the serializer to leave it out)
+        return held
+
     def to_openai(self) -> dict[str, Any]:
         """The message as the chat-completions API takes it (no id, no metadata)."""
         return self.model_dump(mode="json", exclude={"id", "metadata"}, exclude_none=True)

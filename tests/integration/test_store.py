@@ -324,3 +324,17 @@ def test_random_sequences_read_cold_before_every_command_match_the_model(
                 (i, Message.model_validate(m)) for i, m in model.items
             ]
             assert v.batch == model.batch
+
+
+def test_messages_without_audio_are_stored_as_before_it_existed(durable_url):
+    spoken = {"role": "assistant", "content": None, "audio": {"id": "audio_9"}}
+    with ContextStore.from_url(durable_url) as store:
+        cid = store.create()
+        store.insert(cid, [user("say it"), spoken])
+        held = store.mapper.to_domain_event(store.recorder.select_events(cid)[-1]).messages
+        assert "audio" not in held[0] and held[1]["audio"] == {"id": "audio_9"}
+        for _ in range(40):  # past a snapshot
+            store.insert(cid, user("more"))
+    with ContextStore.from_url(durable_url) as cold:  # read from the snapshot
+        got = cold.visible(cid).messages
+        assert got[0].audio is None and got[1].audio is not None and got[1].audio.id == "audio_9"
