@@ -341,36 +341,49 @@ def agents_postgres(url: str, conversation: list[list[dict[str, Any]]]) -> None:
 # ---- ctxstore's read paths against history length ----------------------------------------
 
 
-def read_costs(url: str, size: int) -> dict[str, float]:
-    """Each read path's cost (seconds) on a context of `size` events."""
-    with ContextStore.from_url(url) as loader:
-        cid = build_history(loader, size)
+def read_round(url: str, store: ContextStore, cid: Any, size: int) -> dict[str, float]:
+    """One sample of each read path's cost (seconds) on a context of `size` events."""
     costs: dict[str, float] = {}
-    with ContextStore.from_url(url) as store:
-        costs["head (cold)"] = timed(lambda: store.visible(cid))
-        costs["head (warm)"] = min(timed(lambda: store.visible(cid)) for _ in range(5))
-        mid = size // 2
-        costs["time travel"] = statistics.median(
-            timed(lambda: store.visible(cid, at_version=mid)) for _ in range(5)
-        )
-        undo = []
-        for _ in range(5):
-            store.batch_start(cid)
-            store.insert(cid, {"role": "user", "content": "to be undone"})
-            undo.append(timed(lambda: store.batch_end(cid)))
-        costs["rollback"] = statistics.median(undo)
-        store.audit(limit=1)  # index what the bulk load wrote
-        after = max(store.audit_index.position() - 60, 0)
-        costs["audit page"] = statistics.median(
-            timed(lambda: store.audit(context_id=cid, after=after, limit=50)) for _ in range(5)
-        )
+    with ContextStore.from_url(url) as fresh:  # nothing cached: the snapshot and the tail
+        costs["head (cold)"] = timed(lambda: fresh.visible(cid))
+    costs["head (warm)"] = min(timed(lambda: store.visible(cid)) for _ in range(5))
+    costs["time travel"] = timed(lambda: store.visible(cid, at_version=size // 2))
+    store.batch_start(cid)
+    store.insert(cid, {"role": "user", "content": "to be undone"})
+    costs["rollback"] = timed(lambda: store.batch_end(cid))
+    after = max(store.audit_index.position() - 60, 0)
+    costs["audit page"] = timed(lambda: store.audit(context_id=cid, after=after, limit=50))
     return costs
 
 
-def read_paths(label: str, make_url: Callable[[int], str], sizes: Sequence[int]) -> None:
-    by_size = [read_costs(make_url(size), size) for size in sizes]
-    rows = {path: [costs[path] for costs in by_size] for path in by_size[0]}
-    print(f"\n{label}: ctxstore read paths by history length (ms; ratio to the smallest)")
+def read_paths(
+    label: str, make_url: Callable[[int], str], sizes: Sequence[int], rounds: int = 5
+) -> None:
+    """Each path's median over `rounds`; every round samples every size in turn, so a drift
+    of this shared machine's speed over the minutes the histories take to build and read
+    falls on all sizes alike."""
+    built = []
+    for size in sizes:
+        url = make_url(size)
+        with ContextStore.from_url(url) as loader:
+            cid = build_history(loader, size)
+        store = ContextStore.from_url(url)
+        store.audit(limit=1)  # index what the bulk load wrote
+        built.append((url, store, cid, size))
+    samples: dict[str, list[list[float]]] = {}
+    try:
+        for _ in range(rounds):
+            for i, (url, store, cid, size) in enumerate(built):
+                for path, cost in read_round(url, store, cid, size).items():
+                    samples.setdefault(path, [[] for _ in sizes])[i].append(cost)
+    finally:
+        for _, store, _, _ in built:
+            store.close()
+    rows = {path: [statistics.median(s) for s in per_size] for path, per_size in samples.items()}
+    print(
+        f"\n{label}: ctxstore read paths by history length "
+        f"(ms, median of {rounds} rounds; ratio to the smallest)"
+    )
     print("  " + f"{'events':>16}" + "".join(f"{s:>12,}" for s in sizes) + "   ratio")
     for path, costs in rows.items():
         cells = "".join(f"{c * 1e3:12.2f}" for c in costs)
@@ -401,7 +414,8 @@ def plot() -> None:
     axes[2].barh(names, [SERIES["bytes"][n] / 1e6 for n in names])
     axes[2].set(xscale="log", xlabel="MB stored", title="bytes stored for the conversation")
     for ax in axes[:2]:
-        ax.legend(fontsize=6)
+        if ax.get_legend_handles_labels()[0]:  # a run of some sections draws on some axes
+            ax.legend(fontsize=6)
     fig.tight_layout()
     fig.savefig(PLOT, dpi=110)
     print(f"\nplot: {PLOT}")
