@@ -193,8 +193,8 @@ class Turns:
         if isinstance(self._datastore, PostgresDatastore):
             with self._postgres_turn(self._datastore, cid) as held:
                 yield held
-        elif isinstance(self._datastore, SQLiteDatastore) and self._locks_file:
-            with self._sqlite_turn(self._datastore, cid) as held:
+        elif self._locks_file:
+            with self._sqlite_turn(cast(SQLiteDatastore, self._datastore), cid) as held:
                 yield held
         else:
             yield None
