@@ -107,6 +107,14 @@ def _call_kind(call: Any) -> str:
     return "function" if kind is None else str(kind)
 
 
+def stored_call_parts(call: dict[str, Any]) -> tuple[str, str]:
+    """A tool call as messages hold it in JSON: the tool's name, and what the call passes
+    (a function's arguments, a custom tool's input)."""
+    if call.get("type") == "custom":
+        return call["custom"]["name"], call["custom"]["input"]
+    return call["function"]["name"], call["function"].get("arguments", "")
+
+
 AnyToolCall = Annotated[
     Annotated[ToolCall, Tag("function")] | Annotated[CustomToolCall, Tag("custom")],
     Discriminator(

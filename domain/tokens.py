@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ctxstore.domain.messages import stored_call_parts
+
 PER_MESSAGE = 3
 PER_NAME = 1
 PER_TOOL_CALL = 3
@@ -82,12 +84,7 @@ def message_texts(message: dict[str, Any]) -> list[str]:
     if message.get("name"):
         texts.append(message["name"])
     for call in message.get("tool_calls") or []:
-        if call.get("type") == "custom":
-            texts.append(call["custom"]["name"])
-            texts.append(call["custom"]["input"])
-        else:
-            texts.append(call["function"]["name"])
-            texts.append(call["function"].get("arguments", ""))
+        texts.extend(stored_call_parts(call))
     return texts
 
 

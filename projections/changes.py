@@ -12,6 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ctxstore.domain.context import JSON, Context
+from ctxstore.domain.messages import stored_call_parts
 
 PREVIEW_CHARS = 160
 
@@ -65,10 +66,7 @@ def preview(message: JSON) -> str:
     if isinstance(content, list):
         content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
     text = " ".join(str(content or "").split())
-    calls = [
-        (c.get("function") or c.get("custom") or {}).get("name", "?")
-        for c in message.get("tool_calls") or []
-    ]
+    calls = [stored_call_parts(c)[0] for c in message.get("tool_calls") or []]
     if calls:
         text = (text + " " if text else "") + "[calls " + ", ".join(calls) + "]"
     if len(text) > PREVIEW_CHARS:

@@ -12,6 +12,7 @@ from ctxstore.domain.errors import (
     UnknownBatchError,
     UnknownMessageError,
 )
+from ctxstore.projections.changes import preview
 from ctxstore.projections.history import fold_history
 from ctxstore.projections.visible import replay, visible_of
 
@@ -216,3 +217,15 @@ def test_a_custom_tool_call_pairs_with_its_result_as_a_function_call_does():
         c.delete([c.order[2]], actor="a")  # the result alone
     c.delete([c.order[1], c.order[2]], actor="a")  # the call with its result
     assert texts(c) == ["list", "thanks"]
+
+
+def test_change_previews_name_function_and_custom_calls():
+    calls = {
+        "role": "assistant",
+        "content": "checking",
+        "tool_calls": [
+            {"id": "f1", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+            {"id": "k1", "type": "custom", "custom": {"name": "sh", "input": "pwd"}},
+        ],
+    }
+    assert preview(calls) == "checking [calls ls, sh]"
