@@ -9,15 +9,24 @@ session's history is then an audited, replayable ctxstore context found by the s
 
 When the SDK's compaction wrapper (OpenAIResponsesCompactionSession) replaces the history,
 `_atomic_replace_items` records it as one compress event (the output items in one summary
-message) instead of a delete of everything followed by re-inserts.
+message) instead of a delete of everything followed by re-inserts. Its automatic compaction
+reads a bounded tail with `_get_compaction_snapshot` and replaces only that suffix, again as
+one compress event, refused (False) when the session changed since the read: so a session
+whose runs load only the latest items (`SessionSettings(limit=...)`) is compacted as the
+SDK's own SQLite and SQLAlchemy sessions are.
+
+Writes settle before a cancellation reaches the caller, as in the SDK's own sessions: a
+cancelled add has either been stored or not, and the caller is told only once it is known.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 from uuid import UUID
 
 from agents.items import TResponseInputItem
@@ -38,6 +47,7 @@ CONTENT_IN_MESSAGE = "agents_item_content"  # the item's content is the message'
 ROLES = ("user", "assistant", "system", "developer")
 MODEL_INPUTS = ("function_call_output", "computer_call_output", "custom_tool_call_output")
 ATTEMPTS = 50
+T = TypeVar("T")
 
 
 class ContextBackend(Protocol):
@@ -137,6 +147,49 @@ def held_items(metadata: dict[str, Any], content: Any = None) -> list[Any]:
     return [item]
 
 
+async def settled(work: Awaitable[T]) -> T:
+    """`work`'s outcome, awaited through cancellations: a write on a thread cannot be
+    stopped halfway, so the caller learns of its cancellation once the write has ended."""
+    task = asyncio.ensure_future(work)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    try:
+        result = task.result()
+    except BaseException:
+        if cancelled is not None:
+            raise cancelled from None
+        raise
+    if cancelled is not None:
+        raise cancelled
+    return result
+
+
+@dataclass(frozen=True)
+class CompactionSnapshot:
+    """What the SDK's automatic compaction reads (the same fields as its own backends'
+    snapshot): the newest items, whether they are all of them, and how to replace a suffix
+    of them atomically."""
+
+    items: list[Any]
+    complete: bool
+    replace_suffix: Callable[[int, list[Any]], Awaitable[bool]]
+
+
+@dataclass(frozen=True)
+class _Tail:
+    """The messages holding a snapshot's items, as read at `version`."""
+
+    version: int
+    ids: list[str]  # every visible message, oldest first
+    held: list[list[Any]]  # the items each holds
+    first: int  # index in `ids` of the message holding the snapshot's first item
+    skip: int  # that message's items before the snapshot's first
+
+
 class CtxStoreSession(SessionABC):
     """The Agents SDK session protocol on a ctxstore context named by the session id."""
 
@@ -185,19 +238,43 @@ class CtxStoreSession(SessionABC):
         if not items:
             return
         messages = [item_message(i) for i in items]
-        await asyncio.to_thread(self.store.insert, self.context_id, messages, expected_version=None)
+        await settled(
+            asyncio.to_thread(self.store.insert, self.context_id, messages, expected_version=None)
+        )
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item, or None when the session is empty."""
-        return await asyncio.to_thread(self._pop)
+        return await settled(asyncio.to_thread(self._pop))
 
     async def clear_session(self) -> None:
         """Hide every item (one delete event; the history stays in the audit)."""
-        await asyncio.to_thread(self._clear)
+        await settled(asyncio.to_thread(self._clear))
 
     async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
         """The compaction wrapper's replacement of the whole history: one compress event."""
-        return await asyncio.to_thread(self._replace_all, list(items))
+        return await settled(asyncio.to_thread(self._replace_all, list(items)))
+
+    async def _get_compaction_snapshot(
+        self, limit: int, *, prune_prefix: Callable[[Any], bool] | None = None
+    ) -> CompactionSnapshot | None:
+        """The newest `limit` items for the compaction wrapper, with a replacement of any
+        suffix of them that fails (False) if the session changed since this read.
+        `prune_prefix` (the SDK's encrypted session: expired items) also hides the oldest
+        messages whose items all satisfy it. None for a subclass, whose own hooks on
+        items this would bypass (as the SDK's backends do)."""
+        if type(self) is not CtxStoreSession or limit < 1:
+            return None
+        tail = await asyncio.to_thread(self._tail, limit)
+        items = [i for held in tail.held[tail.first :] for i in held][tail.skip :]
+        complete = tail.skip == 0 and not any(tail.held[: tail.first])
+
+        async def replace_suffix(start: int, output: list[Any]) -> bool:
+            if not 0 <= start < len(items):
+                return False
+            work = asyncio.to_thread(self._replace_suffix, tail, start, list(output), prune_prefix)
+            return await settled(work)
+
+        return CompactionSnapshot(items, complete, replace_suffix)
 
     # ---- the work, on a thread ----------------------------------------------------------------
 
@@ -276,6 +353,56 @@ class CtxStoreSession(SessionABC):
                 continue
             return True
         return False
+
+    def _tail(self, limit: int) -> _Tail:
+        seen = self.store.visible(self.context_id)
+        ids = [m.id for m in seen.messages if m.id is not None]
+        held = [held_items(m.metadata, m.content) for m in seen.messages if m.id is not None]
+        first, count = len(held), 0
+        while first > 0 and count < limit:
+            first -= 1
+            count += len(held[first])
+        return _Tail(seen.version, ids, held, first, max(count - limit, 0))
+
+    def _replace_suffix(
+        self, tail: _Tail, start: int, output: list[Any], prune: Callable[[Any], bool] | None
+    ) -> bool:
+        """Items `start`... of the snapshot `tail` become `output`: the messages holding
+        them are compressed into one summary (its items: the first message's items before
+        `start`, then `output`), or deleted when that leaves none."""
+        at, skip = tail.first, tail.skip + start
+        while skip >= len(tail.held[at]):  # the message holding item `start`
+            skip -= len(tail.held[at])
+            at += 1
+        covered = tail.ids[at:]
+        kept = tail.held[at][:skip] + output
+        try:
+            if kept:
+                stats = {
+                    "source": "agents-compaction",
+                    "items_before": sum(len(h) for h in tail.held[at:]),
+                    "items_after": len(kept),
+                }
+                done = self.store.compress(
+                    self.context_id, covered, summary_message(kept), stats=stats,
+                    expected_version=tail.version,
+                )  # fmt: skip
+            else:
+                done = self.store.delete(self.context_id, covered, expected_version=tail.version)
+        except (VersionConflictError, UnknownMessageError):
+            return False
+        expired = 0
+        while prune is not None and expired < at and tail.held[expired]:
+            if not all(prune(i) for i in tail.held[expired]):
+                break
+            expired += 1
+        if expired:
+            # Best effort: after a racing write the expired items wait for the next time.
+            with contextlib.suppress(VersionConflictError, UnknownMessageError):
+                self.store.delete(
+                    self.context_id, tail.ids[:expired], expected_version=done.version
+                )
+        return True
 
     @staticmethod
     def _items_of(seen: VisibleContext) -> list[Any]:

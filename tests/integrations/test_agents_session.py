@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from agents import Agent, Runner, function_tool, set_tracing_disabled
 from agents.items import ModelResponse
-from agents.memory import SQLiteSession
+from agents.memory import SessionSettings, SQLiteSession
 from agents.memory.openai_responses_compaction_session import OpenAIResponsesCompactionSession
 from agents.models.interface import Model
 from agents.usage import Usage
@@ -250,3 +250,117 @@ def test_text_is_kept_once_and_older_records_still_read(store):
     assert run(session.get_items()) == [item, older]
     assert [list(i) for i in run(session.get_items())] == [list(item), list(older)]  # key order
     assert run(session.pop_item()) == older and run(session.pop_item()) == item
+
+
+class ResponseModel(ScriptedModel):
+    """ScriptedModel answering with response ids, which automatic compaction needs."""
+
+    async def get_response(self, *args: Any, **kwargs: Any) -> ModelResponse:
+        response = await super().get_response(*args, **kwargs)
+        response.response_id = f"resp_{len(self.inputs)}"
+        return response
+
+
+async def three_runs_compacting_the_last(inner: Any) -> tuple[list[Any], int]:
+    """Three runs that each load only the newest 4 items; compaction is approved after the
+    third, whose model exchange covers only a suffix of the stored history."""
+    approve: list[bool] = []
+    client: Any = FakeCompactClient([
+        {"type": "compaction", "id": "cmp_1", "encrypted_content": "opaque"},
+        {"role": "user", "content": "kept"},
+    ])  # fmt: skip
+    wrapped = OpenAIResponsesCompactionSession(
+        inner.session_id, inner, client=client, compaction_mode="input",
+        should_trigger_compaction=lambda _: bool(approve),
+    )  # fmt: skip
+    agent = Agent(name="helper", instructions="Help.", model=ResponseModel(), tools=[weather])
+    for question in ("Weather in Paris?", "And tomorrow?", "And on Sunday?"):
+        if question == "And on Sunday?":
+            approve.append(True)
+        await Runner.run(agent, question, session=wrapped)
+    return await inner.get_items(limit=100), len(client.seen)
+
+
+def test_automatic_compaction_of_a_suffix_as_the_sdks_sqlite_session(store, tmp_path):
+    """Runs loading a bounded history get their suffix compacted (before, ctxstore's
+    session had no snapshot and the SDK skipped the compaction, keeping everything)."""
+    limited = SessionSettings(limit=4)
+    theirs = SQLiteSession("suffix", str(tmp_path / "sdk.db"), session_settings=limited)
+    expected, their_calls = run(three_runs_compacting_the_last(theirs))
+    ours = CtxStoreSession("suffix", store, session_settings=limited)
+    got, our_calls = run(three_runs_compacting_the_last(ours))
+    assert their_calls == our_calls == 1
+    assert got == expected
+    assert [i.get("type") for i in got][-2:] == ["compaction", None]  # the two runs before kept
+    assert [h.type for h in store.history(ours.context_id)][-1] == "compress"
+
+
+def test_compaction_snapshot_replaces_a_suffix_only_if_nothing_changed(store):
+    session = CtxStoreSession("snap", store)
+    run(session.add_items(ITEMS[:3]))
+    run(session._atomic_replace_items([ITEMS[0], ITEMS[1]]))  # one message, two items
+    run(session.add_items([ITEMS[4], ITEMS[6]]))
+    snapshot = run(session._get_compaction_snapshot(3))
+    assert snapshot.items == [ITEMS[1], ITEMS[4], ITEMS[6]] and not snapshot.complete
+    assert run(snapshot.replace_suffix(3, [ITEMS[7]])) is False  # nothing there to replace
+    # From the summary's second item on: its first item stays, in a summary with the output.
+    assert run(snapshot.replace_suffix(0, [ITEMS[7]])) is True
+    assert run(session.get_items()) == [ITEMS[0], ITEMS[7]]
+    assert run(session._get_compaction_snapshot(10)).complete
+    stale = run(session._get_compaction_snapshot(1))
+    run(session.add_items([ITEMS[2]]))
+    assert run(stale.replace_suffix(0, [])) is False  # the session changed since the read
+    assert run(session.get_items()) == [ITEMS[0], ITEMS[7], ITEMS[2]]
+    fresh = run(session._get_compaction_snapshot(1))
+    assert run(fresh.replace_suffix(0, [])) is True  # no items left: a delete
+    assert run(session.get_items()) == [ITEMS[0], ITEMS[7]]
+
+
+def test_compaction_snapshot_hides_an_expired_prefix(store):
+    session = CtxStoreSession("expiring", store)
+    old = [{"role": "user", "content": f"old {i}"} for i in range(3)]
+    run(session.add_items(old[:2]))
+    run(session.add_items([old[2], ITEMS[0]]))  # one add, two messages: old 2 then new
+    run(session.add_items([ITEMS[1]]))
+    snapshot = run(session._get_compaction_snapshot(1, prune_prefix=lambda i: i in old))
+    assert run(snapshot.replace_suffix(0, [ITEMS[7]])) is True
+    assert run(session.get_items()) == [ITEMS[0], ITEMS[7]]
+
+
+def test_no_compaction_snapshot_for_a_subclass(store):
+    class Transforming(CtxStoreSession):
+        pass
+
+    assert run(Transforming("sub", store)._get_compaction_snapshot(5)) is None
+
+
+def test_a_cancelled_add_is_reported_once_it_is_stored(store):
+    """As in the SDK's own sessions: the write on its thread cannot be stopped, so the
+    cancellation reaches the caller after it, and the items are there."""
+    entered, release = threading.Event(), threading.Event()
+
+    class SlowStore:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(store, name)
+
+        def insert(self, *args: Any, **kwargs: Any) -> Any:
+            entered.set()
+            release.wait(10)
+            return store.insert(*args, **kwargs)
+
+    session = CtxStoreSession("cancelled", SlowStore())
+    _ = session.context_id
+
+    async def cancel_mid_write() -> bool:
+        task = asyncio.create_task(session.add_items([ITEMS[0]]))
+        await asyncio.to_thread(entered.wait, 10)
+        task.cancel()
+        await asyncio.sleep(0.05)
+        still_writing = not task.done()
+        release.set()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return still_writing
+
+    assert run(cancel_mid_write()) is True
+    assert run(CtxStoreSession("cancelled", store).get_items()) == [ITEMS[0]]
