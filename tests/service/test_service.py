@@ -348,6 +348,14 @@ def test_sdk_integrations_work_through_the_client(service):
     assert asyncio.run(session.get_items(limit=1)) == [
         {"type": "function_call_output", "call_id": "c", "output": "1"}
     ]
+    # The compaction wrapper's suffix replacement, and its refusal after a change.
+    snapshot = asyncio.run(session._get_compaction_snapshot(1))
+    assert snapshot is not None and not snapshot.complete
+    asyncio.run(session.add_items([USER]))
+    assert asyncio.run(snapshot.replace_suffix(0, [])) is False
+    snapshot = asyncio.run(session._get_compaction_snapshot(2))
+    assert asyncio.run(snapshot.replace_suffix(0, [USER])) is True
+    assert asyncio.run(session.get_items()) == [USER, USER]
     # The same session id under another tenant is another context.
     assert asyncio.run(CtxStoreSession("s-1", globex).get_items()) == []
     assert service.store.tenant_of(session.context_id) == "acme"
