@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 import uuid
 from types import SimpleNamespace
 from typing import Any
@@ -325,6 +326,30 @@ def test_compaction_snapshot_hides_an_expired_prefix(store):
     snapshot = run(session._get_compaction_snapshot(1, prune_prefix=lambda i: i in old))
     assert run(snapshot.replace_suffix(0, [ITEMS[7]])) is True
     assert run(session.get_items()) == [ITEMS[0], ITEMS[7]]
+
+
+def test_the_sdks_encrypted_session_compacts_and_drops_its_expired_prefix(store):
+    """The SDK's EncryptedSession over ctxstore: its snapshot asks to hide expired items
+    (encrypted over a minute before, against a TTL of one) and replaces a suffix."""
+    from agents.extensions.memory.encrypt_session import EncryptedSession
+
+    inner = CtxStoreSession("encrypted", store)
+    encrypted = EncryptedSession("encrypted", inner, encryption_key="k" * 32, ttl=1)
+    cipher = encrypted.cipher
+    fresh_encrypt = cipher.encrypt
+    cipher.encrypt = lambda data: cipher.encrypt_at_time(data, int(time.time()) - 100)
+    run(encrypted.add_items([{"role": "user", "content": f"old {i}"} for i in range(3)]))
+    cipher.encrypt = fresh_encrypt
+    new = [{"role": "user", "content": "new 1"}, {"role": "assistant", "content": "new 2"}]
+    run(encrypted.add_items(new))
+    assert run(encrypted.get_items()) == new
+    snapshot = run(encrypted._get_compaction_snapshot(2))
+    assert snapshot is not None and snapshot.items == new
+    compacted = {"role": "assistant", "content": "compacted"}
+    assert run(snapshot.replace_suffix(1, [compacted])) is True
+    assert run(encrypted.get_items()) == [new[0], compacted]
+    assert len(store.visible(inner.context_id).messages) == 2  # the expired three hidden
+    assert [h.type for h in store.history(inner.context_id)][-2:] == ["compress", "delete"]
 
 
 def test_no_compaction_snapshot_for_a_subclass(store):
