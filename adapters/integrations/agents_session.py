@@ -238,9 +238,7 @@ class CtxStoreSession(SessionABC):
         if not items:
             return
         messages = [item_message(i) for i in items]
-        await settled(
-            asyncio.to_thread(self.store.insert, self.context_id, messages, expected_version=None)
-        )
+        await settled(asyncio.to_thread(self._add, messages))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item, or None when the session is empty."""
@@ -277,6 +275,11 @@ class CtxStoreSession(SessionABC):
         return CompactionSnapshot(items, complete, replace_suffix)
 
     # ---- the work, on a thread ----------------------------------------------------------------
+
+    def _add(self, messages: list[JSON]) -> None:
+        # The context is found (or made) here too: on first use that is a query, which
+        # would otherwise run on the event loop.
+        self.store.insert(self.context_id, messages, expected_version=None)
 
     def _items(self, newest: int | None = None) -> list[Any]:
         """Every item, or at least the newest `newest` (each message holds one or more)."""
