@@ -340,22 +340,23 @@ class CtxStoreSession(SessionABC):
                             self.context_id, [summary_message(items)],
                             expected_version=seen.version,
                         )  # fmt: skip
-                elif not items:
-                    self.store.delete(self.context_id, ids, expected_version=seen.version)
                 else:
-                    stats = {
-                        "source": "agents-compaction",
-                        "items_before": len(self._items_of(seen)),
-                        "items_after": len(items),
-                    }
-                    self.store.compress(
-                        self.context_id, ids, summary_message(items), stats=stats,
-                        expected_version=seen.version,
-                    )  # fmt: skip
+                    self._give_way(seen.version, ids, items, len(self._items_of(seen)))
             except (VersionConflictError, UnknownMessageError):
                 continue
             return True
         return False
+
+    def _give_way(self, version: int, ids: list[str], items: list[Any], before: int) -> Any:
+        """The messages `ids` (holding `before` items) give way to one summary holding
+        `items`, as one compress event, or are hidden (a delete) when there are none;
+        at `version`, else VersionConflictError."""
+        if not items:
+            return self.store.delete(self.context_id, ids, expected_version=version)
+        stats = {"source": "agents-compaction", "items_before": before, "items_after": len(items)}
+        return self.store.compress(
+            self.context_id, ids, summary_message(items), stats=stats, expected_version=version
+        )
 
     def _tail(self, limit: int) -> _Tail:
         seen = self.store.visible(self.context_id)
@@ -377,21 +378,10 @@ class CtxStoreSession(SessionABC):
         while skip >= len(tail.held[at]):  # the message holding item `start`
             skip -= len(tail.held[at])
             at += 1
-        covered = tail.ids[at:]
         kept = tail.held[at][:skip] + output
+        before = sum(len(h) for h in tail.held[at:])
         try:
-            if kept:
-                stats = {
-                    "source": "agents-compaction",
-                    "items_before": sum(len(h) for h in tail.held[at:]),
-                    "items_after": len(kept),
-                }
-                done = self.store.compress(
-                    self.context_id, covered, summary_message(kept), stats=stats,
-                    expected_version=tail.version,
-                )  # fmt: skip
-            else:
-                done = self.store.delete(self.context_id, covered, expected_version=tail.version)
+            done = self._give_way(tail.version, tail.ids[at:], kept, before)
         except (VersionConflictError, UnknownMessageError):
             return False
         expired = 0
