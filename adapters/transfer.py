@@ -18,6 +18,7 @@ from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.utils import get_topic
 
 from ctxstore.adapters.chain import GENESIS, ChainingMapper, link, unseal
+from ctxstore.adapters.transcoder import ContextTranscoder
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import ContextExistsError, CtxStoreError, InvalidOperationError
 from ctxstore.domain.messages import parse_message
@@ -73,6 +74,22 @@ def _state_text(line: str) -> bytes | None:
     if start < 0 or end is None or not line.startswith('{"context_id":'):
         return None
     return line[start + len(STATE_START) : end.start()].encode("utf-8")
+
+
+def _reencoded(
+    mapper: ChainingMapper, state: Any, chain: Any, prev: str, cid: UUID, version: int, topic: str
+) -> bytes:
+    """A state's JSON text encoded again, for a line laid out otherwise: as ctxstore writes
+    it now, or, where only that matches the line's chain, as it wrote it before orjson
+    (the two spell some floats differently)."""
+    body = mapper.transcoder.encode(state)
+    if chain is None or link(prev, cid, version, topic, body) == chain:
+        return body
+    transcoder = mapper.transcoder
+    if not isinstance(transcoder, ContextTranscoder):
+        return body
+    standard = transcoder.encode_standard(state)
+    return standard if link(prev, cid, version, topic, standard) == chain else body
 
 
 def _records(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
@@ -132,7 +149,9 @@ def import_lines(
             raise InvalidImportError(f"line {n}: {topic!r} is not a ctxstore event type")
         if not isinstance(state, dict):
             raise InvalidImportError(f"line {n}: state must be a JSON object")
-        body = _state_text(line_texts[n - 1]) or mapper.transcoder.encode(state)
+        body = _state_text(line_texts[n - 1]) or _reencoded(
+            mapper, state, rec.get("chain"), prev_file, source, rec["version"], topic
+        )
         prev_file = link(prev_file, source, rec["version"], topic, body)
         if rec.get("chain") is not None and rec["chain"] != prev_file:
             raise InvalidImportError(f"line {n}: the chain does not match (the export was altered)")

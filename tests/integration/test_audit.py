@@ -274,6 +274,25 @@ def test_export_import_round_trip_is_exact(store, tmp_path):
         assert other.verify(copy).ok
 
 
+@pytest.mark.parametrize("written_by", ["orjson", "standard encoder"])
+def test_a_reformatted_export_with_floats_imports_with_its_chains(store, monkeypatch, written_by):
+    """An export whose lines another tool laid out again (spaces after separators) has its
+    states encoded again to check the chains, whichever encoder wrote them: ctxstore's
+    orjson now, the standard library's before (they spell 1e-05 and 2.5e-07 otherwise)."""
+    from ctxstore.adapters.transcoder import ContextTranscoder
+
+    if written_by == "standard encoder":
+        monkeypatch.setattr(ContextTranscoder, "encode", ContextTranscoder.encode_standard)
+    cid = store.create(metadata={"temperature": 1e-05})
+    store.insert(cid, [user("a") | {"metadata": {"p": [2.5e-07, 0.5, 1e22]}}])
+    monkeypatch.undo()
+    lines = [json.dumps(json.loads(x)) for x in store.export_events(cid)]
+    assert all('"state": {' in x for x in lines)  # laid out otherwise: encoded again
+    copy = store.import_events(lines, new_id=True)
+    assert store.visible(copy).messages == store.visible(cid).messages
+    assert store.verify(copy).ok
+
+
 @pytest.mark.parametrize(
     ("edit", "needle"),
     [
