@@ -38,6 +38,7 @@ from ctxstore.adapters.compression import compressor
 from ctxstore.adapters.contention import TURN_HELD, Turn, Turns
 from ctxstore.adapters.pg_storage import tune_tables
 from ctxstore.adapters.settings import Settings, library_env, redact
+from ctxstore.adapters.snapshot_store import SnapshotStore
 from ctxstore.adapters.snapshots import held_messages, prune_superseded
 from ctxstore.adapters.snapshots import step as snapshot_step
 from ctxstore.adapters.summarizers import ExtractiveSummarizer, OpenAISummarizer
@@ -272,6 +273,11 @@ class ContextStore(Application[UUID]):
         # The cipher as the library's factory sets it; our compressor reads every form.
         plain: Mapper[UUID] = self.factory.mapper(transcoder=self.construct_transcoder())
         return ChainingMapper(plain.transcoder, compressor(self.settings.compress), plain.cipher)
+
+    def construct_snapshot_store(self) -> SnapshotStore:
+        # Snapshots name the events holding their messages (adapters/snapshot_store.py).
+        recorder = self.factory.aggregate_recorder(purpose="snapshots")
+        return SnapshotStore(self.mapper, recorder, self.recorder)
 
     def construct_env(self, name: str, env: dict[str, str] | None = None) -> Environment:  # type: ignore[override]
         # Only our settings configure the library: it would otherwise read os.environ.

@@ -16,6 +16,7 @@ from typing import Any, cast
 from uuid import UUID
 
 from ctxstore.adapters.chain import GENESIS, ChainingMapper
+from ctxstore.adapters.snapshot_store import SnapshotStore
 from ctxstore.adapters.snapshots import delete_snapshots, held_messages, step, superseded
 from ctxstore.adapters.store import ContextStore
 from ctxstore.domain.context import Context
@@ -139,7 +140,7 @@ def build_history(store: ContextStore, events: int, seed: int = 11) -> UUID:
                 else:
                     stored_dropped.append(dropped)
             kept.append(ctx.version)
-            snapshots.append(store.snapshots.mapper.to_stored_event(snapshot))
+            snapshots.append(cast(SnapshotStore, store.snapshots).stored(snapshot))
         step_events += ctx.collect_events()
         if len(step_events) >= 5000 or ctx.version >= events:
             sealed, prev = mapper.to_sealed_events(step_events, prev)

@@ -147,3 +147,66 @@ def test_a_snapshot_in_the_library_s_form_still_reads():
     assert _state(restored) == _state(ctx)
     restored.batch_end(to=0, actor="t")
     assert len(restored.order) == len(_turn(0))
+
+
+def _every_kind_of_entry(store: ContextStore) -> tuple[Any, Context]:
+    """A stored context whose snapshot holds messages from inserts, a replace, a compress,
+    a fork and an open batch's saved copies; and the same context built in memory."""
+    source = store.create()
+    store.insert(source, _turn(0))
+    fork = store.fork(source, at_version=2)
+    store.insert(
+        fork, _turn(1) + [{"role": "user", "content": "日本語 ✓", "metadata": {"n": 2**70}}]
+    )
+    store.replace(fork, 1, {"role": "assistant", "content": "replaced"})
+    store.compress(fork, [3, 4], "a summary")
+    store.batch_start(fork)
+    store.replace(fork, 0, {"role": "user", "content": "changed in the batch"})
+    store.delete(fork, [-1])
+    store.insert(fork, _turn(2))
+    return fork, store._get(fork)
+
+
+def test_a_snapshot_is_stored_without_its_messages_and_reads_back_whole(durable_url):
+    with ContextStore.from_url(durable_url, Settings(snapshot_interval=1000)) as store:
+        cid, ctx = _every_kind_of_entry(store)
+        assert store.snapshots is not None
+        store.snapshots.put([Context.Snapshot.take(ctx)])
+        row = store.snapshots.recorder.select_events(cid, desc=True, limit=1)[0]
+        plain = store.mapper.plaintext(row.state)
+        assert b"messages_in_events" in plain
+        assert b"replaced" not in plain and b"question" not in plain  # no message text
+        read = next(store.snapshots.get(cid, desc=True, limit=1))
+        assert read.state == Context.Snapshot.take(ctx).state
+        restored = read.mutate(None)
+        assert _state(restored) == _state(ctx)
+        restored.batch_end(to=0, actor="t")  # the batch's saved copies came back too
+        ctx.batch_end(to=0, actor="t")
+        assert restored.entries == ctx.entries and restored.order == ctx.order
+        head = store.visible(cid)
+    with ContextStore.from_url(durable_url) as cold:  # a new process: the snapshot, read
+        assert cold.visible(cid) == head
+        cold.batch_end(cid, to=0)
+        assert [m.content for m in cold.visible(cid).messages][:2] == ["question 0", "replaced"]
+
+
+def test_a_snapshot_naming_a_message_not_there_is_passed_over(durable_url, caplog):
+    with ContextStore.from_url(durable_url, Settings(snapshot_interval=1000)) as store:
+        cid, ctx = _every_kind_of_entry(store)
+        assert store.snapshots is not None
+        snapshot = Context.Snapshot.take(ctx)
+        wrong = {**snapshot.state["entries"][ctx.order[0]], "version": 1}  # the creation
+        bad = type(snapshot)(
+            originator_id=snapshot.originator_id,
+            originator_version=snapshot.originator_version,
+            timestamp=snapshot.timestamp,
+            topic=snapshot.topic,
+            state={**snapshot.state, "entries": {**snapshot.state["entries"], ctx.order[0]: wrong}},
+        )
+        store.snapshots.put([bad])
+        assert list(store.snapshots.get(cid)) == []
+        assert "passed over" in caplog.text
+        store._forget(cid)
+        assert store.visible(cid).messages == [  # rebuilt from the events alone
+            m for m in ctx.visible_messages()
+        ]

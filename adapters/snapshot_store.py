@@ -1,0 +1,219 @@
+"""Snapshots that name where their messages are instead of copying them.
+
+A context's snapshot holds every visible message and each open batch's saved ones, and
+every one of those messages is also in the event that added it: its entry keeps that
+event's version. Copying them made each snapshot about as large as the messages themselves,
+on top of the events; and a context that grows leaves a ladder of snapshots
+(adapters/snapshots.py) whose deleted rungs hold their space until PostgreSQL's vacuum
+reuses it. So a snapshot is stored without its messages, marked MESSAGES_IN_EVENTS, and
+reading it fetches the events at its entries' versions in one query per 500 versions (a
+cost tied to the visible size, not to the history's length) and puts each message back: the
+domain gets back the very snapshot it took. Snapshots stored with their messages (before
+this) read as they were.
+
+If an event that a snapshot names cannot be read, the snapshot is passed over and the
+context is rebuilt from its events alone: slower, never wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, cast
+from uuid import UUID
+
+import orjson
+from eventsourcing.persistence import (
+    AggregateRecorder,
+    EventStore,
+    Mapper,
+    Recording,
+    StoredEvent,
+)
+from eventsourcing.postgres import PostgresAggregateRecorder
+from eventsourcing.sqlite import SQLiteAggregateRecorder
+from eventsourcing.utils import get_topic
+from psycopg.sql import SQL, Identifier
+
+from ctxstore.domain.context import JSON, Context
+
+MESSAGES_IN_EVENTS = "messages_in_events"  # a stored snapshot's mark: entries hold no message
+CHUNK = 500  # versions per query (SQLite allows 999 parameters in its oldest builds)
+INSERTED = get_topic(Context.MessagesInserted)
+REPLACED = get_topic(Context.MessageReplaced)
+COMPRESSED = get_topic(Context.MessagesCompressed)
+FORKED = get_topic(Context.ContextForked)
+CARRIERS = {INSERTED, REPLACED, COMPRESSED, FORKED}
+log = logging.getLogger(__name__)
+
+
+class UnresolvedSnapshotError(LookupError):
+    """A message a snapshot names is not in the event at the version it gives."""
+
+
+class SnapshotStore(EventStore[UUID]):
+    """The library's snapshot store, storing snapshots without their messages."""
+
+    def __init__(
+        self, mapper: Mapper[UUID], recorder: AggregateRecorder, events: AggregateRecorder
+    ) -> None:
+        super().__init__(mapper, recorder)
+        self.events = events
+
+    def put(self, domain_events: Sequence[Any], **kwargs: Any) -> list[Recording[UUID]]:
+        return super().put([without_messages(s) for s in domain_events], **kwargs)
+
+    def stored(self, snapshot: Any) -> StoredEvent:
+        """A snapshot as this store stores it (for a bulk loader writing rows itself)."""
+        return self.mapper.to_stored_event(without_messages(snapshot))
+
+    def get(
+        self,
+        originator_id: UUID,
+        *,
+        gt: int | None = None,
+        lte: int | None = None,
+        desc: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[Any]:
+        found = []
+        for read in super().get(originator_id, gt=gt, lte=lte, desc=desc, limit=limit):
+            snapshot = cast(Any, read)
+            if isinstance(snapshot.state, dict) and MESSAGES_IN_EVENTS in snapshot.state:
+                try:
+                    snapshot = self._with_messages(snapshot)
+                except UnresolvedSnapshotError as exc:
+                    log.warning(
+                        "snapshot of context %s at version %d passed over: %s",
+                        originator_id,
+                        snapshot.originator_version,
+                        exc,
+                    )
+                    continue
+            found.append(snapshot)
+        return iter(found)
+
+    def _with_messages(self, snapshot: Any) -> Any:
+        state = dict(snapshot.state)
+        del state[MESSAGES_IN_EVENTS]
+        saved = [s["entries"] for s in state["savepoints"]]
+        wanted = {e["version"] for e in state["entries"].values()}
+        wanted.update(e["version"] for s in saved for e in s.values() if e is not None)
+        messages = self._messages_at(snapshot.originator_id, wanted)
+
+        def full(msg_id: str, entry: JSON) -> JSON:
+            message = messages.get((entry["version"], msg_id))
+            if message is None:
+                raise UnresolvedSnapshotError(
+                    f"message {msg_id} is not in the event at version {entry['version']}"
+                )
+            return {"message": message, **entry}
+
+        state["entries"] = {i: full(i, e) for i, e in state["entries"].items()}
+        state["savepoints"] = [
+            {**s, "entries": {i: e if e is None else full(i, e) for i, e in s["entries"].items()}}
+            for s in state["savepoints"]
+        ]  # fmt: skip
+        return _replaced_state(snapshot, state)
+
+    def _messages_at(self, cid: UUID, versions: set[int]) -> dict[tuple[int, str], JSON]:
+        """The messages that the context's events at `versions` add, by (version, id)."""
+        found: dict[tuple[int, str], JSON] = {}
+        plaintext = getattr(self.mapper, "plaintext", None)
+        for version, topic, state in event_rows(self.events, cid, sorted(versions)):
+            if topic not in CARRIERS:
+                continue
+            body = _loads(plaintext(state) if plaintext else state)
+            if body.get("class_version", 1) != 1:  # a later schema: let the library upcast
+                event = self.mapper.to_domain_event(StoredEvent(cid, version, topic, state))
+                body = dict(vars(event))
+            for message in carried_messages(topic, body):
+                found[(version, message["id"])] = message
+        return found
+
+
+def without_messages(snapshot: Any) -> Any:
+    """A context snapshot's stored form: its entries without their messages."""
+    state = snapshot.state
+    if not isinstance(state, dict) or "entries" not in state or MESSAGES_IN_EVENTS in state:
+        return snapshot
+    bare = dict(state)
+    bare["entries"] = {i: _bare(e) for i, e in state["entries"].items()}
+    bare["savepoints"] = [
+        {**s, "entries": {i: e if e is None else _bare(e) for i, e in s["entries"].items()}}
+        for s in state["savepoints"]
+    ]
+    bare[MESSAGES_IN_EVENTS] = True
+    return _replaced_state(snapshot, bare)
+
+
+def carried_messages(topic: str, body: JSON) -> list[JSON]:
+    """The messages an event (its decoded state) adds to its context."""
+    if topic == INSERTED:
+        return cast(list[JSON], body["messages"])
+    if topic == REPLACED:
+        return [body["message"]]
+    if topic == COMPRESSED:
+        return [body["summary"]]
+    if topic == FORKED:
+        return [e["message"] for e in body["entries"]]
+    return []
+
+
+def event_rows(
+    recorder: AggregateRecorder, cid: UUID, versions: Sequence[int]
+) -> Iterable[tuple[int, str, bytes]]:
+    """(version, topic, stored state) of a context's events at `versions`."""
+    if not versions:
+        return
+    if isinstance(recorder, SQLiteAggregateRecorder):
+        with recorder.datastore.transaction(commit=False) as c:
+            for start in range(0, len(versions), CHUNK):
+                chunk = versions[start : start + CHUNK]
+                c.execute(
+                    f"SELECT originator_version, topic, state FROM {recorder.events_table_name} "
+                    f"WHERE originator_id = ? AND originator_version IN ({','.join('?' * len(chunk))})",
+                    (cid.hex, *chunk),
+                )
+                for row in c.fetchall():
+                    yield row["originator_version"], row["topic"], row["state"]
+    elif isinstance(recorder, PostgresAggregateRecorder):
+        table = Identifier(recorder.datastore.schema, recorder.events_table_name)
+        with recorder.datastore.transaction(commit=False) as c:
+            for start in range(0, len(versions), CHUNK):
+                c.execute(
+                    SQL(
+                        "SELECT originator_version, topic, state FROM {0} "
+                        "WHERE originator_id = %s AND originator_version = ANY(%s)"
+                    ).format(table),
+                    (cid, list(versions[start : start + CHUNK])),
+                )
+                for row in c.fetchall():
+                    yield row["originator_version"], row["topic"], bytes(row["state"])
+    else:  # memory://: one range, filtered
+        wanted = set(versions)
+        for s in recorder.select_events(cid, gt=versions[0] - 1, lte=versions[-1]):
+            if s.originator_version in wanted:
+                yield s.originator_version, s.topic, s.state
+
+
+def _bare(entry: JSON) -> JSON:
+    return {k: v for k, v in entry.items() if k != "message"}
+
+
+def _replaced_state(snapshot: Any, state: JSON) -> Any:
+    return type(snapshot)(
+        originator_id=snapshot.originator_id,
+        originator_version=snapshot.originator_version,
+        timestamp=snapshot.timestamp,
+        topic=snapshot.topic,
+        state=state,
+    )
+
+
+def _loads(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:  # an integer past 64 bits: the standard decoder reads it
+        return json.loads(data)
