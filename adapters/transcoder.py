@@ -10,9 +10,10 @@ context (the cost a write pays when it snapshots). For what ctxstore stores (val
 JSON: no NaN, string keys) both write the same bytes, except that orjson spells some
 floats otherwise (1e-05 as 0.00001), which read back as the same numbers. Anything orjson
 refuses (an integer past 64 bits, a key that is not a string, nesting past 254 levels)
-goes through the standard encoder, which accepts or refuses it as it always did. States
-hold no UUID (the mapper takes the originator id out), which orjson would write as a plain
-string where the standard encoder wrote a tag.
+goes through the standard encoder, which accepts or refuses it as it always did. orjson
+writes NaN and infinities as null: no state holds one, because every way user JSON comes
+in refuses them (tests/integration/test_hostile_input.py). States hold no UUID (the mapper
+takes the originator id out), which orjson would write as a string, not as a tag.
 """
 
 from __future__ import annotations

@@ -159,3 +159,31 @@ def test_hostile_commands_raise_typed_errors_and_write_nothing(store_url, exampl
 
         run()
         assert store.verify().ok
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), -float("inf")])
+def test_no_nan_or_infinity_reaches_a_stored_state(number):
+    """The stored JSON's encoder would write NaN as null: every way in refuses it first."""
+    store = ContextStore.from_url("memory://")
+    cid = store.create()
+    first = store.insert(cid, {"role": "user", "content": "x"}).ids[0]
+    version = store.visible(cid).version
+    attempts = [
+        lambda: store.create(metadata={"n": number}),
+        lambda: store.insert(cid, {"role": "user", "content": "y", "metadata": {"n": number}}),
+        lambda: store.insert(cid, {"role": "user", "content": [{"type": "x", "v": [number]}]}),
+        lambda: store.replace(
+            cid, first, {"role": "user", "content": "z", "metadata": {"n": number}}
+        ),
+        lambda: store.compress(cid, [first], "s", stats={"ratio": number}),
+        lambda: store.record_usage(
+            cid,
+            model="m",
+            prompt_tokens=1,
+            sent=[{"role": "user", "content": "q", "metadata": {"n": number}}],
+        ),  # fmt: skip
+    ]
+    for attempt in attempts:
+        with pytest.raises(CtxStoreError):
+            attempt()
+    assert store.visible(cid).version == version
