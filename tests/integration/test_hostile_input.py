@@ -181,7 +181,7 @@ def test_no_nan_or_infinity_reaches_a_stored_state(number):
             model="m",
             prompt_tokens=1,
             sent=[{"role": "user", "content": "q", "metadata": {"n": number}}],
-        ),  # fmt: skip
+        ),
     ]
     for attempt in attempts:
         with pytest.raises(CtxStoreError):
