@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
 from uuid import UUID
 
@@ -34,8 +34,10 @@ from eventsourcing.persistence import (
 from eventsourcing.postgres import PostgresAggregateRecorder
 from eventsourcing.sqlite import SQLiteAggregateRecorder
 from eventsourcing.utils import get_topic
-from psycopg.sql import SQL, Identifier
+from psycopg.sql import SQL
 
+from ctxstore.adapters.chain import ChainingMapper
+from ctxstore.adapters.snapshots import pg_table
 from ctxstore.domain.context import JSON, Context
 
 MESSAGES_IN_EVENTS = "messages_in_events"  # a stored snapshot's mark: entries hold no message
@@ -44,7 +46,12 @@ INSERTED = get_topic(Context.MessagesInserted)
 REPLACED = get_topic(Context.MessageReplaced)
 COMPRESSED = get_topic(Context.MessagesCompressed)
 FORKED = get_topic(Context.ContextForked)
-CARRIERS = {INSERTED, REPLACED, COMPRESSED, FORKED}
+CARRIERS = {  # the events that add messages, and the schema version each is written in
+    INSERTED: Context.MessagesInserted,
+    REPLACED: Context.MessageReplaced,
+    COMPRESSED: Context.MessagesCompressed,
+    FORKED: Context.ContextForked,
+}
 log = logging.getLogger(__name__)
 
 
@@ -97,9 +104,8 @@ class SnapshotStore(EventStore[UUID]):
     def _with_messages(self, snapshot: Any) -> Any:
         state = dict(snapshot.state)
         del state[MESSAGES_IN_EVENTS]
-        saved = [s["entries"] for s in state["savepoints"]]
         wanted = {e["version"] for e in state["entries"].values()}
-        wanted.update(e["version"] for s in saved for e in s.values() if e is not None)
+        wanted.update(e["version"] for s in state["savepoints"] for e in s["entries"].values() if e)
         messages = self._messages_at(snapshot.originator_id, wanted)
 
         def full(msg_id: str, entry: JSON) -> JSON:
@@ -110,23 +116,19 @@ class SnapshotStore(EventStore[UUID]):
                 )
             return {"message": message, **entry}
 
-        state["entries"] = {i: full(i, e) for i, e in state["entries"].items()}
-        state["savepoints"] = [
-            {**s, "entries": {i: e if e is None else full(i, e) for i, e in s["entries"].items()}}
-            for s in state["savepoints"]
-        ]  # fmt: skip
-        return _replaced_state(snapshot, state)
+        return _replaced_state(snapshot, _map_entries(state, full))
 
     def _messages_at(self, cid: UUID, versions: set[int]) -> dict[tuple[int, str], JSON]:
         """The messages that the context's events at `versions` add, by (version, id)."""
         found: dict[tuple[int, str], JSON] = {}
-        plaintext = getattr(self.mapper, "plaintext", None)
+        mapper = cast(ChainingMapper, self.mapper)
         for version, topic, state in event_rows(self.events, cid, sorted(versions)):
             if topic not in CARRIERS:
                 continue
-            body = _loads(plaintext(state) if plaintext else state)
-            if body.get("class_version", 1) != 1:  # a later schema: let the library upcast
-                event = self.mapper.to_domain_event(StoredEvent(cid, version, topic, state))
+            body = _loads(mapper.plaintext(state))
+            if body.get("class_version", 1) != getattr(CARRIERS[topic], "class_version", 1):
+                # Stored in an earlier schema of its event: the library upcasts it.
+                event = mapper.to_domain_event(StoredEvent(cid, version, topic, state))
                 body = dict(vars(event))
             for message in carried_messages(topic, body):
                 found[(version, message["id"])] = message
@@ -138,14 +140,22 @@ def without_messages(snapshot: Any) -> Any:
     state = snapshot.state
     if not isinstance(state, dict) or "entries" not in state or MESSAGES_IN_EVENTS in state:
         return snapshot
-    bare = dict(state)
-    bare["entries"] = {i: _bare(e) for i, e in state["entries"].items()}
-    bare["savepoints"] = [
-        {**s, "entries": {i: e if e is None else _bare(e) for i, e in s["entries"].items()}}
-        for s in state["savepoints"]
-    ]
+    bare = _map_entries(state, lambda _, e: {k: v for k, v in e.items() if k != "message"})
     bare[MESSAGES_IN_EVENTS] = True
     return _replaced_state(snapshot, bare)
+
+
+def _map_entries(state: JSON, change: Callable[[str, JSON], Any]) -> JSON:
+    """A copy of a snapshot's state with `change(id, entry)` in place of each entry, the
+    head's and each open batch's (whose None, "as the head holds it", stays None)."""
+    return {
+        **state,
+        "entries": {i: change(i, e) for i, e in state["entries"].items()},
+        "savepoints": [
+            {**s, "entries": {i: e if e is None else change(i, e) for i, e in s["entries"].items()}}
+            for s in state["savepoints"]
+        ],
+    }
 
 
 def carried_messages(topic: str, body: JSON) -> list[JSON]:
@@ -179,7 +189,7 @@ def event_rows(
                 for row in c.fetchall():
                     yield row["originator_version"], row["topic"], row["state"]
     elif isinstance(recorder, PostgresAggregateRecorder):
-        table = Identifier(recorder.datastore.schema, recorder.events_table_name)
+        table = pg_table(recorder)
         with recorder.datastore.transaction(commit=False) as c:
             for start in range(0, len(versions), CHUNK):
                 c.execute(
@@ -196,10 +206,6 @@ def event_rows(
         for s in recorder.select_events(cid, gt=versions[0] - 1, lte=versions[-1]):
             if s.originator_version in wanted:
                 yield s.originator_version, s.topic, s.state
-
-
-def _bare(entry: JSON) -> JSON:
-    return {k: v for k, v in entry.items() if k != "message"}
 
 
 def _replaced_state(snapshot: Any, state: JSON) -> Any:

@@ -74,7 +74,7 @@ def snapshot_versions(recorder: Any, cid: UUID, *, below: int, limit: int) -> li
                 SQL(
                     "SELECT originator_version FROM {0} WHERE originator_id = %s "
                     "AND originator_version < %s ORDER BY originator_version DESC LIMIT %s"
-                ).format(_table(recorder)),
+                ).format(pg_table(recorder)),
                 (cid, below, limit),
             )
             return [int(r["originator_version"]) for r in c.fetchall()]
@@ -97,10 +97,11 @@ def delete_snapshots(recorder: Any, cid: UUID, versions: Sequence[int]) -> None:
             c.execute(
                 SQL(
                     "DELETE FROM {0} WHERE originator_id = %s AND originator_version = ANY(%s)"
-                ).format(_table(recorder)),
+                ).format(pg_table(recorder)),
                 (cid, list(versions)),
             )
 
 
-def _table(recorder: PostgresAggregateRecorder) -> Identifier:
+def pg_table(recorder: PostgresAggregateRecorder) -> Identifier:
+    """A PostgreSQL recorder's table, qualified by its schema."""
     return Identifier(recorder.datastore.schema, recorder.events_table_name)

@@ -276,8 +276,8 @@ class ContextStore(Application[UUID]):
 
     def construct_snapshot_store(self) -> SnapshotStore:
         # Snapshots name the events holding their messages (adapters/snapshot_store.py).
-        recorder = self.factory.aggregate_recorder(purpose="snapshots")
-        return SnapshotStore(self.mapper, recorder, self.recorder)
+        library = super().construct_snapshot_store()
+        return SnapshotStore(library.mapper, library.recorder, self.recorder)
 
     def construct_env(self, name: str, env: dict[str, str] | None = None) -> Environment:  # type: ignore[override]
         # Only our settings configure the library: it would otherwise read os.environ.

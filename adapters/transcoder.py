@@ -19,6 +19,7 @@ takes the originator id out), which orjson would write as a string, not as a tag
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 from uuid import UUID
@@ -70,9 +71,14 @@ class ContextTranscoder(Transcoder):
             return self.encode_standard(obj)
 
     def encode_standard(self, obj: Any) -> bytes:
-        """What the standard library's encoder writes (as every event before orjson was
-        written): an import re-encoding a state to check its chain tries this too."""
+        """What the standard library's encoder writes (as every event before orjson was)."""
         return self._encoder.encode(obj).encode("utf8")
+
+    def encodings(self, obj: Any) -> Iterator[bytes]:
+        """The texts a stored state of `obj` may have: as written now, then as written
+        before orjson (the two spell some floats differently)."""
+        yield self.encode(obj)
+        yield self.encode_standard(obj)
 
     def decode(self, data: bytes) -> Any:
         obj = json.loads(data)

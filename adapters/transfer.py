@@ -76,22 +76,6 @@ def _state_text(line: str) -> bytes | None:
     return line[start + len(STATE_START) : end.start()].encode("utf-8")
 
 
-def _reencoded(
-    mapper: ChainingMapper, state: Any, chain: Any, prev: str, cid: UUID, version: int, topic: str
-) -> bytes:
-    """A state's JSON text encoded again, for a line laid out otherwise: as ctxstore writes
-    it now, or, where only that matches the line's chain, as it wrote it before orjson
-    (the two spell some floats differently)."""
-    body = mapper.transcoder.encode(state)
-    if chain is None or link(prev, cid, version, topic, body) == chain:
-        return body
-    transcoder = mapper.transcoder
-    if not isinstance(transcoder, ContextTranscoder):
-        return body
-    standard = transcoder.encode_standard(state)
-    return standard if link(prev, cid, version, topic, standard) == chain else body
-
-
 def _records(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
     for n, line in enumerate(lines, 1):
         if line.strip():
@@ -149,10 +133,16 @@ def import_lines(
             raise InvalidImportError(f"line {n}: {topic!r} is not a ctxstore event type")
         if not isinstance(state, dict):
             raise InvalidImportError(f"line {n}: state must be a JSON object")
-        body = _state_text(line_texts[n - 1]) or _reencoded(
-            mapper, state, rec.get("chain"), prev_file, source, rec["version"], topic
-        )
-        prev_file = link(prev_file, source, rec["version"], topic, body)
+        # The state's text as exported; for a line laid out otherwise, the state encoded
+        # again, as ctxstore writes it now or as it wrote it before (whichever the chain
+        # names).
+        text = _state_text(line_texts[n - 1])
+        bodies = [text] if text else cast(ContextTranscoder, mapper.transcoder).encodings(state)
+        for body in bodies:
+            line_chain = link(prev_file, source, rec["version"], topic, body)
+            if rec.get("chain") in (None, line_chain):
+                break
+        prev_file = line_chain
         if rec.get("chain") is not None and rec["chain"] != prev_file:
             raise InvalidImportError(f"line {n}: the chain does not match (the export was altered)")
         assert target is not None

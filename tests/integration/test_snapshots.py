@@ -210,3 +210,27 @@ def test_a_snapshot_naming_a_message_not_there_is_passed_over(durable_url, caplo
         assert store.visible(cid).messages == [  # rebuilt from the events alone
             m for m in ctx.visible_messages()
         ]
+
+
+def test_messages_a_snapshot_names_are_read_through_their_events_upcasting(
+    durable_url, monkeypatch
+):
+    """When an event that adds messages gets a new schema version, the messages of events
+    stored before it reach a snapshot's reader upcast, as replaying those events does."""
+    with ContextStore.from_url(durable_url, Settings(snapshot_interval=1000)) as store:
+        cid = store.create()
+        store.insert(cid, _turn(0))
+        assert store.snapshots is not None
+        store.snapshots.put([Context.Snapshot.take(store._get(cid))])
+
+        def upcast_v1_v2(state: dict[str, Any]) -> None:
+            for m in state["messages"]:
+                m["content"] = m["content"].upper()
+
+        monkeypatch.setattr(Context.MessagesInserted, "class_version", 2, raising=False)
+        monkeypatch.setattr(
+            Context.MessagesInserted, "upcast_v1_v2", staticmethod(upcast_v1_v2), raising=False
+        )
+        read = next(store.snapshots.get(cid, desc=True, limit=1))
+        held = [read.state["entries"][i]["message"]["content"] for i in read.state["order"]]
+        assert held == [m["content"].upper() for m in _turn(0)]
