@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import sqlite3
 import statistics
+import sys
 import tempfile
 import time
 import uuid
@@ -22,6 +22,9 @@ import psycopg
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store import ContextStore
+
+sys.path.insert(0, str(Path(__file__).parent))
+from floor import Floor, RawPostgres, RawSQLite
 
 VISIBLE = 50  # visible messages in the head-read, rollback and time-travel contexts
 HISTORY = 10_000
@@ -62,72 +65,11 @@ def med(xs: list[float]) -> float:
     return statistics.median(xs)
 
 
-# ---- the raw floor -----------------------------------------------------------------------
-
-
-class RawSQLite:
-    """Plain single-row transactions through sqlite3, in a file of their own."""
-
-    def __init__(self, path: Path, row_bytes: int) -> None:
-        self.conn = sqlite3.connect(path, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute(
-            "CREATE TABLE raw (originator_id TEXT, originator_version INTEGER, topic TEXT,"
-            " state BLOB, PRIMARY KEY (originator_id, originator_version))"
-        )
-        self.payload, self.oid, self.version = os.urandom(row_bytes), uuid.uuid4().hex, 0
-
-    def write(self, rows: int) -> float:
-        """Seconds to write `rows` rows, each in its own transaction."""
-        t = time.perf_counter()
-        for _ in range(rows):
-            self.version += 1
-            self.conn.execute("BEGIN")
-            self.conn.execute(
-                "INSERT INTO raw VALUES (?,?,?,?)", (self.oid, self.version, "t", self.payload)
-            )
-            self.conn.execute("COMMIT")
-        return time.perf_counter() - t
-
-    def close(self) -> None:
-        self.conn.close()
-
-
-class RawPostgres:
-    """Plain single-row transactions through psycopg, in a table of their own."""
-
-    def __init__(self, dsn: str, row_bytes: int) -> None:
-        self.table = f"raw_{uuid.uuid4().hex[:8]}"
-        self.conn = psycopg.connect(dsn)
-        self.conn.execute(
-            f"CREATE TABLE {self.table} (originator_id uuid, originator_version int, "
-            "topic text, state bytea, PRIMARY KEY (originator_id, originator_version))"
-        )
-        self.conn.commit()
-        self.payload, self.oid, self.version = os.urandom(row_bytes), uuid.uuid4(), 0
-
-    def write(self, rows: int) -> float:
-        t = time.perf_counter()
-        for _ in range(rows):
-            self.version += 1
-            self.conn.execute(
-                f"INSERT INTO {self.table} VALUES (%s,%s,%s,%s)",
-                (self.oid, self.version, "t", self.payload),
-            )
-            self.conn.commit()
-        return time.perf_counter() - t
-
-    def close(self) -> None:
-        self.conn.execute(f"DROP TABLE {self.table}")
-        self.conn.commit()
-        self.conn.close()
-
-
 # ---- ctxstore --------------------------------------------------------------------------
 
 
 def appends(
-    store: ContextStore, n: int, floor: Callable[[int], RawSQLite | RawPostgres], block: int = 100
+    store: ContextStore, n: int, floor: Callable[[], Floor], block: int = 100
 ) -> tuple[float, float, list[float], int]:
     """(ctxstore's appends/s, the raw floor's rows/s, each append's seconds, row bytes).
 
@@ -139,8 +81,9 @@ def appends(
         store.insert(cid, [{"role": "user", "content": text(i)}], actor="bench")
     sizes = [len(r.state) for r in store.recorder.select_events(cid, limit=VISIBLE, desc=True)]
     row_bytes = int(statistics.mean(sizes))
-    raw = floor(row_bytes)
-    raw.write(VISIBLE)  # warmed up alike
+    row = os.urandom(row_bytes)
+    raw = floor()
+    raw.write([[row]] * VISIBLE)  # warmed up alike
     # The messages are made before timing: the raw floor's rows are made beforehand too.
     batches = [[{"role": "user", "content": text(i)}] for i in range(VISIBLE, VISIBLE + n)]
     times: list[float] = []
@@ -151,7 +94,7 @@ def appends(
                 t = time.perf_counter()
                 store.insert(cid, batch, actor="bench")
                 times.append(time.perf_counter() - t)
-            raw_seconds += raw.write(len(batches[start : start + block]))
+            raw_seconds += raw.write([[row]] * len(batches[start : start + block]))
     finally:
         raw.close()
     return n / sum(times), n / raw_seconds, times, row_bytes
@@ -190,9 +133,7 @@ def cold_head(store: ContextStore, cid: uuid.UUID) -> None:
     store.visible(cid)
 
 
-def bench_backend(
-    label: str, url: str, floor: Callable[[int], RawSQLite | RawPostgres], n: int
-) -> None:
+def bench_backend(label: str, url: str, floor: Callable[[], Floor], n: int) -> None:
     print(f"\n== {label}  ({url.split('?')[0]})")
     with ContextStore.from_url(url, Settings(snapshot_interval=INTERVAL, actor="bench")) as store:
         rate, raw_rate, append_times, row_bytes = appends(store, n, floor)
@@ -273,7 +214,7 @@ def main() -> None:
         bench_backend(
             "SQLite",
             f"sqlite:///{Path(tmp) / 'bench.db'}",
-            lambda size: RawSQLite(Path(tmp) / "raw.db", size),
+            lambda: RawSQLite(Path(tmp) / "raw.db"),
             args.appends,
         )
     if args.skip_pg:
@@ -290,7 +231,7 @@ def main() -> None:
     dsn = psycopg.conninfo.make_conninfo("", **info)
     url = f"postgresql://{info.get('user', 'postgres')}@{info.get('host', '127.0.0.1')}:{info.get('port', 5432)}/{db}"
     try:
-        bench_backend("PostgreSQL", url, lambda size: RawPostgres(dsn, size), args.appends // 2)
+        bench_backend("PostgreSQL", url, lambda: RawPostgres(dsn), args.appends // 2)
     finally:
         with psycopg.connect(args.pg, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')

@@ -1,16 +1,20 @@
 """ctxstore beside what users would otherwise pick, on the same machine in the same run.
 
     pip install -e '.[bench]' && python bench/bench_peers.py [--turns 500] [--skip-pg]
+        [--sections floor,langgraph,agents,reads]
 
-1. A LangGraph checkpointer persisting the same agent conversation as graph state (SQLite
+1. The raw driver floor: an agent session's commands (each message inserted as it comes,
+   batches kept or rolled back, compactions) against plain INSERTs of the very rows
+   ctxstore stored, in the same transactions, through sqlite3 and psycopg: events/s.
+2. A LangGraph checkpointer persisting the same agent conversation as graph state (SQLite
    and PostgreSQL savers; default channels and DeltaChannel): time per turn over the last
    50 turns, bytes stored, time to list the whole history; against ctxstore appending the
    same turns (its history listed, and also replayed state by state). A peer's listing
    still going after --listing-budget seconds (30) is stopped: its time and ratio are then
    lower bounds, printed with > and >= (the delta saver's takes minutes on a slow day).
-2. The OpenAI Agents SDK's sessions (SQLiteSession; SQLAlchemySession on PostgreSQL)
+3. The OpenAI Agents SDK's sessions (SQLiteSession; SQLAlchemySession on PostgreSQL)
    against ctxstore's session on the same database: items added per second, get_items.
-3. ctxstore's read paths at 100, 1,000, 10,000 and 100,000 events: a cold head read, a
+4. ctxstore's read paths at 100, 1,000, 10,000 and 100,000 events: a cold head read, a
    warm one, time travel to the middle, a rollback, an audit page.
 
 Prints ratios measured in one run and draws docs/performance.png.
@@ -40,8 +44,9 @@ from ctxstore.adapters.integrations.agents_session import CtxStoreSession
 from ctxstore.adapters.store import ContextStore
 
 sys.path.insert(0, str(Path(__file__).parent))
+from floor import Floor, RawPostgres, RawSQLite
 from scratch_pg import scratch_databases
-from workload import build_history, turns
+from workload import build_history, run_command, session_commands, turns
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 PLOT = Path(__file__).resolve().parents[1] / "docs" / "performance.png"
@@ -53,6 +58,56 @@ def timed(fn: Callable[[], object]) -> float:
     t = time.perf_counter()
     fn()
     return time.perf_counter() - t
+
+
+# ---- the raw driver floor ------------------------------------------------------------------
+
+
+def floor_appends(label: str, url: str, make_floor: Callable[[], Floor],
+                  conversation: list[list[dict[str, Any]]], block: int = 100) -> None:  # fmt: skip
+    """ctxstore running an agent session's commands against the raw driver inserting the
+    very rows ctxstore stored, grouped in transactions as ctxstore committed them.
+
+    The two take turns, `block` commands at a time (the floor writes what ctxstore has
+    just stored), so a drift of this machine's speed falls on both alike.
+    """
+    commands = list(session_commands(conversation))
+    warm = 30  # tables, tokenizer, caches
+    with ContextStore.from_url(url) as store:
+        cid = store.create(name="floor run")
+        version = 1
+        for command in commands[:warm]:
+            version = run_command(store, cid, command)
+        raw = make_floor()
+        try:
+            states = [e.state for e in store.recorder.select_events(cid)]
+            raw.write([[s] for s in states])  # warmed up alike
+            ours = floor = 0.0
+            row_bytes: list[int] = []
+            for start in range(warm, len(commands), block):
+                first, counts = version, []
+                t = time.perf_counter()
+                for command in commands[start : start + block]:
+                    after = run_command(store, cid, command)
+                    counts.append(after - version)
+                    version = after
+                ours += time.perf_counter() - t
+                rows = [e.state for e in store.recorder.select_events(cid, gt=first)]
+                assert len(rows) == sum(counts), "each command's events, as the floor groups them"
+                row_bytes += [len(r) for r in rows]
+                groups = [rows[sum(counts[:i]) : sum(counts[: i + 1])] for i in range(len(counts))]
+                floor += raw.write([g for g in groups if g])
+        finally:
+            raw.close()
+    events = len(row_bytes)
+    print(
+        f"\n{label}: an agent session's {len(commands) - warm:,} commands (each message "
+        f"inserted as it comes; batches kept or rolled back; a compaction every 50 turns) "
+        f"stored {events:,} events, rows of {statistics.mean(row_bytes):,.0f} B on average.\n"
+        f"  appends: ctxstore {events / ours:,.0f} events/s, the same rows in the same "
+        f"transactions through the driver {events / floor:,.0f}/s = {floor / ours:.2f}x "
+        "(target >= 0.5x)"
+    )
 
 
 # ---- LangGraph ------------------------------------------------------------------------
@@ -427,7 +482,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--pg", default=os.environ.get("CTXSTORE_BENCH_PG", DEFAULT_PG))
     parser.add_argument("--skip-pg", action="store_true")
-    parser.add_argument("--sections", default="langgraph,agents,reads")
+    parser.add_argument("--sections", default="floor,langgraph,agents,reads")
     parser.add_argument("--listing-budget", type=float, default=LISTING_BUDGET,
                         help="seconds before a peer's listing is stopped (0: list it all)")  # fmt: skip
     args = parser.parse_args()
@@ -437,6 +492,9 @@ def main() -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        if "floor" in sections:
+            url = f"sqlite:///{folder / 'floor.db'}"
+            floor_appends("SQLite", url, lambda: RawSQLite(folder / "raw.db"), conversation)
         if "langgraph" in sections:
             langgraph_sqlite(folder, conversation, args.listing_budget)
         if "agents" in sections:
@@ -445,6 +503,9 @@ def main() -> None:
             read_paths("SQLite", lambda n: f"sqlite:///{folder / f'reads_{n}.db'}", sizes)
         if not args.skip_pg:
             with scratch_databases(args.pg) as fresh:
+                if "floor" in sections:
+                    url = fresh()
+                    floor_appends("PostgreSQL", url, lambda: RawPostgres(url), conversation)
                 if "langgraph" in sections:
                     langgraph_postgres(fresh(), conversation, args.listing_budget)
                 if "agents" in sections:

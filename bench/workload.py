@@ -2,10 +2,12 @@
 
 `turns(n, seed)` yields agent turns as OpenAI messages: a user turn (English or Chinese, of
 varied length), often a tool call and its result (results up to several KB), then the
-assistant's answer. `build_history(store, events)` writes one context of `events` events
-shaped like a long agent session — appends, batches rolled back or kept, compactions that
-keep the visible context bounded — in bulk, with the snapshots the store's own policy would
-have taken, so read paths can be timed at 100,000 events without 100,000 round trips.
+assistant's answer. `session_commands(conversation)` sends those messages one at a time, as
+an agent persists them, with batches kept or rolled back and compactions.
+`build_history(store, events)` writes one context of `events` events shaped like a long agent
+session — appends, batches rolled back or kept, compactions that keep the visible context
+bounded — in bulk, with the snapshots the store's own policy would have taken, so read paths
+can be timed at 100,000 events without 100,000 round trips.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ctxstore.adapters.chain import GENESIS, ChainingMapper
 from ctxstore.adapters.snapshot_store import SnapshotStore
 from ctxstore.adapters.snapshots import delete_snapshots, held_messages, step, superseded
 from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.summarizers import ExtractiveSummarizer
 from ctxstore.domain.context import Context
 
 EN = [
@@ -96,6 +99,47 @@ def turns(count: int, seed: int = 7) -> Iterator[list[dict[str, Any]]]:
     rng = random.Random(seed)
     for n in range(count):
         yield turn(rng, n)
+
+
+Command = tuple[str, Any]  # ("insert", message), ("batch_start", None), ("batch_end", keep),
+# ("compact", None)
+
+TEMPORARY = {"role": "developer", "content": "For this turn only: answer in one short paragraph."}
+
+
+def session_commands(
+    conversation: list[list[dict[str, Any]]], seed: int = 3, compact_every: int = 50
+) -> Iterator[Command]:
+    """The commands an agent persisting `conversation` sends, each message as it comes: one
+    turn in seven under a temporary instruction in a batch, kept or rolled back (the turn
+    with it) at the turn's end, as often; a compaction every `compact_every` turns."""
+    rng = random.Random(seed)
+    for n, messages in enumerate(conversation, start=1):
+        batch = rng.random() < 1 / 7
+        if batch:
+            yield ("batch_start", None)
+            yield ("insert", TEMPORARY)
+        for m in messages:
+            yield ("insert", m)
+        if batch:
+            yield ("batch_end", rng.random() < 0.5)
+        if n % compact_every == 0:
+            yield ("compact", None)
+
+
+def run_command(store: ContextStore, cid: UUID, command: Command) -> int:
+    """Run one session command; returns the context's version after it."""
+    kind, arg = command
+    if kind == "insert":
+        return store.insert(cid, arg).version
+    if kind == "batch_start":
+        return store.batch_start(cid).version
+    if kind == "batch_end":
+        return store.batch_end(cid, keep=arg).version
+    # The product's compaction (the older half of the rounds, at a turn boundary),
+    # summarized offline: a batch_start and a compress, written together.
+    done = store.compact(cid, summarizer=ExtractiveSummarizer())
+    return done.version if done.version is not None else store.visible(cid).version
 
 
 def build_history(store: ContextStore, events: int, seed: int = 11) -> UUID:
