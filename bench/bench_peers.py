@@ -32,7 +32,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -476,17 +477,30 @@ def plot() -> None:
     print(f"\nplot: {PLOT}")
 
 
+SECTIONS = ("floor", "langgraph", "agents", "reads")
+
+
+@contextmanager
+def took(label: str) -> Iterator[None]:
+    """Print how long a section took (the suite must stay within minutes)."""
+    started = time.perf_counter()
+    yield
+    print(f"  [{label}: {time.perf_counter() - started:.0f} s]")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=500)
     parser.add_argument("--sizes", default="100,1000,10000,100000")
     parser.add_argument("--pg", default=os.environ.get("CTXSTORE_BENCH_PG", DEFAULT_PG))
     parser.add_argument("--skip-pg", action="store_true")
-    parser.add_argument("--sections", default="floor,langgraph,agents,reads")
+    parser.add_argument("--sections", default=",".join(SECTIONS))
     parser.add_argument("--listing-budget", type=float, default=LISTING_BUDGET,
                         help="seconds before a peer's listing is stopped (0: list it all)")  # fmt: skip
     args = parser.parse_args()
     sections = set(args.sections.split(","))
+    if unknown := sections - set(SECTIONS):
+        parser.error(f"unknown sections {sorted(unknown)}; the sections are {', '.join(SECTIONS)}")
     conversation = list(turns(args.turns))
     sizes = [int(s) for s in args.sizes.split(",")]
     started = time.perf_counter()
@@ -494,24 +508,32 @@ def main() -> None:
         folder = Path(tmp)
         if "floor" in sections:
             url = f"sqlite:///{folder / 'floor.db'}"
-            floor_appends("SQLite", url, lambda: RawSQLite(folder / "raw.db"), conversation)
+            with took("floor, SQLite"):
+                floor_appends("SQLite", url, lambda: RawSQLite(folder / "raw.db"), conversation)
         if "langgraph" in sections:
-            langgraph_sqlite(folder, conversation, args.listing_budget)
+            with took("LangGraph, SQLite"):
+                langgraph_sqlite(folder, conversation, args.listing_budget)
         if "agents" in sections:
-            agents_sqlite(folder, conversation)
+            with took("Agents SDK, SQLite"):
+                agents_sqlite(folder, conversation)
         if "reads" in sections:
-            read_paths("SQLite", lambda n: f"sqlite:///{folder / f'reads_{n}.db'}", sizes)
+            with took("read paths, SQLite"):
+                read_paths("SQLite", lambda n: f"sqlite:///{folder / f'reads_{n}.db'}", sizes)
         if not args.skip_pg:
             with scratch_databases(args.pg) as fresh:
                 if "floor" in sections:
                     url = fresh()
-                    floor_appends("PostgreSQL", url, lambda: RawPostgres(url), conversation)
+                    with took("floor, PostgreSQL"):
+                        floor_appends("PostgreSQL", url, lambda: RawPostgres(url), conversation)
                 if "langgraph" in sections:
-                    langgraph_postgres(fresh(), conversation, args.listing_budget)
+                    with took("LangGraph, PostgreSQL"):
+                        langgraph_postgres(fresh(), conversation, args.listing_budget)
                 if "agents" in sections:
-                    agents_postgres(fresh(), conversation)
+                    with took("Agents SDK, PostgreSQL"):
+                        agents_postgres(fresh(), conversation)
                 if "reads" in sections:
-                    read_paths("PostgreSQL", lambda _: fresh(), sizes)
+                    with took("read paths, PostgreSQL"):
+                        read_paths("PostgreSQL", lambda _: fresh(), sizes)
     if SERIES:
         plot()
     print(f"total {time.perf_counter() - started:.0f} s")
