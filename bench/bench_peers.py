@@ -480,6 +480,15 @@ def plot() -> None:
 SECTIONS = ("floor", "langgraph", "agents", "reads")
 
 
+def unreachable(url: str) -> str | None:
+    """Why PostgreSQL at `url` cannot be used for the scratch databases, or None."""
+    try:
+        with psycopg.connect(url, connect_timeout=5):
+            return None
+    except psycopg.Error as exc:
+        return str(exc).strip().splitlines()[0]
+
+
 @contextmanager
 def took(label: str) -> Iterator[None]:
     """Print how long a section took (the suite must stay within minutes)."""
@@ -504,6 +513,9 @@ def main() -> None:
     conversation = list(turns(args.turns))
     sizes = [int(s) for s in args.sizes.split(",")]
     started = time.perf_counter()
+    if not args.skip_pg and (problem := unreachable(args.pg)):
+        print(f"PostgreSQL sections skipped: {problem} (--pg, or --skip-pg to skip them)")
+        args.skip_pg = True
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         if "floor" in sections:
