@@ -47,7 +47,7 @@ from ctxstore.adapters.store import ContextStore
 sys.path.insert(0, str(Path(__file__).parent))
 from floor import Floor, RawPostgres, RawSQLite
 from scratch_pg import scratch_databases
-from workload import build_history, run_command, session_commands, turns
+from workload import COMPACT_EVERY, build_history, run_command, session_commands, turns
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 PLOT = Path(__file__).resolve().parents[1] / "docs" / "performance.png"
@@ -96,14 +96,18 @@ def floor_appends(label: str, url: str, make_floor: Callable[[], Floor],
                 rows = [e.state for e in store.recorder.select_events(cid, gt=first)]
                 assert len(rows) == sum(counts), "each command's events, as the floor groups them"
                 row_bytes += [len(r) for r in rows]
-                groups = [rows[sum(counts[:i]) : sum(counts[: i + 1])] for i in range(len(counts))]
-                floor += raw.write([g for g in groups if g])
+                groups, at = [], 0
+                for count in counts:  # the commands that wrote nothing have no transaction
+                    if count:
+                        groups.append(rows[at : at + count])
+                        at += count
+                floor += raw.write(groups)
         finally:
             raw.close()
     events = len(row_bytes)
     print(
         f"\n{label}: an agent session's {len(commands) - warm:,} commands (each message "
-        f"inserted as it comes; batches kept or rolled back; a compaction every 50 turns) "
+        f"inserted as it comes; batches kept or rolled back; a compaction every {COMPACT_EVERY} turns) "
         f"stored {events:,} events, rows of {statistics.mean(row_bytes):,.0f} B on average.\n"
         f"  appends: ctxstore {events / ours:,.0f} events/s, the same rows in the same "
         f"transactions through the driver {events / floor:,.0f}/s = {floor / ours:.2f}x "

@@ -101,14 +101,15 @@ def turns(count: int, seed: int = 7) -> Iterator[list[dict[str, Any]]]:
         yield turn(rng, n)
 
 
-Command = tuple[str, Any]  # ("insert", message), ("batch_start", None), ("batch_end", keep),
-# ("compact", None)
+# ("insert", message), ("batch_start", None), ("batch_end", keep) or ("compact", None)
+Command = tuple[str, Any]
+COMPACT_EVERY = 50  # turns between compactions in an agent session
 
 TEMPORARY = {"role": "developer", "content": "For this turn only: answer in one short paragraph."}
 
 
 def session_commands(
-    conversation: list[list[dict[str, Any]]], seed: int = 3, compact_every: int = 50
+    conversation: list[list[dict[str, Any]]], seed: int = 3, compact_every: int = COMPACT_EVERY
 ) -> Iterator[Command]:
     """The commands an agent persisting `conversation` sends, each message as it comes: one
     turn in seven under a temporary instruction in a batch, kept or rolled back (the turn

@@ -153,7 +153,7 @@ async def settled(fn: Callable[..., T], *args: Any) -> T:
     """`fn(*args)` run on a worker thread (as `asyncio.to_thread`), awaited through
     cancellations: a write on a thread cannot be stopped halfway, so the caller learns of
     its cancellation once the write has ended. The executor's future is awaited as it is:
-    wrapping it in a task of its own cost a third more per call."""
+    a task wrapping `asyncio.to_thread` cost ~30 µs more per call."""
     loop = asyncio.get_running_loop()
     task = loop.run_in_executor(None, functools.partial(contextvars.copy_context().run, fn, *args))
     cancelled: asyncio.CancelledError | None = None
