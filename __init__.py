@@ -21,7 +21,7 @@ from ctxstore.domain.errors import (
 from ctxstore.domain.messages import Message
 
 if TYPE_CHECKING:
-    from ctxstore.adapters.store import ContextStore
+    from ctxstore.adapters.store.facade import ContextStore
 
 __all__ = [
     "ContextExistsError",
@@ -44,6 +44,6 @@ __all__ = [
 def open(url: str | None = None) -> ContextStore:
     """Open a store: `sqlite:///path`, `postgresql://...`, `memory://`; default CTXSTORE_URL,
     else the embedded SQLite file (see README)."""
-    from ctxstore.adapters.store import ContextStore
+    from ctxstore.adapters.store.facade import ContextStore
 
     return ContextStore.from_url(url)

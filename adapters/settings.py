@@ -179,7 +179,7 @@ def library_env(url: str, connect_timeout: int = 10) -> dict[str, str]:
             "SQLITE_DBNAME": path,
             "SQLITE_LOCK_TIMEOUT": "30",
             # The library's recorder with a shorter path into its write transaction.
-            "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.sqlite_recorder:SQLiteEventsRecorder",
+            "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.sqlite:SQLiteEventsRecorder",
         }
     if scheme.split("+")[0] in ("postgresql", "postgres"):  # postgresql+psycopg:// too
         if not parts.path.strip("/"):
@@ -196,7 +196,7 @@ def library_env(url: str, connect_timeout: int = 10) -> dict[str, str]:
             # FACTS: the database-function write path doubles the append rate.
             "POSTGRES_ENABLE_DB_FUNCTIONS": "y",
             # Its insert function also takes the table lock: positions commit in order.
-            "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.audit_index:OrderedPostgresRecorder",
+            "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.audit_index:OrderedPostgresRecorder",
         }
         if "schema" in query:
             env["POSTGRES_SCHEMA"] = query["schema"][0]

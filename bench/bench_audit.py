@@ -19,11 +19,11 @@ from typing import Any, cast
 
 import psycopg
 
-from ctxstore.adapters.audit import catch_up
-from ctxstore.adapters.audit_index import AuditFilter, PostgresAuditView
-from ctxstore.adapters.chain import GENESIS, ChainingMapper
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.storage.audit_index import AuditFilter, PostgresAuditView
+from ctxstore.adapters.storage.codec.chain import GENESIS, ChainingMapper
+from ctxstore.adapters.store.audit import catch_up
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.context import Context
 from ctxstore.projections.audit import to_micros
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 
 sys.path.insert(0, str(Path(__file__).parent))
 from floor import Floor, RawPostgres, RawSQLite

@@ -34,8 +34,8 @@ from typing import Any, NamedTuple
 import httpx
 import psycopg
 
-from ctxstore.adapters.client import CtxStoreClient
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.http.client import CtxStoreClient
+from ctxstore.adapters.store.facade import ContextStore
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
 TOKEN = "bench-token"
@@ -143,7 +143,7 @@ def over_http(url: str, clients: int, appends: int, keys: bool, workers: int, ty
     port = free_port()
     env = {**os.environ, "CTXSTORE_URL": url, "CTXSTORE_SERVICE__TOKENS": f'{{"{TOKEN}": "b"}}'}
     command = [
-        sys.executable, "-c", "from ctxstore.adapters.cli import main; main()", "serve",
+        sys.executable, "-c", "from ctxstore.adapters.cli.app import main; main()", "serve",
         "--port", str(port), "--log-level", "warning", "--workers", str(workers),
     ]  # fmt: skip
     server = subprocess.Popen(command, env=env)

@@ -42,7 +42,7 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import START, StateGraph
 
 from ctxstore.adapters.integrations.agents_session import CtxStoreSession
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 
 sys.path.insert(0, str(Path(__file__).parent))
 from floor import Floor, RawPostgres, RawSQLite

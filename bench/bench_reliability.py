@@ -33,8 +33,8 @@ from typing import Any
 
 from scratch_pg import scratch_databases
 
-from ctxstore.adapters.audit import catch_up
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.audit import catch_up
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.context import Context
 
 WORKERS = str(Path(__file__).with_name("workers.py"))

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from scratch_pg import scratch_databases
 
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 
 WORKERS = str(Path(__file__).with_name("workers.py"))
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"

@@ -13,9 +13,9 @@ from typing import Any, cast
 
 import tiktoken
 
+from ctxstore.adapters.llm.tokenizer import Tokenizers
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
-from ctxstore.adapters.tokenizer import Tokenizers
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.context import Context
 from ctxstore.domain.prompt import STRATEGIES, Strategy
 from ctxstore.domain.tokens import message_tokens

@@ -25,7 +25,7 @@ from collections import Counter
 from typing import Any
 
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.compaction import NothingToSummarizeError
 from ctxstore.domain.errors import CtxStoreError
 

@@ -17,11 +17,16 @@ from collections.abc import Iterator
 from typing import Any, cast
 from uuid import UUID
 
-from ctxstore.adapters.chain import GENESIS, ChainingMapper
-from ctxstore.adapters.snapshot_store import SnapshotStore
-from ctxstore.adapters.snapshots import delete_snapshots, held_messages, step, superseded
-from ctxstore.adapters.store import ContextStore
-from ctxstore.adapters.summarizers import ExtractiveSummarizer
+from ctxstore.adapters.llm.summarizers import ExtractiveSummarizer
+from ctxstore.adapters.storage.codec.chain import GENESIS, ChainingMapper
+from ctxstore.adapters.storage.snapshot_policy import (
+    delete_snapshots,
+    held_messages,
+    step,
+    superseded,
+)
+from ctxstore.adapters.storage.snapshot_store import SnapshotStore
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.context import Context
 
 EN = [

@@ -1,6 +1,6 @@
 """The audit log across contexts: one row per event, in the order events were recorded.
 
-Rows are what the persisted audit index stores (adapters/audit_index.py); a rollback marks
+Rows are what the persisted audit index stores (adapters/storage/audit_index.py); a rollback marks
 the rows it reverted. Pure: the adapter feeds it decoded events and their positions.
 """
 

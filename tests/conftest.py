@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 
 DEFAULT_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 

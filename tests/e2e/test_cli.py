@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ctxstore.adapters.cli import app
+from ctxstore.adapters.cli.app import app
 
 
 @pytest.fixture

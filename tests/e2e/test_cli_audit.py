@@ -6,7 +6,7 @@ import sqlite3
 import pytest
 from typer.testing import CliRunner
 
-from ctxstore.adapters.cli import app
+from ctxstore.adapters.cli.app import app
 
 
 @pytest.fixture

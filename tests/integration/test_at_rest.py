@@ -11,7 +11,7 @@ from pydantic import SecretStr
 
 from ctxstore import StoreUnavailableError
 from ctxstore.adapters.settings import ServiceConfig, Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 
 MARKER = "PLAINTEXT-MARKER-7c1e"
 CHINESE = "机密的对话内容"
@@ -69,7 +69,7 @@ def test_no_plaintext_content_in_the_database(durable_url):
         # The HTTP service stores idempotent responses: a prompt holds contents too.
         from fastapi.testclient import TestClient
 
-        from ctxstore.adapters.service import create_app
+        from ctxstore.adapters.http import create_app
 
         cid = store.contexts()[0].context_id
         with TestClient(create_app(store, ServiceConfig())) as client:

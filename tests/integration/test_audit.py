@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
-from ctxstore.adapters.transfer import InvalidImportError
+from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.transfer import InvalidImportError
 from ctxstore.domain.errors import (
     ContextExistsError,
     ContextNotFoundError,
@@ -279,7 +279,7 @@ def test_a_reformatted_export_with_floats_imports_with_its_chains(store, monkeyp
     """An export whose lines another tool laid out again (spaces after separators) has its
     states encoded again to check the chains, whichever encoder wrote them: ctxstore's
     orjson now, the standard library's before (they spell 1e-05 and 2.5e-07 otherwise)."""
-    from ctxstore.adapters.transcoder import ContextTranscoder
+    from ctxstore.adapters.storage.codec.transcoder import ContextTranscoder
 
     if written_by == "standard encoder":
         monkeypatch.setattr(ContextTranscoder, "encode", ContextTranscoder.encode_standard)
@@ -448,7 +448,7 @@ def test_replay_diff_and_chain_agree_with_time_travel(
 
 
 def test_indexing_a_page_another_process_indexed_first_is_skipped(durable_url, monkeypatch):
-    from ctxstore.adapters.audit import catch_up
+    from ctxstore.adapters.store.audit import catch_up
 
     with ContextStore.from_url(durable_url) as a, ContextStore.from_url(durable_url) as b:
         cid = a.create(actor="a")

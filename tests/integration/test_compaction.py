@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxstore.adapters.llm.summarizers import OpenAISummarizer
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
-from ctxstore.adapters.summarizers import OpenAISummarizer
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.compaction import CompactionConfig, NothingToSummarizeError
 from ctxstore.domain.errors import PromptDoesNotFitError
 

@@ -10,10 +10,15 @@ import pytest
 from eventsourcing.compressor import ZlibCompressor
 from pydantic import ValidationError
 
-from ctxstore.adapters.compression import MIN_BYTES, ZSTD_MAGIC, AdaptiveCompressor, compressor
-from ctxstore.adapters.pg_storage import reloptions_statement
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.storage.codec.compression import (
+    MIN_BYTES,
+    ZSTD_MAGIC,
+    AdaptiveCompressor,
+    compressor,
+)
+from ctxstore.adapters.storage.postgres import reloptions_statement
+from ctxstore.adapters.store.facade import ContextStore
 
 LONG = "the parcel is late, the customer asks for a refund; 包裹延迟三天需要退款 " * 40
 

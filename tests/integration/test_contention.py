@@ -10,11 +10,11 @@ import threading
 
 import pytest
 
-from ctxstore.adapters import contention
-from ctxstore.adapters import store as store_module
-from ctxstore.adapters.contention import context_lock_key
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.storage import turns as contention
+from ctxstore.adapters.storage.turns import context_lock_key
+from ctxstore.adapters.store import facade as store_module
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import VersionConflictError
 
 

@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ctxstore import ContextNotFoundError, InvalidOperationError
-from ctxstore.adapters.service import create_app
+from ctxstore.adapters.http import create_app
 from ctxstore.adapters.settings import ServiceConfig, Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 
 from .test_at_rest import raw_bytes
 

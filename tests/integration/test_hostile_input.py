@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ctxstore import CtxStoreError
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 
 
 def nested(depth: int) -> dict[str, Any]:

@@ -4,14 +4,14 @@ import json
 import subprocess
 import sys
 
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 
 WRITERS = 3
 APPENDS = 20
 WRITER = """
 import json, sys
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 url, cid, tag, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 with ContextStore.from_url(url, Settings(snapshot_interval=8, actor=tag)) as store:
     acked = [store.insert(cid, [{"role": "user", "content": f"{tag}-{i}"}]).version for i in range(n)]
@@ -53,7 +53,7 @@ def test_processes_racing_on_one_context(durable_url):
 
 OPENER = """
 import sys
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 with ContextStore.from_url(sys.argv[1]) as store:
     print(store.create())
 """

@@ -3,7 +3,7 @@
 import pytest
 
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import InvalidOperationError, PromptDoesNotFitError
 from ctxstore.domain.prompt import PromptConfig
 

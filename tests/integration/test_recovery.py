@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 
 
 def seed(store: ContextStore) -> None:

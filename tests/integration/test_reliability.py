@@ -31,7 +31,7 @@ def test_postgres_connections_dropped_mid_stream(pg_url, pg_admin_dsn):
     import psycopg
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    from ctxstore.adapters.store import ContextStore
+    from ctxstore.adapters.store.facade import ContextStore
 
     info = conninfo_to_dict(pg_admin_dsn)
     info["dbname"] = pg_url.rsplit("/", 1)[1]

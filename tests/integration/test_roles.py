@@ -12,9 +12,9 @@ import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
-from ctxstore.adapters.service import create_app
+from ctxstore.adapters.http import create_app
 from ctxstore.adapters.settings import ServiceConfig, Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import StoreUnavailableError
 from tests.conftest import make_url
 

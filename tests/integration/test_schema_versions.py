@@ -10,9 +10,9 @@ from eventsourcing.domain import Aggregate
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
-from ctxstore.adapters.chain import unseal
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.storage.codec.chain import unseal
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.context import Context
 from ctxstore.projections.history import EVENT_TYPES
 

@@ -7,8 +7,8 @@ from typing import Any
 from eventsourcing.domain import Snapshot as LibrarySnapshot
 
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.snapshots import step, superseded
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.storage.snapshot_policy import step, superseded
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.context import Context
 
 

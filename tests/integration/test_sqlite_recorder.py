@@ -7,8 +7,8 @@ import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-from ctxstore.adapters.sqlite_recorder import SQLiteEventsRecorder
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.storage.sqlite import SQLiteEventsRecorder
+from ctxstore.adapters.store.facade import ContextStore
 
 
 def test_a_refused_insert_rolls_back_and_returns_its_connection(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import (
     ContextNotFoundError,
     CtxStoreError,

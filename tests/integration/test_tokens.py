@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import tiktoken
 
-from ctxstore.adapters import tokenizer
+from ctxstore.adapters.llm import tokenizer
+from ctxstore.adapters.llm.tokenizer import Tokenizers
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.store import ContextStore
-from ctxstore.adapters.tokenizer import Tokenizers
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.domain.tokens import estimate_text_tokens
 

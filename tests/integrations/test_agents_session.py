@@ -26,7 +26,7 @@ from openai.types.responses import (
 )
 
 from ctxstore.adapters.integrations.agents_session import CtxStoreSession
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 
 set_tracing_disabled(True)
 

@@ -20,7 +20,7 @@ from ctxstore.adapters.integrations.langchain_history import (
     from_openai,
     to_openai,
 )
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.messages import Message
 
 CONVERSATION = [

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import pytest
 import uvicorn
 
-from ctxstore.adapters.client import CtxStoreClient
-from ctxstore.adapters.service import create_app
+from ctxstore.adapters.http import create_app
+from ctxstore.adapters.http.client import CtxStoreClient
 from ctxstore.adapters.settings import ServiceConfig
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 
 TOKENS = {"token-acme": "acme", "token-globex": "globex"}
 

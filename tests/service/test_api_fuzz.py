@@ -16,9 +16,9 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error
 
-from ctxstore.adapters.service import create_app
+from ctxstore.adapters.http import create_app
 from ctxstore.adapters.settings import ServiceConfig
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 
 EXAMPLES = int(os.environ.get("CTXSTORE_FUZZ_EXAMPLES", "25"))
 AUTH = {"Authorization": "Bearer fuzz-token"}

@@ -56,8 +56,8 @@ def test_inner_layers_do_not_import_outer_ones(layer):
 
 def test_the_checker_would_catch_a_violation(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("from ctxstore.adapters.store import ContextStore\nimport os\n")
-    assert imported_modules(bad) == ["ctxstore.adapters.store", "os"]
+    bad.write_text("from ctxstore.adapters.store.facade import ContextStore\nimport os\n")
+    assert imported_modules(bad) == ["ctxstore.adapters.store.facade", "os"]
 
 
 def _module_names() -> list[str]:

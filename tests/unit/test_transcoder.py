@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ctxstore.adapters.transcoder import ContextTranscoder
+from ctxstore.adapters.storage.codec.transcoder import ContextTranscoder
 
 transcoder = ContextTranscoder()
 scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ctxstore.adapters.settings import ServiceConfig
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 
 from ..conftest import DURABLE_BACKENDS, make_url
 from ..service.conftest import serve

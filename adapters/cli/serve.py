@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ctxstore.adapters.cli_common import app, err, handles_errors, open_store, state
+from ctxstore.adapters.cli.common import app, err, handles_errors, open_store, state
 from ctxstore.adapters.settings import redact
 
 
@@ -54,7 +54,7 @@ def serve(
     if state.url:
         os.environ["CTXSTORE_URL"] = state.url  # the workers open the store the option named
     uvicorn.run(
-        "ctxstore.adapters.service.app:app_from_settings",
+        "ctxstore.adapters.http.app:app_from_settings",
         factory=True,
         host=host,
         port=port,

@@ -27,16 +27,12 @@ from fastapi.telemetry import TelemetryConfig
 from starlette.responses import Response as StarletteResponse
 from starlette.types import Scope
 
-from ctxstore.adapters.audit import catch_up
-from ctxstore.adapters.chain import Verification
-from ctxstore.adapters.debug import ModelCall
-from ctxstore.adapters.erasure import Erasure
-from ctxstore.adapters.service import problems
-from ctxstore.adapters.service.auth import ACTOR_HEADER, Caller, NotAuthenticatedError, Tokens
-from ctxstore.adapters.service.guard import RequestGuard
-from ctxstore.adapters.service.idempotency import idempotency_keys
-from ctxstore.adapters.service.openapi import document_headers
-from ctxstore.adapters.service.schemas import (
+from ctxstore.adapters.http import problems
+from ctxstore.adapters.http.auth import ACTOR_HEADER, Caller, NotAuthenticatedError, Tokens
+from ctxstore.adapters.http.guard import RequestGuard
+from ctxstore.adapters.http.idempotency import idempotency_keys
+from ctxstore.adapters.http.openapi import document_headers
+from ctxstore.adapters.http.schemas import (
     BatchEndBody,
     Command,
     CompactBody,
@@ -53,7 +49,11 @@ from ctxstore.adapters.service.schemas import (
     UsageBody,
 )
 from ctxstore.adapters.settings import ServiceConfig
-from ctxstore.adapters.store import Compaction, ContextStore, ContextSummary, Written
+from ctxstore.adapters.storage.codec.chain import Verification
+from ctxstore.adapters.store.audit import catch_up
+from ctxstore.adapters.store.debug import ModelCall
+from ctxstore.adapters.store.erasure import Erasure
+from ctxstore.adapters.store.facade import Compaction, ContextStore, ContextSummary, Written
 from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
 from ctxstore.domain.prompt import Prompt
 from ctxstore.projections.audit import AuditPage

@@ -19,7 +19,7 @@ from eventsourcing.persistence import Mapper, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 from pydantic import BaseModel, ConfigDict
 
-from ctxstore.adapters.transcoder import untag_event
+from ctxstore.adapters.storage.codec.transcoder import untag_event
 
 GENESIS = "0" * 64  # the "previous chain" of a context's first event
 SUFFIX_LEN = len(b',"chain":"') + 64 + len(b'"}')

@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ctxstore.adapters.store import ContextStore, Written
-from ctxstore.adapters.transfer import transcript_messages
+from ctxstore.adapters.store.facade import ContextStore, Written
+from ctxstore.adapters.store.transfer import transcript_messages
 from ctxstore.domain.context import MessageRef
 from ctxstore.domain.errors import (
     ContextNotFoundError,

@@ -17,15 +17,15 @@ from uuid import UUID, uuid4
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.utils import get_topic
 
-from ctxstore.adapters.chain import GENESIS, ChainingMapper, link, unseal
-from ctxstore.adapters.transcoder import ContextTranscoder
+from ctxstore.adapters.storage.codec.chain import GENESIS, ChainingMapper, link, unseal
+from ctxstore.adapters.storage.codec.transcoder import ContextTranscoder
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import ContextExistsError, CtxStoreError, InvalidOperationError
 from ctxstore.domain.messages import parse_message
 from ctxstore.domain.transcript import check_transcript
 
 if TYPE_CHECKING:
-    from ctxstore.adapters.store import ContextStore
+    from ctxstore.adapters.store.facade import ContextStore
 
 Progress = Callable[[int, int], None]  # (done, total)
 TOPICS = {

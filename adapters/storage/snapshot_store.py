@@ -4,7 +4,7 @@ A context's snapshot holds every visible message and each open batch's saved one
 every one of those messages is also in the event that added it: its entry keeps that
 event's version. Copying them made each snapshot about as large as the messages themselves,
 on top of the events; and a context that grows leaves a ladder of snapshots
-(adapters/snapshots.py) whose deleted rungs hold their space until PostgreSQL's vacuum
+(adapters/storage/snapshot_policy.py) whose deleted rungs hold their space until PostgreSQL's vacuum
 reuses it. So a snapshot is stored without its messages, marked MESSAGES_IN_EVENTS, and
 reading it fetches the events at its entries' versions in one query per 500 versions (a
 cost tied to the visible size, not to the history's length) and puts each message back: the
@@ -36,8 +36,8 @@ from eventsourcing.sqlite import SQLiteAggregateRecorder
 from eventsourcing.utils import get_topic
 from psycopg.sql import SQL
 
-from ctxstore.adapters.chain import ChainingMapper
-from ctxstore.adapters.snapshots import pg_table
+from ctxstore.adapters.storage.codec.chain import ChainingMapper
+from ctxstore.adapters.storage.snapshot_policy import pg_table
 from ctxstore.domain.context import JSON, Context
 
 MESSAGES_IN_EVENTS = "messages_in_events"  # a stored snapshot's mark: entries hold no message

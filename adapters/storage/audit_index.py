@@ -39,8 +39,8 @@ from eventsourcing.sqlite import SQLiteDatastore, SQLiteTrackingRecorder
 from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier
 
-from ctxstore.adapters.chain import Row
-from ctxstore.adapters.contention import TURN_HELD, TURN_HELD_SQLSTATE, TURN_SETTING
+from ctxstore.adapters.storage.codec.chain import Row
+from ctxstore.adapters.storage.turns import TURN_HELD, TURN_HELD_SQLSTATE, TURN_SETTING
 
 PositionedRow = tuple[int, str, int, str, bytes]  # position, context hex, version, topic, state
 from ctxstore.projections.audit import AuditRow, Revert
@@ -520,7 +520,7 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
 
     Without the table lock, concurrent inserts may commit out of position order and a reader
     following the sequence would skip an event that commits late. The turn (an advisory
-    lock on the context's key, adapters/contention.py): while another session holds it, an
+    lock on the context's key, adapters/storage/turns.py): while another session holds it, an
     insert is refused at once (SQLSTATE TURN_HELD_SQLSTATE) instead of losing later.
     """
 

@@ -25,11 +25,11 @@ from eventsourcing.sqlite import SQLiteDatastore
 from psycopg.sql import SQL, Identifier
 from pydantic import BaseModel, ConfigDict
 
-from ctxstore.adapters.service.idempotency import idempotency_keys
+from ctxstore.adapters.http.idempotency import idempotency_keys
 from ctxstore.domain.errors import InvalidOperationError
 
 if TYPE_CHECKING:
-    from ctxstore.adapters.store import ContextStore
+    from ctxstore.adapters.store.facade import ContextStore
 
 TABLE = "ctxstore_erasures"
 COLUMNS = "context_id, tenant, erased_at, actor, reason, events, snapshots"

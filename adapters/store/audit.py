@@ -11,15 +11,15 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
-from ctxstore.adapters.audit_index import AuditFilter
-from ctxstore.adapters.chain import ChainingMapper, ChainWalker, Verification
+from ctxstore.adapters.storage.audit_index import AuditFilter
+from ctxstore.adapters.storage.codec.chain import ChainingMapper, ChainWalker, Verification
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.projections.audit import AuditPage, audit_entry, audit_row, revert_of, to_micros
 from ctxstore.projections.history import event_type_filter
 
 if TYPE_CHECKING:
-    from ctxstore.adapters.store import ContextStore
+    from ctxstore.adapters.store.facade import ContextStore
 
 PROJECT_PAGE = 1000  # events projected per transaction
 VERIFY_PAGE = 5000  # events read per query while verifying

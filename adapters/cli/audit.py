@@ -16,7 +16,7 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
-from ctxstore.adapters.cli_common import (
+from ctxstore.adapters.cli.common import (
     JsonFlag,
     app,
     err,
@@ -30,7 +30,7 @@ from ctxstore.adapters.cli_common import (
     state,
     token_label,
 )
-from ctxstore.adapters.debug import ReplayStep
+from ctxstore.adapters.store.debug import ReplayStep
 from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.projections.audit import AuditEntry
 from ctxstore.projections.changes import Change, Diff

@@ -19,9 +19,9 @@ from uuid import UUID
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from ctxstore.adapters.chain import Verification
-from ctxstore.adapters.debug import ModelCall
-from ctxstore.adapters.store import Compaction, ContextSummary, Written
+from ctxstore.adapters.storage.codec.chain import Verification
+from ctxstore.adapters.store.debug import ModelCall
+from ctxstore.adapters.store.facade import Compaction, ContextSummary, Written
 from ctxstore.domain import errors
 from ctxstore.domain.compaction import NothingToSummarizeError
 from ctxstore.domain.context import JSON, MessageRef

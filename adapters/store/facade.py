@@ -27,23 +27,29 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import Environment, get_topic
 from pydantic import BaseModel, ConfigDict
 
-from ctxstore.adapters.audit_index import (
+from ctxstore.adapters.llm.summarizers import ExtractiveSummarizer, OpenAISummarizer
+from ctxstore.adapters.llm.tokenizer import Tokenizers, check_encoding_name
+from ctxstore.adapters.settings import Settings, library_env, redact
+from ctxstore.adapters.storage.audit_index import (
     AuditView,
     OrderedPostgresRecorder,
     audit_view,
     binary_snapshot_inserts,
 )
-from ctxstore.adapters.chain import GENESIS, ChainingMapper, Verification, anchor, unseal
-from ctxstore.adapters.compression import compressor
-from ctxstore.adapters.contention import TURN_HELD, Turn, Turns
-from ctxstore.adapters.pg_storage import tune_tables
-from ctxstore.adapters.settings import Settings, library_env, redact
-from ctxstore.adapters.snapshot_store import SnapshotStore
-from ctxstore.adapters.snapshots import held_messages, prune_superseded
-from ctxstore.adapters.snapshots import step as snapshot_step
-from ctxstore.adapters.summarizers import ExtractiveSummarizer, OpenAISummarizer
-from ctxstore.adapters.tokenizer import Tokenizers, check_encoding_name
-from ctxstore.adapters.transcoder import ContextTranscoder
+from ctxstore.adapters.storage.codec.chain import (
+    GENESIS,
+    ChainingMapper,
+    Verification,
+    anchor,
+    unseal,
+)
+from ctxstore.adapters.storage.codec.compression import compressor
+from ctxstore.adapters.storage.codec.transcoder import ContextTranscoder
+from ctxstore.adapters.storage.postgres import tune_tables
+from ctxstore.adapters.storage.snapshot_policy import held_messages, prune_superseded
+from ctxstore.adapters.storage.snapshot_policy import step as snapshot_step
+from ctxstore.adapters.storage.snapshot_store import SnapshotStore
+from ctxstore.adapters.storage.turns import TURN_HELD, Turn, Turns
 from ctxstore.domain.compaction import Entry, NothingToSummarizeError, plan_compaction
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import (
@@ -77,8 +83,8 @@ from ctxstore.projections.usage import ModelUsage, usage_by_model
 from ctxstore.projections.visible import BatchFrame, VisibleContext, batch_stack, visible_of
 
 if TYPE_CHECKING:
-    from ctxstore.adapters.debug import ModelCall, ReplayStep
-    from ctxstore.adapters.erasure import Erasure
+    from ctxstore.adapters.store.debug import ModelCall, ReplayStep
+    from ctxstore.adapters.store.erasure import Erasure
 
 log = logging.getLogger(__name__)
 KEY_NAMESPACE = UUID("6d1f3c52-8a0e-4c59-9d2b-7f4e0b1a2c3d")  # ids of keyed contexts
@@ -223,7 +229,7 @@ class ContextStore(Application[UUID]):
             tune_tables(self.recorder, self.snapshots.recorder if self.snapshots else None)
         self.audit_index: AuditView = audit_view(self.recorder, create=self.creates_tables)
         if self.creates_tables and isinstance(self.recorder, PostgresApplicationRecorder):
-            from ctxstore.adapters.erasure import eraser
+            from ctxstore.adapters.store.erasure import eraser
 
             eraser(self)  # its tables too, which a role that does not own the schema cannot make
         if self.audit_index.needs_rebuild():
@@ -275,7 +281,7 @@ class ContextStore(Application[UUID]):
         return ChainingMapper(plain.transcoder, compressor(self.settings.compress), plain.cipher)
 
     def construct_snapshot_store(self) -> SnapshotStore:
-        # Snapshots name the events holding their messages (adapters/snapshot_store.py).
+        # Snapshots name the events holding their messages (adapters/storage/snapshot_store.py).
         library = super().construct_snapshot_store()
         return SnapshotStore(library.mapper, library.recorder, self.recorder)
 
@@ -452,7 +458,7 @@ class ContextStore(Application[UUID]):
         whole visible context counts as sent. `version` defaults to the prompt's, else the
         head; `counted_tokens` to the prompt's total, else ctxstore's count of the context.
         """
-        from ctxstore.adapters.debug import sent_items
+        from ctxstore.adapters.store.debug import sent_items
 
         who = self._actor(actor)
         cid = self._id(context_id)
@@ -920,7 +926,7 @@ class ContextStore(Application[UUID]):
             )
         return list(found.values())
 
-    # ---- audit and debugging (adapters/audit.py, debug.py, transfer.py) ---------------
+    # ---- audit and debugging (adapters/store/audit.py, debug.py, transfer.py) ---------------
 
     def audit(
         self,
@@ -943,7 +949,7 @@ class ContextStore(Application[UUID]):
         page's `cursor` back as `after` for the next page, or later to follow new events.
         Raises InvalidOperationError.
         """
-        from ctxstore.adapters.audit import audit_page
+        from ctxstore.adapters.store.audit import audit_page
 
         return audit_page(
             self, since=since, until=until, types=types, actor=actor,
@@ -953,13 +959,13 @@ class ContextStore(Application[UUID]):
 
     def verify(self, context_id: UUID | str | None = None) -> Verification:
         """Check the hash chain of one context, or of all; names each first broken link."""
-        from ctxstore.adapters.audit import verify
+        from ctxstore.adapters.store.audit import verify
 
         return verify(self, context_id)
 
     def diff(self, context_id: UUID | str, from_version: int, to_version: int) -> Diff:
         """Messages added, removed and changed between two versions, and the token delta."""
-        from ctxstore.adapters.debug import diff
+        from ctxstore.adapters.store.debug import diff
 
         return diff(self, context_id, from_version, to_version)
 
@@ -967,19 +973,19 @@ class ContextStore(Application[UUID]):
         self, context_id: UUID | str, *, from_version: int = 1, to_version: int | None = None
     ) -> Iterator[ReplayStep]:
         """(event, visible context after it, calls that sent it) for each event in the range."""
-        from ctxstore.adapters.debug import replay
+        from ctxstore.adapters.store.debug import replay
 
         return replay(self, context_id, from_version=from_version, to_version=to_version)
 
     def calls(self, context_id: UUID | str) -> list[ModelCall]:
         """The model calls recorded against a context, in order (numbered from 1)."""
-        from ctxstore.adapters.debug import model_calls
+        from ctxstore.adapters.store.debug import model_calls
 
         return model_calls(self, context_id)
 
     def call(self, context_id: UUID | str, number: int) -> ModelCall:
         """Recorded call `number` (1 the first, -1 the last) with exactly the messages sent."""
-        from ctxstore.adapters.debug import model_calls
+        from ctxstore.adapters.store.debug import model_calls
 
         return model_calls(self, context_id, number)[0]
 
@@ -993,7 +999,7 @@ class ContextStore(Application[UUID]):
         actor: str | None = None,
     ) -> UUID:
         """A new context that starts as a copy of this one's visible context (at a version)."""
-        from ctxstore.adapters.debug import fork_context
+        from ctxstore.adapters.store.debug import fork_context
 
         return fork_context(
             self, context_id, at_version=at_version, name=name, metadata=metadata,
@@ -1002,7 +1008,7 @@ class ContextStore(Application[UUID]):
 
     def export_events(self, context_id: UUID | str) -> Iterator[str]:
         """The context's events as JSON lines (ids, versions, timestamps and chains kept)."""
-        from ctxstore.adapters.transfer import export_lines
+        from ctxstore.adapters.store.transfer import export_lines
 
         return export_lines(self, context_id)
 
@@ -1017,7 +1023,7 @@ class ContextStore(Application[UUID]):
 
         Raises InvalidImportError (naming the line), ContextExistsError.
         """
-        from ctxstore.adapters.transfer import import_lines
+        from ctxstore.adapters.store.transfer import import_lines
 
         return import_lines(self, lines, new_id=new_id, progress=progress)
 
@@ -1031,7 +1037,7 @@ class ContextStore(Application[UUID]):
     ) -> UUID:
         """A new context from an OpenAI-format transcript (a list of messages, or its JSON /
         JSONL text); all messages or nothing."""
-        from ctxstore.adapters.transfer import import_transcript, transcript_messages
+        from ctxstore.adapters.store.transfer import import_transcript, transcript_messages
 
         parsed = transcript_messages(messages) if isinstance(messages, str) else list(messages)
         return import_transcript(
@@ -1075,8 +1081,8 @@ class ContextStore(Application[UUID]):
     def erase(self, context_id: UUID | str, *, reason: str, actor: str | None = None) -> Erasure:
         """Delete a context's contents for good (its events, snapshots, audit rows); leaves
         a record of the erasure, by whom and why. Raises ContextNotFoundError."""
-        from ctxstore.adapters.audit import catch_up
-        from ctxstore.adapters.erasure import erase_context
+        from ctxstore.adapters.store.audit import catch_up
+        from ctxstore.adapters.store.erasure import erase_context
 
         catch_up(self)  # nothing of the context is left for the index to add afterwards
         return erase_context(self, context_id, actor=self._actor(actor), reason=reason)
@@ -1084,14 +1090,14 @@ class ContextStore(Application[UUID]):
     def rebuild_audit_index(self) -> int:
         """Rebuild the audit index from the events (after it was damaged); returns the
         position it reached."""
-        from ctxstore.adapters.audit import catch_up
+        from ctxstore.adapters.store.audit import catch_up
 
         self.audit_index.reset()
         return catch_up(self)
 
     def erasures(self) -> list[Erasure]:
         """The erasure records, oldest first."""
-        from ctxstore.adapters.erasure import eraser
+        from ctxstore.adapters.store.erasure import eraser
 
         return eraser(self).records()
 
@@ -1249,7 +1255,7 @@ class ContextStore(Application[UUID]):
         raise VersionConflictError(f"context {cid}: gave up after {MAX_ATTEMPTS} racing writes")
 
     def _maybe_snapshot(self, ctx: Context, before: int) -> None:
-        """Snapshot when the version crosses a multiple of the step (adapters/snapshots.py),
+        """Snapshot when the version crosses a multiple of the step (adapters/storage/snapshot_policy.py),
         then delete the older snapshot the new one makes redundant, if any."""
         held = held_messages(ctx)
         every = snapshot_step(self.settings.snapshot_interval, held)

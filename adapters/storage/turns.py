@@ -16,7 +16,7 @@ did; with a few writers on one context, turns are slower than racing alone would
 command gives up (docs/scaling.md has both).
 
 PostgreSQL: a session advisory lock keyed by the context id; every insert tries the same key
-shared inside the events table's insert function (adapters/audit_index.py) and is refused
+shared inside the events table's insert function (adapters/storage/audit_index.py) and is refused
 while a holder has it; the holder writes on the connection that holds the lock.
 SQLite: a one-byte POSIX record lock in a file beside the database, at an offset given by the
 context id, exclusive for the holder and tried shared around a racer's insert (a crashed

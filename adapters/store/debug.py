@@ -18,7 +18,7 @@ from ctxstore.projections.history import HistoryEntry, fold_history
 from ctxstore.projections.visible import VisibleContext, visible_of
 
 if TYPE_CHECKING:
-    from ctxstore.adapters.store import ContextStore
+    from ctxstore.adapters.store.facade import ContextStore
 
 
 class ReplayStep(NamedTuple):

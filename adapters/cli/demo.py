@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.rule import Rule
 
-from ctxstore.adapters.store import ContextStore
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import CtxStoreError
 from ctxstore.projections.history import HistoryEntry
 from ctxstore.projections.visible import VisibleContext

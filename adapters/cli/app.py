@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ctxstore.adapters.cli_common import (
+from ctxstore.adapters.cli.common import (
     ExpectedVersion,
     JsonFlag,
     NameOption,
@@ -475,7 +475,7 @@ def compact(
 @handles_errors
 def demo() -> None:
     """Play a scripted agent conversation through every operation and print what happens."""
-    from ctxstore.adapters.demo import run_demo
+    from ctxstore.adapters.cli.demo import run_demo
 
     with open_store() as store:
         run_demo(store, out, render_visible, render_history)
@@ -487,7 +487,7 @@ def main() -> None:
 
 
 # The audit and debugging commands register after these, so `--help` lists them last.
-from ctxstore.adapters.cli_audit import render_change, show_call
-from ctxstore.adapters.cli_serve import keygen, serve
+from ctxstore.adapters.cli.audit import render_change, show_call
+from ctxstore.adapters.cli.serve import keygen, serve
 
 __all__ = ["app", "keygen", "main", "serve"]

@@ -5,7 +5,7 @@
   space and a second lookup on every read.
 - The snapshots table is autovacuumed at PostgreSQL's defaults (50 deleted rows plus a fifth
   of the table). The library creates its tables for appends only, telling autovacuum to wait
-  for 100 million deleted rows; superseded snapshots are deleted (adapters/snapshots.py),
+  for 100 million deleted rows; superseded snapshots are deleted (adapters/storage/snapshot_policy.py),
   and their space should be reused. Its TOAST table follows it.
 
 Each is set only where the table does not have it yet: setting one takes a SHARE UPDATE

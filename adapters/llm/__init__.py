@@ -1,0 +1,1 @@
+"""Model providers: tokenizers and summarizers."""

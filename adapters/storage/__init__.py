@@ -1,0 +1,1 @@
+"""Storage: one module per backend, the codec of stored states, schema migrations."""

@@ -1,0 +1,1 @@
+"""How a stored state is made: JSON transcoding, compression, cipher, hash chain."""

@@ -1,0 +1,1 @@
+"""The store: the facade every caller uses, and the modules it composes."""
