@@ -47,6 +47,16 @@ class ServiceConfig(BaseModel):
     telemetry: bool = Field(default=False, description="FastAPI's OpenTelemetry instrumentation")
 
 
+class CompactionSettings(CompactionConfig):
+    """The compaction policy and which model writes the summaries (a provider choice and
+    its credentials, kept out of the domain)."""
+
+    summarizer: Literal["extractive", "openai"] = "extractive"
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+
+
 class Settings(BaseSettings):
     """ctxstore's settings; each field is the variable CTXSTORE_<FIELD>."""
 
@@ -95,8 +105,8 @@ class Settings(BaseSettings):
         description='HTTP service: CTXSTORE_SERVICE__TOKENS=\'{"token": "tenant"}\', ...',
     )
 
-    compaction: CompactionConfig = Field(
-        default_factory=CompactionConfig,
+    compaction: CompactionSettings = Field(
+        default_factory=CompactionSettings,
         description="compaction: CTXSTORE_COMPACTION__MESSAGE_LIMIT, ..., or [compaction]",
     )
 
@@ -113,6 +123,14 @@ class Settings(BaseSettings):
         # (default ./ctxstore.toml, if it exists).
         path = Path(os.environ.get("CTXSTORE_CONFIG", CONFIG_FILE))
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file=path))
+
+    @field_validator("compaction", mode="before")
+    @classmethod
+    def _compaction_policy(cls, value: object) -> object:
+        # The domain's policy alone is accepted as it is, with the default summarizer.
+        if isinstance(value, CompactionConfig) and not isinstance(value, CompactionSettings):
+            return value.model_dump()
+        return value
 
     @field_validator("compress", mode="before")
     @classmethod

@@ -15,14 +15,13 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import psycopg
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.storage.audit_index import AuditFilter, PostgresAuditView
-from ctxstore.adapters.storage.codec.chain import GENESIS, ChainingMapper
-from ctxstore.adapters.store.audit import catch_up
+from ctxstore.adapters.storage.codec.chain import GENESIS
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.context import Context
 from ctxstore.projections.audit import to_micros
@@ -38,7 +37,7 @@ def message(n: int) -> dict[str, Any]:
 
 def fill(store: ContextStore, events: int) -> None:
     """Write `events` events (contexts of PER_CONTEXT) with times spread over SPAN."""
-    mapper = cast(ChainingMapper, store.mapper)
+    mapper = store._storage.mapper
     start = datetime.now(UTC) - SPAN
     step = SPAN / events
     written, n = 0, 0
@@ -65,7 +64,7 @@ def fill(store: ContextStore, events: int) -> None:
         batch += sealed
         written += len(pending)
         if len(batch) >= 20_000 or written >= events:
-            store.recorder.insert_events(batch)
+            store._storage.recorder.insert_events(batch)
             batch = []
 
 
@@ -74,13 +73,13 @@ def audit_figures(store: ContextStore, label: str) -> None:
     fill(store, ARGS.events)
     loaded = time.perf_counter() - t
     t = time.perf_counter()
-    catch_up(store)
+    store.refresh_audit_index()
     indexed = time.perf_counter() - t
     print(
         f"{label}: {ARGS.events:,} events written in {loaded:.1f} s, indexed in {indexed:.1f} s "
         f"({ARGS.events / indexed:,.0f} events/s)"
     )
-    if isinstance(store.audit_index, PostgresAuditView):
+    if isinstance(store._storage.audit_index, PostgresAuditView):
         with psycopg.connect(**_pg_kwargs(store), autocommit=True) as conn:
             conn.execute("ANALYZE ctxstore_audit")
     since = datetime.now(UTC) - timedelta(hours=1)
@@ -97,15 +96,15 @@ def audit_figures(store: ContextStore, label: str) -> None:
         f"first {first * 1000:.1f} ms, median {statistics.median(times) * 1000:.1f} ms "
         f"(target < 50 ms on PostgreSQL)"
     )
-    tail = store.audit_index.position() - 50  # near the newest events
+    tail = store._storage.audit_index.position() - 50  # near the newest events
     s = time.perf_counter()
     store.audit(actor="agent-7", after=tail, limit=100)
     print(
         f"{label}: following one actor from position {tail}: "
         f"{(time.perf_counter() - s) * 1000:.1f} ms"
     )
-    if isinstance(store.audit_index, PostgresAuditView):
-        plan = store.audit_index.explain(
+    if isinstance(store._storage.audit_index, PostgresAuditView):
+        plan = store._storage.audit_index.explain(
             AuditFilter(actor="agent-7", since=to_micros(since)), 0, 100
         )
         used = sorted(
@@ -123,7 +122,7 @@ def audit_figures(store: ContextStore, label: str) -> None:
 
 
 def _pg_kwargs(store: ContextStore) -> dict[str, Any]:
-    env = store.env
+    env = store._storage.env
     return {
         "dbname": env["POSTGRES_DBNAME"], "host": env["POSTGRES_HOST"],
         "port": env["POSTGRES_PORT"], "user": env["POSTGRES_USER"],

@@ -79,7 +79,9 @@ def appends(
     cid = store.create(actor="bench")
     for i in range(VISIBLE):  # warm up (and fill) before timing
         store.insert(cid, [{"role": "user", "content": text(i)}], actor="bench")
-    sizes = [len(r.state) for r in store.recorder.select_events(cid, limit=VISIBLE, desc=True)]
+    sizes = [
+        len(r.state) for r in store._storage.recorder.select_events(cid, limit=VISIBLE, desc=True)
+    ]
     row_bytes = int(statistics.mean(sizes))
     row = os.urandom(row_bytes)
     raw = floor()
@@ -107,7 +109,7 @@ def build(store: ContextStore, events: int, *, open_batches: int = 0) -> uuid.UU
     store's own policy would put them.
     """
     cid = store.create(actor="bench")
-    ctx = store._get(cid)
+    ctx = store._storage.get(cid)
     counter = store.tokenizers.counter(ctx.encoding)
     for i in range(VISIBLE):
         ctx.insert([{"role": "user", "content": text(i)}], actor="bench", counter=counter)
@@ -121,15 +123,14 @@ def build(store: ContextStore, events: int, *, open_batches: int = 0) -> uuid.UU
             ctx.replace(
                 n % VISIBLE, {"role": "user", "content": text(n)}, actor="bench", counter=counter
             )
-        store.save(ctx)
-        store._maybe_snapshot(ctx, before)
+        store._writer.store_pending(ctx, before)  # chained, then the snapshot policy
     assert ctx.version == events and len(ctx.order) == VISIBLE
-    store._forget(cid)
+    store._core.cache.drop(cid)
     return cid
 
 
 def cold_head(store: ContextStore, cid: uuid.UUID) -> None:
-    store._forget(cid)  # as a fresh process would: snapshot + later events
+    store._core.cache.drop(cid)  # as a fresh process would: snapshot + later events
     store.visible(cid)
 
 

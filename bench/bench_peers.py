@@ -81,7 +81,7 @@ def floor_appends(label: str, url: str, make_floor: Callable[[], Floor],
             version = run_command(store, cid, command)
         raw = make_floor()
         try:
-            states = [e.state for e in store.recorder.select_events(cid)]
+            states = [e.state for e in store._storage.recorder.select_events(cid)]
             raw.write([[s] for s in states])  # warmed up alike
             ours = floor = 0.0
             row_bytes: list[int] = []
@@ -93,7 +93,7 @@ def floor_appends(label: str, url: str, make_floor: Callable[[], Floor],
                     counts.append(after - version)
                     version = after
                 ours += time.perf_counter() - t
-                rows = [e.state for e in store.recorder.select_events(cid, gt=first)]
+                rows = [e.state for e in store._storage.recorder.select_events(cid, gt=first)]
                 assert len(rows) == sum(counts), "each command's events, as the floor groups them"
                 row_bytes += [len(r) for r in rows]
                 groups, at = [], 0
@@ -167,12 +167,15 @@ def run_ctxstore(store: ContextStore, conversation: list[list[dict[str, Any]]]) 
     per_turn = [timed(functools.partial(store.insert, cid, m)) for m in conversation]
     audit = 0
     live = None
-    raw = sum(len(e.state) for e in store.recorder.select_events(cid))
-    if store.snapshots is not None:
-        raw += sum(len(s.state) for s in store.snapshots.recorder.select_events(cid))
-    if store.url.startswith("postgresql") and store.snapshots is not None:
+    raw = sum(len(e.state) for e in store._storage.recorder.select_events(cid))
+    if store._storage.snapshots is not None:
+        raw += sum(len(s.state) for s in store._storage.snapshots.recorder.select_events(cid))
+    if store.url.startswith("postgresql") and store._storage.snapshots is not None:
         # On PostgreSQL both sides are measured as the relations' size on disk (after TOAST).
-        tables = [store.recorder.events_table_name, store.snapshots.recorder.events_table_name]  # type: ignore[attr-defined]
+        tables = [
+            store._storage.recorder.events_table_name,  # type: ignore[attr-defined]
+            store._storage.snapshots.recorder.events_table_name,  # type: ignore[attr-defined]
+        ]
         with psycopg.connect(store.url) as conn:
             row = conn.execute(
                 "SELECT " + " + ".join("pg_total_relation_size(%s)" for _ in tables), tables
@@ -411,7 +414,7 @@ def read_round(url: str, store: ContextStore, cid: Any, size: int) -> dict[str, 
     store.batch_start(cid)
     store.insert(cid, {"role": "user", "content": "to be undone"})
     costs["rollback"] = timed(lambda: store.batch_end(cid))
-    after = max(store.audit_index.position() - 60, 0)
+    after = max(store._storage.audit_index.position() - 60, 0)
     costs["audit page"] = timed(lambda: store.audit(context_id=cid, after=after, limit=50))
     return costs
 

@@ -33,7 +33,6 @@ from typing import Any
 
 from scratch_pg import scratch_databases
 
-from ctxstore.adapters.store.audit import catch_up
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.context import Context
 
@@ -79,7 +78,7 @@ def run_mixed(url: str, writers: int, commands: int, seed: int = 0) -> dict[str,
     elapsed = time.perf_counter() - started
     with ContextStore.from_url(url) as store:
         history = store.history(cid)
-        events = {e.originator_version: e for e in store.context_events(cid)}
+        events = {e.originator_version: e for e in store._core.events(cid)}
         versions = [h.version for h in history]
         assert versions == list(range(1, len(history) + 1)), "versions are not contiguous"
         by_version = {h.version: h for h in history}
@@ -143,7 +142,7 @@ def run_crashes(url: str, kills: int, seed: int = 0) -> dict[str, Any]:
     with ContextStore.from_url(url) as store:
         history = store.history(cid)
         by_version = {h.version: h for h in history}
-        events = {e.originator_version: e for e in store.context_events(cid)}
+        events = {e.originator_version: e for e in store._core.events(cid)}
         lost = [a for a in acked if a["version"] not in by_version]
         assert not lost, f"acknowledged and lost: {lost[:5]}"
         for a in acked:
@@ -162,9 +161,9 @@ def run_crashes(url: str, kills: int, seed: int = 0) -> dict[str, Any]:
             if h.type == "batch_start":
                 after = by_version.get(h.version + 1)
                 assert after is not None and after.type == "compress", h.version
-        position = catch_up(store)
-        assert position == store.recorder.max_notification_id()
-        indexed = store.audit_index.indexed_heads(cid.hex)
+        position = store.refresh_audit_index()
+        assert position == store._storage.recorder.max_notification_id()
+        indexed = store._storage.audit_index.indexed_heads(cid.hex)
         assert indexed == {cid.hex: len(history)}, (indexed, len(history))
         assert store.verify(cid).ok
     return {"kills": kills, "acknowledged": len(acked), "events": len(history),

@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 from ctxstore.adapters.llm.summarizers import ExtractiveSummarizer
-from ctxstore.adapters.storage.codec.chain import GENESIS, ChainingMapper
+from ctxstore.adapters.storage.codec.chain import GENESIS
 from ctxstore.adapters.storage.snapshot_policy import (
     delete_snapshots,
     held_messages,
     step,
     superseded,
 )
-from ctxstore.adapters.storage.snapshot_store import SnapshotStore
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.context import Context
 
@@ -151,7 +150,7 @@ def run_command(store: ContextStore, cid: UUID, command: Command) -> int:
 def build_history(store: ContextStore, events: int, seed: int = 11) -> UUID:
     """One context of about `events` events, written in bulk with policy snapshots."""
     rng = random.Random(seed)
-    mapper = cast(ChainingMapper, store.mapper)
+    mapper = store._storage.mapper
     ctx = Context.start(name=f"history of {events}", metadata=None, actor="loader")
     counter = store.tokenizers.counter(ctx.encoding)
     snapshots: list[Any] = []
@@ -179,7 +178,7 @@ def build_history(store: ContextStore, events: int, seed: int = 11) -> UUID:
             ctx.insert(turn(rng, n), actor="agent", counter=counter)
         held = held_messages(ctx)
         every = step(store.settings.snapshot_interval, held)
-        if ctx.version // every > before // every and store.snapshots is not None:
+        if ctx.version // every > before // every and store._storage.snapshots is not None:
             # Serialized now: the aggregate's nested state changes with the next command.
             snapshot = Context.Snapshot.take(ctx)
             dropped = superseded(ctx.version, held, kept[::-1][:2])
@@ -190,18 +189,18 @@ def build_history(store: ContextStore, events: int, seed: int = 11) -> UUID:
                 else:
                     stored_dropped.append(dropped)
             kept.append(ctx.version)
-            snapshots.append(cast(SnapshotStore, store.snapshots).stored(snapshot))
+            snapshots.append(store._storage.snapshots.stored(snapshot))
         step_events += ctx.collect_events()
         if len(step_events) >= 5000 or ctx.version >= events:
             sealed, prev = mapper.to_sealed_events(step_events, prev)
-            store.recorder.insert_events(sealed)
+            store._storage.recorder.insert_events(sealed)
             written += len(sealed)
             step_events = []
-            if snapshots and store.snapshots is not None:
-                store.snapshots.recorder.insert_events(snapshots)
+            if snapshots and store._storage.snapshots is not None:
+                store._storage.snapshots.recorder.insert_events(snapshots)
                 snapshots = []
-            if stored_dropped and store.snapshots is not None:
-                delete_snapshots(store.snapshots.recorder, ctx.id, stored_dropped)
+            if stored_dropped and store._storage.snapshots is not None:
+                delete_snapshots(store._storage.snapshots.recorder, ctx.id, stored_dropped)
                 stored_dropped = []
     assert written == ctx.version
     return ctx.id

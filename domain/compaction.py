@@ -16,7 +16,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -217,7 +217,12 @@ class CompactionConfig(BaseModel):
     min_chunk_messages: int = Field(default=4, ge=1)
     min_rounds: int = Field(default=MIN_ROUNDS, ge=2)
     in_batch: bool = True  # each compaction opens a batch, so one batch_end undoes it
-    summarizer: Literal["extractive", "openai"] = "extractive"
-    model: str = "gpt-4o-mini"
-    base_url: str | None = None
-    api_key: str | None = Field(default=None, repr=False)
+
+
+SUMMARY_MARK = {"ctxstore": "summary"}  # the metadata that marks a message as a summary
+
+
+def summary_message(text: str, role: str = "user", **metadata: Any) -> dict[str, Any]:
+    """The message a compaction (or a caller's plain-text summary) writes in place of the
+    messages it covers, marked as a summary in its metadata."""
+    return {"role": role, "content": text, "metadata": {**SUMMARY_MARK, **metadata}}

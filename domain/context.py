@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from secrets import token_hex
-from typing import Any, Self
+from typing import Any, Self, cast
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
@@ -238,6 +238,29 @@ class Context(Aggregate):
     def batch(self) -> int:
         """The current batch number; batch 0 is the base, each open batch adds one."""
         return len(self.savepoints)
+
+    # Typed reads of one message, so that nothing outside the aggregate indexes its state.
+    def stored_message(self, msg_id: str) -> JSON:
+        """A message as stored (its JSON, not a copy); raises KeyError for an unknown id."""
+        return cast(JSON, self.entries[msg_id]["message"])
+
+    def role_of(self, msg_id: str) -> str:
+        return cast(str, self.entries[msg_id]["message"]["role"])
+
+    def is_summary(self, msg_id: str) -> bool:
+        """Whether the message is a summary written in place of others."""
+        return self.entries[msg_id]["summary_of"] is not None
+
+    def covered_by(self, msg_id: str) -> list[str]:
+        """The ids a summary covers ([] for any other message)."""
+        return list(self.entries[msg_id]["summary_of"] or [])
+
+    def tokens_of(self, msg_id: str) -> int:
+        return int(self.entries[msg_id]["tokens"])
+
+    def entry_version(self, msg_id: str) -> int:
+        """The version of the event that wrote the message as it is now."""
+        return int(self.entries[msg_id]["version"])
 
     def visible_messages(self) -> list[Message]:
         """The visible context, in order, as validated messages."""

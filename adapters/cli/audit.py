@@ -30,7 +30,7 @@ from ctxstore.adapters.cli.common import (
     state,
     token_label,
 )
-from ctxstore.adapters.store.debug import ReplayStep
+from ctxstore.adapters.store.results import ReplayStep
 from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.projections.audit import AuditEntry
 from ctxstore.projections.changes import Change, Diff

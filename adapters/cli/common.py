@@ -13,7 +13,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ctxstore.adapters.store.facade import ContextStore, Written
+from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.results import Written
 from ctxstore.adapters.store.transfer import transcript_messages
 from ctxstore.domain.context import MessageRef
 from ctxstore.domain.errors import (

@@ -30,7 +30,6 @@ from starlette.types import Scope
 from ctxstore.adapters.http import problems
 from ctxstore.adapters.http.auth import ACTOR_HEADER, Caller, NotAuthenticatedError, Tokens
 from ctxstore.adapters.http.guard import RequestGuard
-from ctxstore.adapters.http.idempotency import idempotency_keys
 from ctxstore.adapters.http.openapi import document_headers
 from ctxstore.adapters.http.schemas import (
     BatchEndBody,
@@ -50,10 +49,8 @@ from ctxstore.adapters.http.schemas import (
 )
 from ctxstore.adapters.settings import ServiceConfig
 from ctxstore.adapters.storage.codec.chain import Verification
-from ctxstore.adapters.store.audit import catch_up
-from ctxstore.adapters.store.debug import ModelCall
-from ctxstore.adapters.store.erasure import Erasure
-from ctxstore.adapters.store.facade import Compaction, ContextStore, ContextSummary, Written
+from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.results import Compaction, ContextSummary, Erasure, ModelCall, Written
 from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
 from ctxstore.domain.prompt import Prompt
 from ctxstore.projections.audit import AuditPage
@@ -128,10 +125,9 @@ def create_app(
     """The service over one store (closed by the caller, or by `on_close` at shutdown)."""
     config = config or store.settings.service
     tokens = Tokens(config.tokens)
-    keys = idempotency_keys(
-        store.recorder, config.idempotency_ttl_seconds, config.idempotency_pending_seconds,
-        store.mapper.cipher, create=store.creates_tables,
-    )  # fmt: skip
+    keys = store.idempotency_keys(
+        config.idempotency_ttl_seconds, config.idempotency_pending_seconds
+    )
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -536,6 +532,6 @@ class Unauthorized(Exception):
 def _refresh_audit(store: ContextStore, stop: threading.Event, every: float) -> None:
     while not stop.wait(every):
         try:
-            catch_up(store)
+            store.refresh_audit_index()
         except Exception:  # noqa: BLE001 - the next audit read catches up and reports it
             problems.log.warning("audit index refresh failed", exc_info=True)

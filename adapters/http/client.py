@@ -20,8 +20,7 @@ import httpx
 from pydantic import BaseModel, TypeAdapter
 
 from ctxstore.adapters.storage.codec.chain import Verification
-from ctxstore.adapters.store.debug import ModelCall
-from ctxstore.adapters.store.facade import Compaction, ContextSummary, Written
+from ctxstore.adapters.store.results import Compaction, ContextSummary, ModelCall, Written
 from ctxstore.domain import errors
 from ctxstore.domain.compaction import NothingToSummarizeError
 from ctxstore.domain.context import JSON, MessageRef

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ctxstore.adapters.http.auth import ACTOR_HEADER, NotAuthenticatedError, Tokens
-from ctxstore.adapters.http.idempotency import IdempotencyKeys
 from ctxstore.adapters.http.problems import problem
+from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 
 KEY_HEADER = b"idempotency-key"
 CONTEXT_PATH = re.compile(r"^/v1/contexts/([0-9a-fA-F-]{32,36})/")

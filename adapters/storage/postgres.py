@@ -17,11 +17,23 @@ the same and PostgreSQL logs a warning.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
+import psycopg
 from eventsourcing.postgres import PostgresAggregateRecorder
 from psycopg.sql import SQL, Composed, Identifier, Literal
+
+from ctxstore.domain.errors import StoreUnavailableError
+
+SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the tables
+# PostgreSQL tables of a store, the events table first: the library's, the audit index's,
+# erasure records and the HTTP service's idempotency keys (an owner's store creates them all).
+STORE_TABLES = (
+    "ctxstore_events", "ctxstore_snapshots", "ctxstore_audit", "ctxstore_audit_tracking",
+    "ctxstore_erasures", "ctxstore_idempotency",
+)  # fmt: skip
 
 EVENTS_TABLE_OPTIONS = {"toast_tuple_target": "8160"}  # PostgreSQL's largest: a full page
 SNAPSHOTS_TABLE_OPTIONS = {
@@ -66,3 +78,54 @@ def reloptions_statement(schema: str, table: str, options: Mapping[str, str]) ->
         table=Identifier(table),
         settings=SQL(", ").join(SQL(f"{k} = {v}") for k, v in options.items()),
     )
+
+
+@contextmanager
+def schema_lock(env: dict[str, str]) -> Iterator[psycopg.Connection[Any] | None]:
+    """On PostgreSQL, hold an advisory lock while the library creates tables and functions;
+    yields the connection holding it (None elsewhere).
+
+    Processes starting together would otherwise race: PostgreSQL refuses concurrent
+    CREATE OR REPLACE FUNCTION ("tuple concurrently updated") and CREATE TABLE IF NOT EXISTS.
+    """
+    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
+        yield None
+        return
+    with psycopg.connect(
+        dbname=env["POSTGRES_DBNAME"],
+        host=env["POSTGRES_HOST"],
+        port=env["POSTGRES_PORT"],
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"] or None,
+        connect_timeout=int(env.get("POSTGRES_CONNECT_TIMEOUT", "10")),
+        autocommit=True,
+    ) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+        try:
+            yield conn
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+
+
+def provisioned_elsewhere(conn: psycopg.Connection[Any], schema: str) -> bool:
+    """Whether the store's tables exist and belong to another role: a deployment whose
+    schema its owner created (and upgrades), used by a role granted only the tables. Such
+    a store opens without running DDL, which only the owner may; raises StoreUnavailable-
+    Error naming the tables that role would need and cannot create."""
+    rows = conn.execute(
+        "SELECT t.name, pg_has_role(c.relowner, 'USAGE') FROM unnest(%s::text[]) AS t(name) "
+        "LEFT JOIN pg_namespace n ON n.nspname = %s "
+        "LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.name",
+        (list(STORE_TABLES), schema),
+    ).fetchall()
+    owned = {name: owner for name, owner in rows}
+    if owned[STORE_TABLES[0]] is not False:  # missing, or ours: create and upgrade as usual
+        return False
+    missing = [name for name, owner in owned.items() if owner is None]
+    if missing:
+        raise StoreUnavailableError(
+            f"the store's tables {', '.join(missing)} are missing in schema {schema!r}, and "
+            "this role does not own the others: open the store once as their owner, who "
+            "creates them"
+        )
+    return True

@@ -6,41 +6,39 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import TYPE_CHECKING, cast
+from typing import cast
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
 from ctxstore.adapters.storage.audit_index import AuditFilter
-from ctxstore.adapters.storage.codec.chain import ChainingMapper, ChainWalker, Verification
+from ctxstore.adapters.storage.codec.chain import ChainWalker, Verification
+from ctxstore.adapters.store.core import StoreCore
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.projections.audit import AuditPage, audit_entry, audit_row, revert_of, to_micros
 from ctxstore.projections.history import event_type_filter
-
-if TYPE_CHECKING:
-    from ctxstore.adapters.store.facade import ContextStore
 
 PROJECT_PAGE = 1000  # events projected per transaction
 VERIFY_PAGE = 5000  # events read per query while verifying
 MAX_PAGE = 1000  # the largest audit page a caller may ask for
 
 
-def catch_up(store: ContextStore) -> int:
+def catch_up(core: StoreCore) -> int:
     """Bring the audit index up to the newest event; returns the position reached."""
-    view = store.audit_index
+    view = core.storage.audit_index
     position = view.position()
     while True:
-        page = store.recorder.select_notifications(position + 1, PROJECT_PAGE)
+        page = core.storage.recorder.select_notifications(position + 1, PROJECT_PAGE)
         if not page:
             return position
         rows, reverts = [], []
         for n in page:
-            event = cast(Context.Event, store.mapper.to_domain_event(n))
+            event = cast(Context.Event, core.storage.mapper.to_domain_event(n))
             if isinstance(event, Context.ContextCreated):
-                tenant = store.remember_tenant(event.originator_id, event.tenant)
+                tenant = core.cache.remember_tenant(event.originator_id, event.tenant)
             else:
-                tenant = store.tenant_of(event.originator_id)
+                tenant = core.tenant_of(event.originator_id)
             rows.append(audit_row(event, n.id, tenant))
             rv = revert_of(event)
             if rv is not None:
@@ -68,7 +66,7 @@ def _time(value: datetime | None, name: str) -> int | None:
 
 
 def audit_page(
-    store: ContextStore,
+    core: StoreCore,
     *,
     since: datetime | None = None,
     until: datetime | None = None,
@@ -96,7 +94,7 @@ def audit_page(
         if bound is not None and context_id is None:
             raise InvalidOperationError(f"{name} needs context_id: versions are per context")
     where = AuditFilter(
-        context_id=None if context_id is None else store.context_uuid(context_id),
+        context_id=None if context_id is None else core.id(context_id),
         types=wanted or None,
         actor=actor,
         tenant=tenant,
@@ -105,8 +103,8 @@ def audit_page(
         from_version=from_version,
         to_version=to_version,
     )
-    catch_up(store)
-    found = store.audit_index.query(where, after, limit)
+    catch_up(core)
+    found = core.storage.audit_index.query(where, after, limit)
     entries = [audit_entry(row, reverted_by) for row, reverted_by in found]
     return AuditPage(
         entries=entries,
@@ -115,12 +113,12 @@ def audit_page(
     )
 
 
-def verify(store: ContextStore, context_id: UUID | str | None = None) -> Verification:
+def verify(core: StoreCore, context_id: UUID | str | None = None) -> Verification:
     """Check the hash chains of one context or of all; names the first broken link of each."""
     started = time.perf_counter()
-    mapper = cast(ChainingMapper, store.mapper)
-    view = store.audit_index
-    only = None if context_id is None else store.context_uuid(context_id).hex
+    mapper = core.storage.mapper
+    view = core.storage.audit_index
+    only = None if context_id is None else core.id(context_id).hex
     walkers: dict[str, ChainWalker] = {}
 
     def walker(hex_id: str) -> ChainWalker:
@@ -148,7 +146,7 @@ def verify(store: ContextStore, context_id: UUID | str | None = None) -> Verific
     # gap in the chain, but the index knows they existed.
     heads = view.indexed_heads(only)
     if only is not None and events == 0 and not heads:
-        store.require_context(UUID(only))  # raises ContextNotFoundError
+        core.require(UUID(only))  # raises ContextNotFoundError
     for hex_id, head in heads.items():
         w = walker(hex_id)
         if w.broken is None and w.version < head:

@@ -3,50 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict
-
+from ctxstore.adapters.store.core import StoreCore
+from ctxstore.adapters.store.results import ModelCall, ReplayStep
+from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import InvalidOperationError, UnknownMessageError
 from ctxstore.domain.messages import Message, parse_message
 from ctxstore.domain.prompt import Prompt
+from ctxstore.projections.calls import model_call
 from ctxstore.projections.changes import Diff, apply_event, compare
-from ctxstore.projections.history import HistoryEntry, fold_history
-from ctxstore.projections.visible import VisibleContext, visible_of
-
-if TYPE_CHECKING:
-    from ctxstore.adapters.store.facade import ContextStore
-
-
-class ReplayStep(NamedTuple):
-    """One event and the visible context right after it (`calls`: model calls that sent it)."""
-
-    event: HistoryEntry
-    visible: VisibleContext
-    calls: list[int]
-
-
-class ModelCall(BaseModel):
-    """A model call recorded against a context: what was sent, and what the provider billed."""
-
-    model_config = ConfigDict(frozen=True)
-
-    number: int  # 1 for the context's first recorded call
-    context_id: UUID
-    version: int  # of the usage event
-    for_version: int  # the context version the messages came from
-    timestamp: datetime
-    actor: str
-    model: str
-    prompt_tokens: int
-    completion_tokens: int
-    counted_tokens: int
-    estimated: bool
-    whole_context: bool  # the whole visible context was sent (no built prompt recorded)
-    messages: list[Message] | None = None  # exactly what was sent, where asked for
+from ctxstore.projections.history import fold_history
+from ctxstore.projections.visible import visible_of
 
 
 def _check_version(value: object, name: str) -> int:
@@ -56,16 +26,16 @@ def _check_version(value: object, name: str) -> int:
 
 
 def replay(
-    store: ContextStore,
+    core: StoreCore,
     context_id: UUID | str,
     *,
     from_version: int = 1,
     to_version: int | None = None,
 ) -> Iterator[ReplayStep]:
     """Each event from `from_version` to `to_version` with the visible context after it."""
-    cid = store.context_uuid(context_id)
+    cid = core.id(context_id)
     _check_version(from_version, "from_version")
-    events = list(store.context_events(cid))
+    events = list(core.events(cid))
     head = len(events)
     last = head if to_version is None else _check_version(to_version, "to_version")
     if last > head or from_version > last:
@@ -79,7 +49,7 @@ def replay(
         if h.type == "usage":
             calls.setdefault(h.details["for_version"], []).append(h.details["call"])
     # Start from the nearest snapshot before the range, not from the first event.
-    ctx: Context | None = None if from_version == 1 else store.context_at(cid, from_version - 1)
+    ctx: Context | None = None if from_version == 1 else core.context_at(cid, from_version - 1)
     parsed: dict[str, tuple[int, Message]] = {}
     for e in events[from_version - 1 : last]:
         ctx, change = apply_event(ctx, e)
@@ -94,11 +64,11 @@ def replay(
         yield ReplayStep(entry_h, visible_of(ctx, messages), calls.get(e.originator_version, []))
 
 
-def diff(store: ContextStore, context_id: UUID | str, v1: int, v2: int) -> Diff:
+def diff(core: StoreCore, context_id: UUID | str, v1: int, v2: int) -> Diff:
     """Messages added, removed and changed from version v1 to v2, and the token delta."""
-    cid = store.context_uuid(context_id)
-    a = store.context_at(cid, _check_version(v1, "from version"))
-    b = store.context_at(cid, _check_version(v2, "to version"))
+    cid = core.id(context_id)
+    a = core.context_at(cid, _check_version(v1, "from version"))
+    b = core.context_at(cid, _check_version(v2, "to version"))
     added, removed, changed = compare((a.order, a.entries), (b.order, b.entries), full=True)
     before, after = visible_of(a).tokens, visible_of(b).tokens
     return Diff(
@@ -115,7 +85,7 @@ def diff(store: ContextStore, context_id: UUID | str, v1: int, v2: int) -> Diff:
 
 
 def fork_context(
-    store: ContextStore,
+    writer: Writer,
     context_id: UUID | str,
     *,
     at_version: int | None = None,
@@ -124,8 +94,9 @@ def fork_context(
     actor: str,
 ) -> UUID:
     """A new context starting as a copy of another's visible context; returns its id."""
-    cid = store.context_uuid(context_id)
-    source = store.context_at(cid, at_version) if at_version is not None else store.head(cid)
+    core = writer.core
+    cid = core.id(context_id)
+    source = core.context_at(cid, at_version) if at_version is not None else core.head(cid)
     forked = Context.start(
         name=name if name is not None else (f"fork of {source.name}" if source.name else None),
         metadata=source.metadata if metadata is None else metadata,
@@ -134,7 +105,7 @@ def fork_context(
         tenant=source.tenant,  # a fork stays with its source's owner
     )
     forked.fork_from(source, actor=actor)
-    store.store_new(forked)
+    writer.store_new(forked)
     return forked.id
 
 
@@ -167,11 +138,11 @@ def sent_items(at: Context, prompt: Prompt | None, sent: Sequence[Any] | None) -
 
 
 def model_calls(
-    store: ContextStore, context_id: UUID | str, number: int | None = None
+    core: StoreCore, context_id: UUID | str, number: int | None = None
 ) -> list[ModelCall]:
     """The model calls recorded against a context; with `number`, that call with its messages."""
-    cid = store.context_uuid(context_id)
-    usage = [e for e in store.context_events(cid) if isinstance(e, Context.UsageRecorded)]
+    cid = core.id(context_id)
+    usage = [e for e in core.events(cid) if isinstance(e, Context.UsageRecorded)]
     if number is not None:
         if isinstance(number, bool) or not isinstance(number, int) or number == 0:
             raise InvalidOperationError(
@@ -183,33 +154,15 @@ def model_calls(
             )
         n = number if number > 0 else len(usage) + number + 1
         e = usage[n - 1]
-        return [_call(n, e, _sent_messages(store, cid, e))]
-    return [_call(n, e, None) for n, e in enumerate(usage, 1)]
+        return [model_call(n, e, _sent_messages(core, cid, e))]
+    return [model_call(n, e, None) for n, e in enumerate(usage, 1)]
 
 
-def _sent_messages(store: ContextStore, cid: UUID, e: Context.UsageRecorded) -> list[Message]:
-    at = store.context_at(cid, e.for_version)
+def _sent_messages(core: StoreCore, cid: UUID, e: Context.UsageRecorded) -> list[Message]:
+    at = core.context_at(cid, e.for_version)
     if e.sent is None:
         return at.visible_messages()
     return [
         Message.model_validate(at.entries[s["id"]]["message"] if "id" in s else s["message"])
         for s in e.sent
     ]
-
-
-def _call(n: int, e: Context.UsageRecorded, messages: list[Message] | None) -> ModelCall:
-    return ModelCall(
-        number=n,
-        context_id=e.originator_id,
-        version=e.originator_version,
-        for_version=e.for_version,
-        timestamp=e.timestamp,
-        actor=e.actor,
-        model=e.model,
-        prompt_tokens=e.prompt_tokens,
-        completion_tokens=e.completion_tokens,
-        counted_tokens=e.counted_tokens,
-        estimated=e.estimated,
-        whole_context=e.sent is None,
-        messages=messages,
-    )

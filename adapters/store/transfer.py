@@ -11,21 +11,20 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 from uuid import UUID, uuid4
 
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.utils import get_topic
 
-from ctxstore.adapters.storage.codec.chain import GENESIS, ChainingMapper, link, unseal
+from ctxstore.adapters.storage.codec.chain import GENESIS, link, unseal
 from ctxstore.adapters.storage.codec.transcoder import ContextTranscoder
+from ctxstore.adapters.store.core import StoreCore
+from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import ContextExistsError, CtxStoreError, InvalidOperationError
 from ctxstore.domain.messages import parse_message
 from ctxstore.domain.transcript import check_transcript
-
-if TYPE_CHECKING:
-    from ctxstore.adapters.store.facade import ContextStore
 
 Progress = Callable[[int, int], None]  # (done, total)
 TOPICS = {
@@ -40,13 +39,13 @@ class InvalidImportError(InvalidOperationError):
     """An import file is not a well-formed export or transcript; nothing was written."""
 
 
-def export_lines(store: ContextStore, context_id: UUID | str) -> Iterator[str]:
+def export_lines(core: StoreCore, context_id: UUID | str) -> Iterator[str]:
     """The context's events as JSON lines, oldest first."""
-    cid = store.context_uuid(context_id)
-    mapper = cast(ChainingMapper, store.mapper)
+    cid = core.id(context_id)
+    mapper = core.storage.mapper
     version, seen = 0, False
     while True:
-        page = store.recorder.select_events(cid, gt=version, limit=5000)
+        page = core.storage.recorder.select_events(cid, gt=version, limit=5000)
         if not page:
             break
         seen = True
@@ -60,7 +59,7 @@ def export_lines(store: ContextStore, context_id: UUID | str) -> Iterator[str]:
             )
         version = page[-1].originator_version
     if not seen:
-        store.require_context(cid)
+        core.require(cid)
 
 
 STATE_START = ',"state":'
@@ -86,7 +85,7 @@ def _records(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
 
 
 def import_lines(
-    store: ContextStore,
+    writer: Writer,
     lines: Iterable[str],
     *,
     new_id: bool = False,
@@ -97,7 +96,8 @@ def import_lines(
     With new_id the context gets a fresh id (and so new chains). Raises InvalidImportError
     naming the line at fault, ContextExistsError; writes nothing then.
     """
-    mapper = cast(ChainingMapper, store.mapper)
+    core = writer.core
+    mapper = core.storage.mapper
     line_texts = list(lines)
     records = list(_records(line_texts))
     if not records:
@@ -169,13 +169,13 @@ def import_lines(
     for i in ctx.order:  # the result must be a context ctxstore itself could have written
         parse_message(ctx.entries[i]["message"])
     check_transcript((i, ctx.entries[i]["message"]) for i in ctx.order)
-    if store.exists(target):
+    if core.exists(target):
         raise ContextExistsError(f"context {target} already exists; import with new_id")
     try:
-        store.recorder.insert_events(stored)
+        core.storage.recorder.insert_events(stored)
     except IntegrityError as exc:
         raise ContextExistsError(f"context {target} already exists; import with new_id") from exc
-    store.remember_import(ctx, prev_new)
+    writer.remember_import(ctx, prev_new)
     return target
 
 
@@ -202,7 +202,7 @@ def transcript_messages(text: str) -> list[JSON]:
 
 
 def import_transcript(
-    store: ContextStore,
+    writer: Writer,
     messages: list[JSON],
     *,
     name: str | None,
@@ -210,8 +210,9 @@ def import_transcript(
     progress: Progress | None = None,
 ) -> UUID:
     """A new context holding an OpenAI-format transcript; all or nothing."""
-    ctx = Context.start(name=name, metadata=None, encoding=store.settings.encoding, actor=actor)
-    counter = store.tokenizers.counter(ctx.encoding)
+    core = writer.core
+    ctx = Context.start(name=name, metadata=None, encoding=core.settings.encoding, actor=actor)
+    counter = core.tokenizers.counter(ctx.encoding)
     for start in range(0, len(messages), CHUNK):
         chunk = messages[start : start + CHUNK]
         try:
@@ -222,5 +223,5 @@ def import_transcript(
             ) from exc
         if progress:
             progress(min(start + CHUNK, len(messages)), len(messages))
-    store.store_new(ctx)
+    writer.store_new(ctx)
     return ctx.id

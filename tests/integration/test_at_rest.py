@@ -115,7 +115,7 @@ def test_compression_alone_shrinks_what_is_stored(tmp_path):
         with ContextStore.from_url(url, Settings(compress=compress)) as store:
             cid = store.create()
             store.insert(cid, [{"role": "user", "content": "the same words again " * 200}] * 20)
-            raw = b"".join(e.state for e in store.recorder.select_events(cid))
+            raw = b"".join(e.state for e in store._storage.recorder.select_events(cid))
             sizes[compress] = len(raw)
             assert store.verify().ok
     assert sizes[True] * 5 < sizes[False]

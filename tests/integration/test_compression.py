@@ -76,8 +76,8 @@ def _write(store: ContextStore) -> tuple[object, list[str]]:
 def test_which_states_each_mode_compresses(durable_url, mode):
     with ContextStore.from_url(durable_url, Settings(compress=mode, snapshot_interval=8)) as s:
         cid, texts = _write(s)
-        states = [e.state for e in s.recorder.select_events(cid)]
-        snaps = [e.state for e in s.snapshots.recorder.select_events(cid)]
+        states = [e.state for e in s._storage.recorder.select_events(cid)]
+        snaps = [e.state for e in s._storage.snapshots.recorder.select_events(cid)]
         assert snaps
         packed = [st for st in states + snaps if st[:4] == ZSTD_MAGIC]
         plain = [st for st in states + snaps if st[:1] == b"{"]
@@ -102,7 +102,7 @@ def test_every_setting_reads_every_other_settings_store(durable_url):
     for mode in ("off", "always", "auto"):
         with ContextStore.from_url(durable_url, Settings(compress=mode)) as s:
             for cid, texts in written.values():
-                s._forget(cid)  # from storage: snapshot and events
+                s._core.cache.drop(cid)  # from storage: snapshot and events
                 assert [m.text() for m in s.visible(cid).messages[::2]] == texts
                 assert [m.text() for m in s.visible(cid, at_version=5).messages[::2]] == texts[:2]
             assert s.verify().ok
@@ -113,9 +113,9 @@ def test_stores_written_by_the_librarys_zlib_compressor_still_read(tmp_path):
     """Before the adaptive compressor, CTXSTORE_COMPRESS=true set the library's own."""
     url = f"sqlite:///{tmp_path / 'old.db'}"
     with ContextStore.from_url(url, Settings(snapshot_interval=8)) as s:
-        s.mapper.compressor = ZlibCompressor()
+        s._storage.mapper.compressor = ZlibCompressor()
         cid, texts = _write(s)
-        assert all(e.state[:1] == b"\x78" for e in s.recorder.select_events(cid))
+        assert all(e.state[:1] == b"\x78" for e in s._storage.recorder.select_events(cid))
     with ContextStore.from_url(url) as s:
         assert [m.text() for m in s.visible(cid).messages[::2]] == texts
         assert s.verify().ok
@@ -135,7 +135,7 @@ def test_postgres_keeps_states_up_to_a_page_in_the_row(durable_url):
             cid = s.create()
             text = " ".join(f"{i}:{os.urandom(4).hex()}" for i in range(500))  # ~6 KB
             s.insert(cid, [{"role": "user", "content": text}])
-            sizes += [len(e.state) for e in s.recorder.select_events(cid)][1:]
+            sizes += [len(e.state) for e in s._storage.recorder.select_events(cid)][1:]
     assert all(2_100 < n < 8_000 for n in sizes)  # past PostgreSQL's 2 KB TOAST threshold
     with psycopg.connect(durable_url.split("?", 1)[0]) as conn:
         options, toasted = conn.execute(

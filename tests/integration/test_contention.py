@@ -13,7 +13,7 @@ import pytest
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.storage import turns as contention
 from ctxstore.adapters.storage.turns import context_lock_key
-from ctxstore.adapters.store import facade as store_module
+from ctxstore.adapters.store import writer as store_module
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import VersionConflictError
 
@@ -36,7 +36,7 @@ def two_stale_writers(url: str) -> tuple[ContextStore, ContextStore, str]:
 def turn_is_free(store: ContextStore, cid: str) -> bool:
     """Whether another session (PostgreSQL) or process (SQLite) can take the turn now."""
     key = context_lock_key(store.context_uuid(cid))
-    datastore = store.recorder.datastore  # type: ignore[attr-defined]
+    datastore = store._storage.recorder.datastore  # type: ignore[attr-defined]
     if store.url.startswith("postgresql"):
         with datastore.get_connection() as conn:
             took = conn.execute("SELECT pg_try_advisory_lock(%s) AS t", (key,)).fetchone()
@@ -195,7 +195,7 @@ def test_a_turn_held_in_this_process_refuses_its_racers(durable_url, monkeypatch
     monkeypatch.setattr(store_module, "MAX_ATTEMPTS", 1)
     with ContextStore.from_url(durable_url) as store, ContextStore.from_url(durable_url) as other:
         cid = str(store.create())
-        with store._turns.turn(store.context_uuid(cid), wanted=True) as held:
+        with store._storage.turns.turn(store.context_uuid(cid), wanted=True) as held:
             assert held is not None
             with pytest.raises(VersionConflictError, match="gave up after 1"):
                 other.insert(cid, user("refused"))

@@ -29,11 +29,11 @@ def execute(store: ContextStore, statement: str) -> None:
     """Run SQL on the store's own database (the audit table unqualified; PostgreSQL's in
     the store's schema)."""
     if "sqlite" in store.url:
-        with store.recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+        with store._storage.recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
             c.execute(statement)
     else:
-        schema = store.recorder.datastore.schema  # type: ignore[attr-defined]
-        with store.recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+        schema = store._storage.recorder.datastore.schema  # type: ignore[attr-defined]
+        with store._storage.recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
             c.execute(f'SET LOCAL search_path TO "{schema}"')
             c.execute(statement)
 

@@ -35,7 +35,7 @@ def test_an_old_stored_event_is_upcast_on_read(durable_url, monkeypatch):
         assert hist[1].actor == "old-sdk (upcast)"
         assert store.visible(cid).messages[0].text() == "stored as version 1"
         store.insert(cid, [{"role": "user", "content": "stored as version 2"}], actor="new-sdk")
-        raw = list(store.recorder.select_events(cid))
+        raw = list(store._storage.recorder.select_events(cid))
         assert b'"class_version":2' in raw[-1].state.replace(b" ", b"")
         assert store.history(cid)[2].actor == "new-sdk"
 
@@ -63,7 +63,7 @@ def test_events_written_before_chaining_and_usage_v1_still_read(tmp_path):
     with ContextStore.from_url(f"sqlite:///{tmp_path / 'new.db'}") as store:
         cid = store.create(actor="old")
         store.insert(cid, [{"role": "user", "content": "hi"}], actor="old")
-        raw = list(store.recorder.select_events(cid))
+        raw = list(store._storage.recorder.select_events(cid))
     # Rewrite both rows as the earlier release stored them: JSON without a chain.
     old_rows = [
         StoredEvent(r.originator_id, r.originator_version, r.topic, unseal(r.state)[0]) for r in raw
@@ -77,7 +77,7 @@ def test_events_written_before_chaining_and_usage_v1_still_read(tmp_path):
         StoredEvent(cid, 3, get_topic(Context.UsageRecorded), json.dumps(usage_v1).encode())
     )
     with ContextStore.from_url(f"sqlite:///{tmp_path / 'old.db'}") as store:
-        store.recorder.insert_events(old_rows)
+        store._storage.recorder.insert_events(old_rows)
         call = store.call(cid, 1)
         assert call.whole_context and [m.text() for m in call.messages or []] == ["hi"]
         store.insert(cid, [{"role": "assistant", "content": "hello"}], actor="new")
@@ -94,14 +94,18 @@ def test_an_audit_index_from_before_tenants_gains_the_column(durable_url):
         assert store.audit().entries  # indexed
         table = "ctxstore_audit"
         if "sqlite" in durable_url:
-            with store.recorder.datastore.transaction(commit=True) as c:
+            with store._storage.recorder.datastore.transaction(commit=True) as c:
                 c.execute(f"DROP INDEX IF EXISTS {table}_tenant_idx")
                 c.execute(f"ALTER TABLE {table} DROP COLUMN tenant")
         else:
             from psycopg.sql import SQL
 
-            with store.recorder.datastore.transaction(commit=True) as c:
-                c.execute(SQL("ALTER TABLE {0} DROP COLUMN tenant").format(store.audit_index.table))
+            with store._storage.recorder.datastore.transaction(commit=True) as c:
+                c.execute(
+                    SQL("ALTER TABLE {0} DROP COLUMN tenant").format(
+                        store._storage.audit_index.table
+                    )
+                )
     with ContextStore.from_url(durable_url) as store:
         mine = store.create(name="acme's", tenant="acme")
         store.insert(mine, [{"role": "user", "content": "hello"}])

@@ -34,8 +34,8 @@ def test_an_older_snapshot_goes_only_when_replaying_past_it_stays_short():
 
 
 def _snapshot_versions(store: ContextStore, cid: Any) -> list[int]:
-    assert store.snapshots is not None
-    return [s.originator_version for s in store.snapshots.recorder.select_events(cid)]
+    assert store._storage.snapshots is not None
+    return [s.originator_version for s in store._storage.snapshots.recorder.select_events(cid)]
 
 
 def _turn(i: int) -> list[dict[str, Any]]:
@@ -58,9 +58,9 @@ def test_a_growing_context_keeps_only_the_snapshots_reads_need(durable_url):
         # with three messages an event, each made the one before it redundant.
         assert kept == [64]
         for version, ids in seen.items():  # every past version reads as it was written
-            s._forget(cid)
+            s._core.cache.drop(cid)
             assert [m.id for m in s.visible(cid, at_version=version).messages] == ids
-        s._forget(cid)
+        s._core.cache.drop(cid)
         assert [m.id for m in s.visible(cid).messages] == seen[max(seen)]
         assert s.verify().ok
 
@@ -75,7 +75,7 @@ def test_a_context_whose_history_outgrows_its_state_keeps_its_snapshots(durable_
             contents[w.version] = [m.text() for m in s.visible(cid).messages]
         assert _snapshot_versions(s, cid) == [8, 16, 24, 32, 40, 48, 56]
         for version in (9, 17, 30, 45, 61):
-            s._forget(cid)
+            s._core.cache.drop(cid)
             assert [m.text() for m in s.visible(cid, at_version=version).messages] == (
                 contents[version]
             )
@@ -85,8 +85,8 @@ def test_a_context_whose_history_outgrows_its_state_keeps_its_snapshots(durable_
 
 
 def _round_trip(store: ContextStore, snapshot: Any) -> Context:
-    stored = store.mapper.to_stored_event(snapshot)
-    read = store.mapper.to_domain_event(stored)
+    stored = store._storage.mapper.to_stored_event(snapshot)
+    read = store._storage.mapper.to_domain_event(stored)
     assert isinstance(read, LibrarySnapshot)  # this form or the library's
     restored = read.mutate(None)
     assert isinstance(restored, Context)
@@ -112,8 +112,8 @@ def test_open_batches_copies_are_stored_once_and_read_back_whole():
     ctx.collect_events()
 
     snapshot = Context.Snapshot.take(ctx)
-    form = store.mapper.transcoder.encode(snapshot.state)
-    full = store.mapper.transcoder.encode(LibrarySnapshot.take(ctx).state)
+    form = store._storage.mapper.transcoder.encode(snapshot.state)
+    full = store._storage.mapper.transcoder.encode(LibrarySnapshot.take(ctx).state)
     # Two open batches, each saving ~120 messages: in full, each repeats all of them.
     assert len(form) < 0.5 * len(full)
     restored = _round_trip(store, snapshot)
@@ -164,19 +164,19 @@ def _every_kind_of_entry(store: ContextStore) -> tuple[Any, Context]:
     store.replace(fork, 0, {"role": "user", "content": "changed in the batch"})
     store.delete(fork, [-1])
     store.insert(fork, _turn(2))
-    return fork, store._get(fork)
+    return fork, store._storage.get(fork)
 
 
 def test_a_snapshot_is_stored_without_its_messages_and_reads_back_whole(durable_url):
     with ContextStore.from_url(durable_url, Settings(snapshot_interval=1000)) as store:
         cid, ctx = _every_kind_of_entry(store)
-        assert store.snapshots is not None
-        store.snapshots.put([Context.Snapshot.take(ctx)])
-        row = store.snapshots.recorder.select_events(cid, desc=True, limit=1)[0]
-        plain = store.mapper.plaintext(row.state)
+        assert store._storage.snapshots is not None
+        store._storage.snapshots.put([Context.Snapshot.take(ctx)])
+        row = store._storage.snapshots.recorder.select_events(cid, desc=True, limit=1)[0]
+        plain = store._storage.mapper.plaintext(row.state)
         assert b"messages_in_events" in plain
         assert b"replaced" not in plain and b"question" not in plain  # no message text
-        read = next(store.snapshots.get(cid, desc=True, limit=1))
+        read = next(store._storage.snapshots.get(cid, desc=True, limit=1))
         assert read.state == Context.Snapshot.take(ctx).state
         restored = read.mutate(None)
         assert _state(restored) == _state(ctx)
@@ -193,7 +193,7 @@ def test_a_snapshot_is_stored_without_its_messages_and_reads_back_whole(durable_
 def test_a_snapshot_naming_a_message_not_there_is_passed_over(durable_url, caplog):
     with ContextStore.from_url(durable_url, Settings(snapshot_interval=1000)) as store:
         cid, ctx = _every_kind_of_entry(store)
-        assert store.snapshots is not None
+        assert store._storage.snapshots is not None
         snapshot = Context.Snapshot.take(ctx)
         wrong = {**snapshot.state["entries"][ctx.order[0]], "version": 1}  # the creation
         bad = type(snapshot)(
@@ -203,10 +203,10 @@ def test_a_snapshot_naming_a_message_not_there_is_passed_over(durable_url, caplo
             topic=snapshot.topic,
             state={**snapshot.state, "entries": {**snapshot.state["entries"], ctx.order[0]: wrong}},
         )
-        store.snapshots.put([bad])
-        assert list(store.snapshots.get(cid)) == []
+        store._storage.snapshots.put([bad])
+        assert list(store._storage.snapshots.get(cid)) == []
         assert "passed over" in caplog.text
-        store._forget(cid)
+        store._core.cache.drop(cid)
         assert store.visible(cid).messages == [  # rebuilt from the events alone
             m for m in ctx.visible_messages()
         ]
@@ -220,8 +220,8 @@ def test_messages_a_snapshot_names_are_read_through_their_events_upcasting(
     with ContextStore.from_url(durable_url, Settings(snapshot_interval=1000)) as store:
         cid = store.create()
         store.insert(cid, _turn(0))
-        assert store.snapshots is not None
-        store.snapshots.put([Context.Snapshot.take(store._get(cid))])
+        assert store._storage.snapshots is not None
+        store._storage.snapshots.put([Context.Snapshot.take(store._storage.get(cid))])
 
         def upcast_v1_v2(state: dict[str, Any]) -> None:
             for m in state["messages"]:
@@ -231,6 +231,6 @@ def test_messages_a_snapshot_names_are_read_through_their_events_upcasting(
         monkeypatch.setattr(
             Context.MessagesInserted, "upcast_v1_v2", staticmethod(upcast_v1_v2), raising=False
         )
-        read = next(store.snapshots.get(cid, desc=True, limit=1))
+        read = next(store._storage.snapshots.get(cid, desc=True, limit=1))
         held = [read.state["entries"][i]["message"]["content"] for i in read.state["order"]]
         assert held == [m["content"].upper() for m in _turn(0)]

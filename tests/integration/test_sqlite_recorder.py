@@ -15,7 +15,7 @@ def test_a_refused_insert_rolls_back_and_returns_its_connection(tmp_path: Path) 
     # The pool has one writer: had the failed insert kept it, the next write would wait for
     # the pool's timeout and fail instead of going ahead.
     with ContextStore.from_url(f"sqlite:///{tmp_path / 's.db'}") as store:
-        recorder = store.recorder
+        recorder = store._storage.recorder
         assert isinstance(recorder, SQLiteEventsRecorder)
         assert isinstance(recorder, SQLiteApplicationRecorder)
         cid = store.create(name="r")

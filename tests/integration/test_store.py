@@ -151,7 +151,7 @@ def test_snapshots_are_taken_and_a_cold_store_reads_the_same(durable_url):
         one.batch_start(cid)
         one.delete(cid, [0, 1])
         head = one.visible(cid)
-        snaps = list(one.snapshots.get(cid)) if one.snapshots else []
+        snaps = list(one._storage.snapshots.get(cid)) if one._storage.snapshots else []
         assert [s.originator_version for s in snaps] == [10, 20, 30]
     with ContextStore.from_url(durable_url, cfg) as two:
         assert two.visible(cid) == head
@@ -269,7 +269,7 @@ def test_any_json_in_messages_and_metadata_reads_back_exactly(store_url):
         }
         store.insert(cid, [message, message | {"metadata": tricky}])
         store.compress(cid, [1], "s", stats=tricky)
-        store._forget(cid)  # read from storage: snapshot and events
+        store._core.cache.drop(cid)  # read from storage: snapshot and events
         got = store.visible(cid).messages
         assert got[0].metadata == message["metadata"]
         assert got[0].model_dump(mode="json")["content"][1]["payload"] == tricky
@@ -311,14 +311,14 @@ def test_random_sequences_read_cold_before_every_command_match_the_model(
         for _ in range(data.draw(st.integers(1, 30))):
             op = draw_operation(data, model, counter)
             expected_error = model.apply(op)
-            store._forget(cid)
+            store._core.cache.drop(cid)
             try:
                 apply_operation(store, cid, op)
             except CtxStoreError as exc:
                 assert type(exc).__name__ == expected_error, (op, exc)
             else:
                 assert expected_error is None, (op, expected_error)
-            store._forget(cid)
+            store._core.cache.drop(cid)
             v = store.visible(cid)
             assert [(m.id, m) for m in v.messages] == [
                 (i, Message.model_validate(m)) for i, m in model.items
@@ -331,7 +331,9 @@ def test_messages_without_audio_are_stored_as_before_it_existed(durable_url):
     with ContextStore.from_url(durable_url) as store:
         cid = store.create()
         store.insert(cid, [user("say it"), spoken])
-        held = store.mapper.to_domain_event(store.recorder.select_events(cid)[-1]).messages
+        held = store._storage.mapper.to_domain_event(
+            store._storage.recorder.select_events(cid)[-1]
+        ).messages
         assert "audio" not in held[0] and held[1]["audio"] == {"id": "audio_9"}
         for _ in range(40):  # past a snapshot
             store.insert(cid, user("more"))

@@ -1,0 +1,155 @@
+"""Compaction orchestration: plan from the cached context, summarize outside its lock,
+write one compress event (in a batch of its own unless told otherwise), plan again if the
+context moved meanwhile."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from ctxstore.adapters.llm.summarizers import ExtractiveSummarizer, OpenAISummarizer
+from ctxstore.adapters.store import reads
+from ctxstore.adapters.store.core import StoreCore
+from ctxstore.adapters.store.results import Compaction, Prompt
+from ctxstore.adapters.store.writer import MAX_ATTEMPTS, Writer
+from ctxstore.domain.compaction import (
+    Entry,
+    NothingToSummarizeError,
+    plan_compaction,
+    summary_message,
+)
+from ctxstore.domain.context import JSON, Context
+from ctxstore.domain.errors import VersionConflictError
+from ctxstore.domain.prompt import Strategy
+from ctxstore.domain.summarize import ALGORITHM, Summarizer, summarize_with_bisect
+from ctxstore.domain.tokens import REPLY_PRIMING
+
+
+def configured_summarizer(core: StoreCore) -> Summarizer:
+    """The configured summarizer: offline extractive by default, or an OpenAI-compatible model."""
+    cfg = core.settings.compaction
+    if cfg.summarizer == "openai":
+        return OpenAISummarizer(cfg.model, base_url=cfg.base_url, api_key=cfg.api_key)
+    return ExtractiveSummarizer(core.tokenizers.counter(core.settings.encoding))
+
+
+def compact(
+    core: StoreCore,
+    writer: Writer,
+    cid: UUID,
+    *,
+    trigger: str,
+    dry_run: bool,
+    summarizer: Summarizer | None,
+    in_batch: bool | None,
+    actor: str,
+) -> Compaction:
+    """Summarize the older half of the rounds since the latest summary (ContextStore.compact)."""
+    cfg = core.settings.compaction
+    writes = summarizer or configured_summarizer(core)
+    batch = cfg.in_batch if in_batch is None else in_batch
+    for _ in range(MAX_ATTEMPTS):
+        held = core.cache.held(cid)
+        with held.lock:
+            ctx = core.fresh(cid, held)
+            version, before = ctx.version, ctx.tokens + REPLY_PRIMING
+            entries = [Entry(i, ctx.role_of(i), ctx.is_summary(i)) for i in ctx.order]
+            by_id = {item.message.id: item.message for item in core.prompt_items(ctx, held)}
+        plan = plan_compaction(entries, min_rounds=cfg.min_rounds)
+        base: dict[str, Any] = {
+            "context_id": cid,
+            "trigger": trigger,
+            "plan": plan.as_dict(),
+            "replaced": plan.summarize,
+        }
+        if plan.skipped is not None or dry_run:
+            return Compaction(**base, skipped=plan.skipped, dry_run=dry_run, tokens_before=before)
+        result = summarize_with_bisect(
+            [by_id[i] for i in plan.summarize],
+            writes,
+            target_tokens=cfg.target_tokens,
+            max_depth=cfg.max_depth,
+            min_chunk_messages=cfg.min_chunk_messages,
+        )
+        stats = {
+            "algorithm": ALGORITHM,
+            "trigger": trigger,
+            "chunk_count": result.chunks,
+            "max_depth": result.depth,
+            "truncated": result.truncated,
+            "summarizer_calls": result.calls,
+            "summarizer": {
+                "name": writes.name,
+                "model": writes.model,
+                "prompt_version": writes.prompt_version,
+            },
+            "planner": plan.as_dict(),
+            "tokens_before_visible": before,
+        }
+        summary = summary_message(result.text)
+
+        def write(
+            c: Context, ids: list[str] = plan.summarize, text: JSON = summary, facts: JSON = stats
+        ) -> str:
+            if batch:
+                c.batch_start(actor=actor)
+            return c.compress(ids, text, stats=facts, actor=actor, counter=core.counter(c))
+
+        try:
+            w = writer.command(cid, version, write)
+        except VersionConflictError:
+            continue  # the context moved while the summary was written: plan again
+        return Compaction(
+            **base, summary_id=w.ids[0], version=w.version, batch=w.batch,
+            tokens_before=before, tokens_after=w.tokens, stats=stats,
+        )  # fmt: skip
+    raise VersionConflictError(f"context {cid}: kept changing during {MAX_ATTEMPTS} compactions")
+
+
+def crossed(core: StoreCore, tokens: int, messages: int) -> bool:
+    """Whether a visible context this size crossed a proactive compaction threshold."""
+    cfg = core.settings.compaction
+    return tokens >= cfg.max_context_tokens or messages >= cfg.message_limit
+
+
+def compact_proactively(
+    core: StoreCore, writer: Writer, cid: UUID, actor: str
+) -> Compaction | None:
+    try:
+        done = compact(
+            core, writer, cid, trigger="proactive", dry_run=False, summarizer=None,
+            in_batch=None, actor=actor,
+        )  # fmt: skip
+    except NothingToSummarizeError:
+        return None
+    return None if done.skipped else done
+
+
+def recover(
+    core: StoreCore,
+    writer: Writer,
+    cid: UUID,
+    budget: int,
+    strategy: Strategy | None,
+    actor: str,
+    prompt_options: dict[str, Any],
+) -> Prompt:
+    """Compact while the head exceeds the budget's limit (at most 3 times), then the prompt."""
+    safety = prompt_options.get("safety") or core.settings.prompt.safety
+    for _ in range(3):
+        if reads.head_size(core, cid)[0] <= int(budget * safety):
+            break
+        try:
+            done = compact(
+                core, writer, cid, trigger="overflow_retry", dry_run=False, summarizer=None,
+                in_batch=None, actor=actor,
+            )  # fmt: skip
+        except NothingToSummarizeError:
+            break
+        if done.skipped:
+            break
+    options = {
+        "query": None, "resources": (), "safety": None, "at_version": None, "similarity": None,
+        **prompt_options,
+    }  # fmt: skip
+    return reads.prompt(core, cid, budget, strategy, **options)

@@ -1,0 +1,210 @@
+"""The writer: the one path from a command to stored events.
+
+Writes use the cached aggregate without re-reading the database first: a racing writer
+elsewhere makes the insert fail on the (context, version) key, and the command is then
+retried on fresh state (or reported, when the caller named a version). Each new event is
+sealed with its link in the context's hash chain, and the snapshot policy runs after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+from eventsourcing.persistence import IntegrityError, PersistenceError
+
+from ctxstore.adapters.storage.audit_index import OrderedPostgresRecorder
+from ctxstore.adapters.storage.codec.chain import GENESIS, anchor, unseal
+from ctxstore.adapters.storage.snapshot_policy import held_messages, prune_superseded
+from ctxstore.adapters.storage.snapshot_policy import step as snapshot_step
+from ctxstore.adapters.storage.turns import TURN_HELD, Turn
+from ctxstore.adapters.store.cache import Held
+from ctxstore.adapters.store.core import StoreCore
+from ctxstore.adapters.store.results import Written
+from ctxstore.domain.context import Context
+from ctxstore.domain.errors import (
+    ContextExistsError,
+    ContextNotFoundError,
+    CtxStoreError,
+    VersionConflictError,
+)
+from ctxstore.domain.limits import check_int
+from ctxstore.domain.tokens import REPLY_PRIMING
+
+log = logging.getLogger(__name__)
+MAX_ATTEMPTS = 50  # a command retried this often against racing writers gives up
+
+Command = Callable[[Context], list[str] | str | int | None]
+
+
+class Writer:
+    """Turns commands into stored events for one store."""
+
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+        self.storage = core.storage
+
+    def create(self, ctx: Context) -> None:
+        """Store a new context's first events; raises ContextExistsError if its id is taken."""
+        try:
+            self.store_new(ctx)
+        except IntegrityError:
+            raise ContextExistsError(f"context {ctx.id} already exists") from None
+
+    def command(self, context_id: Any, expected_version: int | None, command: Command) -> Written:
+        """Run one aggregate command and store its events; the command returns the ids it
+        touched (a list or one id) or anything else when it touched none (a batch number)."""
+        cid = self.core.id(context_id)
+        if expected_version is not None:
+            check_int(expected_version, "expected_version")
+        turns = self.storage.turns
+        refused = False  # another writer holds the turn: take one rather than race again
+        for attempt in range(MAX_ATTEMPTS):
+            if attempt and not refused:
+                # Lost a race: wait a random, growing moment, so that writers racing on one
+                # context stop colliding in lockstep (none starves).
+                time.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
+            held = self.core.cache.held(cid)
+            wanted = turns.wanted(cid, attempt, refused)
+            if wanted:
+                # Load the context before queueing: turns pass quickly when the holder only
+                # catches up with the newest events.
+                with held.lock:
+                    self.core.cached_or_loaded(cid, held)
+            with held.lock, turns.turn(cid, wanted) as turn:
+                if turn is not None:
+                    # Holding the context's turn: read what others stored; the write follows.
+                    ctx, fresh = self.core.fresh(cid, held), True
+                    if ctx.version > (held.chain or (0, ""))[0]:
+                        turns.saw_others(cid)  # others still write here: keep queueing
+                else:
+                    ctx, fresh = self.core.cached_or_loaded(cid, held)
+                if expected_version is not None and ctx.version != expected_version and not fresh:
+                    ctx, fresh = self.core.fresh(cid, held), True
+                if expected_version is not None and ctx.version != expected_version:
+                    raise VersionConflictError(
+                        f"context {cid} is at version {ctx.version}, not {expected_version}"
+                    )
+                before = ctx.version
+                try:
+                    touched = command(ctx)
+                except CtxStoreError:
+                    held.stale()
+                    if fresh:
+                        raise
+                    continue  # the refusal may come from a stale cache: judge on fresh state
+                except BaseException:
+                    held.stale()
+                    raise
+                try:
+                    self.put(held, cid, before, ctx.collect_events(), turn)
+                except IntegrityError as exc:
+                    held.stale()
+                    refused = TURN_HELD in str(exc)
+                    if refused:
+                        turns.saw_others(cid)
+                    if expected_version is not None and not refused:
+                        raise VersionConflictError(
+                            f"context {cid} moved past version {expected_version} while writing"
+                        ) from exc
+                    continue
+                except BaseException:
+                    held.stale()
+                    raise
+                self.maybe_snapshot(ctx, before)
+                ids = (
+                    touched
+                    if isinstance(touched, list)
+                    else [touched]
+                    if isinstance(touched, str)
+                    else []
+                )
+                return Written(
+                    context_id=cid,
+                    version=ctx.version,
+                    batch=ctx.batch,
+                    ids=ids,
+                    tokens=ctx.tokens + REPLY_PRIMING,
+                    messages=len(ctx.order),
+                )
+        raise VersionConflictError(f"context {cid}: gave up after {MAX_ATTEMPTS} racing writes")
+
+    def put(
+        self, held: Held, cid: Any, before: int, events: Sequence[Any], turn: Turn | None = None
+    ) -> None:
+        """Store a context's new events (versions before+1, ...), each chained to the last;
+        a writer holding the context's turn writes where it holds it.
+
+        Raises the library's IntegrityError when another writer stored version before+1, or
+        (naming TURN_HELD) when another writer holds the context's turn.
+        """
+        if not events:
+            return
+        stored, head = self.storage.mapper.to_sealed_events(
+            events, self.chain_head(held, cid, before)
+        )
+        recorder = self.storage.recorder
+        if turn is not None and turn.connection is not None:
+            cast(OrderedPostgresRecorder, recorder).insert_events_on(turn.connection, stored)
+        elif turn is not None:
+            recorder.insert_events(stored)
+        else:
+            with self.storage.turns.racing(cid):
+                recorder.insert_events(stored)
+        held.chain = (before + len(stored), head)
+
+    def chain_head(self, held: Held, cid: Any, version: int) -> str:
+        """The chain of the context's event at `version` (what the next event links to)."""
+        if version == 0:
+            return GENESIS
+        if held.chain is not None and held.chain[0] == version:
+            return held.chain[1]
+        found = self.storage.recorder.select_events(cid, gt=version - 1, lte=version, limit=1)
+        if not found:
+            raise ContextNotFoundError(f"context {cid} has no event at version {version}")
+        plain = self.storage.mapper.plaintext(found[0].state)
+        chain = unseal(plain)[1]
+        return anchor(plain) if chain is None else chain
+
+    def maybe_snapshot(self, ctx: Context, before: int) -> None:
+        """Snapshot when the version crosses a multiple of the step (storage/snapshot_policy.py),
+        then delete the older snapshot the new one makes redundant, if any."""
+        held = held_messages(ctx)
+        every = snapshot_step(self.core.settings.snapshot_interval, held)
+        if ctx.version // every <= before // every:
+            return
+        snapshots = self.storage.snapshots
+        try:
+            snapshots.put([Context.Snapshot.take(ctx)])
+            prune_superseded(snapshots.recorder, ctx.id, ctx.version, held)
+        except PersistenceError:
+            # The command's event is stored; a missing snapshot only costs read time.
+            log.warning(
+                "snapshot of context %s at version %d (or deleting the one it supersedes) failed",
+                ctx.id,
+                ctx.version,
+                exc_info=True,
+            )
+
+    def store_pending(self, ctx: Context, before: int) -> None:
+        """Store every event an aggregate has pending since version `before`, chained, in one
+        transaction, then apply the snapshot policy (tools building large contexts fast)."""
+        held = self.core.cache.held(ctx.id)
+        with held.lock:
+            self.put(held, ctx.id, before, ctx.collect_events())
+            held.ctx = ctx
+        self.maybe_snapshot(ctx, before)
+
+    def store_new(self, ctx: Context) -> None:
+        """Store every event of a context not stored before, in one transaction."""
+        self.store_pending(ctx, 0)
+
+    def remember_import(self, ctx: Context, chain: str) -> None:
+        """Note a context whose events an import stored, with its last chain."""
+        held = self.core.cache.held(ctx.id)
+        held.chain = (ctx.version, chain)
+        held.ctx = ctx
+        self.maybe_snapshot(ctx, 0)

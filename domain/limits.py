@@ -1,0 +1,108 @@
+"""Limits and name rules every surface applies alike: actors, tenants, names, integers."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from uuid import UUID, uuid5
+
+from ctxstore.domain.errors import InvalidOperationError, LimitExceededError
+from ctxstore.domain.messages import Message, json_problem, json_size_bound
+
+MAX_ACTOR = 200  # characters of an actor, tenant or model name
+MAX_NAME = 500  # characters of a context's name
+MAX_INT = 2**63 - 1  # the largest integer a database column (bigint) holds
+MAX_KEY = 500  # characters of a caller's own key for a context (a session id)
+KEY_NAMESPACE = UUID("6d1f3c52-8a0e-4c59-9d2b-7f4e0b1a2c3d")  # ids of keyed contexts
+
+
+def text_problem(value: Any, most: int, *, blank_ok: bool = False) -> bool:
+    """Whether `value` is not a storable string of at most `most` characters."""
+    return (
+        not isinstance(value, str)
+        or len(value) > most
+        or (not blank_ok and not value.strip())
+        or json_problem(value) is not None
+    )
+
+
+def check_actor(actor: Any) -> str:
+    """The actor a command records; raises InvalidOperationError naming a bad one."""
+    if text_problem(actor, MAX_ACTOR):
+        raise InvalidOperationError(
+            f"actor must be a non-empty string of at most {MAX_ACTOR} chars, got {actor!r:.80}"
+        )
+    return str(actor)
+
+
+def check_tenant(tenant: Any) -> str | None:
+    if tenant is not None and (text_problem(tenant, MAX_ACTOR) or not tenant):
+        raise InvalidOperationError(f"tenant must be a non-empty string, got {tenant!r:.80}")
+    return None if tenant is None else str(tenant)
+
+
+def check_name(name: Any) -> str | None:
+    if name is not None and text_problem(name, MAX_NAME, blank_ok=True):
+        raise InvalidOperationError(
+            f"context name must be a string of at most {MAX_NAME} chars, got {name!r:.80}"
+        )
+    return None if name is None else str(name)
+
+
+def check_int(value: Any, name: str, *, low: int | None = None, high: int = MAX_INT) -> int:
+    """A strict integer (never a bool) within [low, high]; raises InvalidOperationError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidOperationError(f"{name} must be an integer, got {value!r:.80}")
+    if (low is not None and value < low) or value > high:
+        bounds = f"at least {low}" if low is not None else ""
+        bounds += (" and " if bounds else "") + f"at most {high}"
+        raise InvalidOperationError(f"{name} must be {bounds}, got {value!r}")
+    return value
+
+
+def check_count(visible: int, adding: int, limit: int, cid: UUID) -> None:
+    """Refuse a command that would leave more than `limit` visible messages."""
+    if visible + adding > limit:
+        raise LimitExceededError(
+            f"context {cid} would hold {visible + adding} visible messages; the "
+            f"limit is {limit} (CTXSTORE_MAX_MESSAGES); compact or delete first"
+        )
+
+
+def check_message_sizes(messages: Any, limit: int) -> None:
+    """Refuse a message whose JSON (UTF-8) is over `limit` bytes, before any other work."""
+    for i, m in enumerate(messages):
+        if isinstance(m, str):
+            size = len(m.encode("utf-8", "surrogatepass"))
+        elif isinstance(m, Message):
+            size = len(m.model_dump_json(exclude_none=True).encode())
+        elif (bound := json_size_bound(m)) is not None and bound <= limit:
+            continue  # surely small enough: not worth encoding to measure
+        else:
+            try:
+                text = json.dumps(m, ensure_ascii=False, default=str)
+            except (TypeError, ValueError, RecursionError):
+                continue  # not storable JSON: validation names it
+            size = len(text.encode("utf-8", "surrogatepass"))
+        if size > limit:
+            raise LimitExceededError(
+                f"message {i} is {size} bytes; the limit is {limit} (CTXSTORE_MAX_MESSAGE_BYTES)"
+            )
+
+
+def chosen_id(context_id: Any) -> UUID:
+    """The id a caller chose for a new context; raises InvalidOperationError."""
+    if isinstance(context_id, UUID):
+        return context_id
+    try:
+        return UUID(str(context_id))
+    except ValueError:
+        raise InvalidOperationError(f"context_id is not a UUID: {context_id!r:.80}") from None
+
+
+def key_context_id(key: Any, tenant: str | None) -> UUID:
+    """The id of the context a caller's own key names: derived from (tenant, key), so every
+    process finds the same one and two tenants' equal keys never meet."""
+    if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY:
+        raise InvalidOperationError(f"key must be a string of 1-{MAX_KEY} chars, got {key!r:.80}")
+    return uuid5(KEY_NAMESPACE, f"{tenant or ''}\x00{key}")
