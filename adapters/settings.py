@@ -214,7 +214,7 @@ def library_env(url: str, connect_timeout: int = 10) -> dict[str, str]:
             # FACTS: the database-function write path doubles the append rate.
             "POSTGRES_ENABLE_DB_FUNCTIONS": "y",
             # Its insert function also takes the table lock: positions commit in order.
-            "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.audit_index:OrderedPostgresRecorder",
+            "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.postgres:OrderedPostgresRecorder",
         }
         if "schema" in query:
             env["POSTGRES_SCHEMA"] = query["schema"][0]

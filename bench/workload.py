@@ -20,7 +20,6 @@ from uuid import UUID
 from ctxstore.adapters.llm.summarizers import ExtractiveSummarizer
 from ctxstore.adapters.storage.codec.chain import GENESIS
 from ctxstore.adapters.storage.snapshot_policy import (
-    delete_snapshots,
     held_messages,
     step,
     superseded,
@@ -200,7 +199,9 @@ def build_history(store: ContextStore, events: int, seed: int = 11) -> UUID:
                 store._storage.snapshots.recorder.insert_events(snapshots)
                 snapshots = []
             if stored_dropped and store._storage.snapshots is not None:
-                delete_snapshots(store._storage.snapshots.recorder, ctx.id, stored_dropped)
+                store._storage.backend.delete_snapshots(
+                    store._storage.snapshots.recorder, ctx.id, stored_dropped
+                )
                 stored_dropped = []
     assert written == ctx.version
     return ctx.id

@@ -487,7 +487,7 @@ def main() -> None:
 
 
 # The audit and debugging commands register after these, so `--help` lists them last.
+from ctxstore.adapters.cli.admin import keygen, serve
 from ctxstore.adapters.cli.audit import render_change, show_call
-from ctxstore.adapters.cli.serve import keygen, serve
 
 __all__ = ["app", "keygen", "main", "serve"]

@@ -21,18 +21,18 @@ from eventsourcing.persistence import (
     PersistenceError,
     Transcoder,
 )
-from eventsourcing.postgres import PostgresApplicationRecorder
 from eventsourcing.utils import Environment
 
 from ctxstore.adapters.settings import Settings, library_env, redact
-from ctxstore.adapters.storage.audit_index import AuditView, audit_view, binary_snapshot_inserts
+from ctxstore.adapters.storage.audit_index import AuditView
+from ctxstore.adapters.storage.backend import Backend, backend_for
 from ctxstore.adapters.storage.codec.chain import ChainingMapper
 from ctxstore.adapters.storage.codec.compression import compressor
 from ctxstore.adapters.storage.codec.transcoder import ContextTranscoder
-from ctxstore.adapters.storage.erasers import Eraser, eraser
-from ctxstore.adapters.storage.postgres import provisioned_elsewhere, schema_lock, tune_tables
+from ctxstore.adapters.storage.erasers import Eraser
+from ctxstore.adapters.storage.idempotency import IdempotencyKeys
+from ctxstore.adapters.storage.migrations import Migration, current, pending, refuse_outdated
 from ctxstore.adapters.storage.snapshot_store import SnapshotStore
-from ctxstore.adapters.storage.turns import Turns
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import ContextNotFoundError, StoreUnavailableError
 
@@ -45,8 +45,9 @@ class _Library(Application[UUID]):
 
     name = "ctxstore"
 
-    def __init__(self, env: dict[str, str], compress: str) -> None:
+    def __init__(self, env: dict[str, str], compress: str, backend: Backend) -> None:
         self._compress = compress
+        self._backend = backend
         super().__init__(env)
 
     def construct_transcoder(self) -> Transcoder:
@@ -60,7 +61,9 @@ class _Library(Application[UUID]):
     def construct_snapshot_store(self) -> SnapshotStore:
         # Snapshots name the events holding their messages (storage/snapshot_store.py).
         library = super().construct_snapshot_store()
-        return SnapshotStore(library.mapper, library.recorder, self.recorder)
+        return SnapshotStore(
+            library.mapper, library.recorder, self.recorder, self._backend.event_rows
+        )
 
     def construct_env(self, name: str, env: dict[str, str] | None = None) -> Environment:  # type: ignore[override]
         # Only our settings configure the library: it would otherwise read os.environ.
@@ -68,47 +71,75 @@ class _Library(Application[UUID]):
 
 
 class EventStorage:
-    """What one store reads and appends through: chosen once by the store's URL."""
+    """What one store reads and appends through, on the backend its URL chose."""
 
-    def __init__(self, env: dict[str, str], settings: Settings) -> None:
+    def __init__(self, env: dict[str, str], settings: Settings, backend: Backend) -> None:
         self.env = env
-        library = _Library(env, settings.compress)
+        self.backend = backend
+        # The library never runs DDL: the schema is the migrations' (storage/migrations.py).
+        library = _Library({**env, "CREATE_TABLE": "n"}, settings.compress, backend)
         self._library = library
         self.recorder: ApplicationRecorder = library.recorder
         self.mapper = cast(ChainingMapper, library.mapper)
         self.events: EventStore[UUID] = library.events
         assert isinstance(library.snapshots, SnapshotStore)
         self.snapshots: SnapshotStore = library.snapshots
-        self.turns = Turns(self.recorder)  # contended contexts' writers take turns
-        binary_snapshot_inserts(self.snapshots.recorder)
-        # False: a role that does not own the tables opened the store (provisioned_elsewhere)
-        # and runs no DDL; the library's switch says so, and ours follow it.
-        self.creates_tables = env.get("CREATE_TABLE", "y") != "n"
-        if self.creates_tables:
-            tune_tables(self.recorder, self.snapshots.recorder)
-        self.audit_index: AuditView = audit_view(self.recorder, create=self.creates_tables)
-        if self.creates_tables and isinstance(self.recorder, PostgresApplicationRecorder):
-            self.eraser()  # its tables too, which a role that does not own the schema cannot make
-        if self.audit_index.needs_rebuild():
-            # Dropped, truncated, or its position moved: rebuilt from events when next read.
-            log.warning("the audit index disagrees with its tracked position; rebuilding it")
-            self.audit_index.reset()
+        backend.bind(self.recorder)
+        backend.prepare(self.recorder, self.snapshots.recorder)
+        self.turns = backend.turns(self.recorder)  # contended contexts' writers take turns
+        self.audit_index: AuditView = backend.audit_view(self.recorder)
+        self.applied: list[Migration] = []  # what opening this storage migrated
 
     @classmethod
-    def open(cls, url: str, settings: Settings) -> EventStorage:
-        """The storage at `url`; raises StoreUnavailableError when it cannot be opened or
-        its newest event cannot be read with these settings (another encryption key)."""
+    def open(cls, url: str, settings: Settings, *, migrate: bool = True) -> EventStorage:
+        """The storage at `url`, its schema brought to this release's version when its role
+        may (unless not `migrate`: then an outdated schema is refused); raises
+        StoreUnavailableError when it cannot be opened, its schema is newer than this
+        release, or its newest event cannot be read with these settings (another key)."""
         env = {**library_env(url, settings.connect_timeout), **settings.at_rest()}
+        backend = backend_for(env)
         try:
-            with schema_lock(env) as conn:
-                schema = env.get("POSTGRES_SCHEMA", "").strip() or "public"  # as the library
-                if conn is not None and provisioned_elsewhere(conn, schema):
-                    env["CREATE_TABLE"] = "n"  # the library's switch; ours follow it
-                storage = cls(env, settings)
+            with backend.schema_lock():
+                storage = cls(env, settings, backend)
+                try:
+                    storage.applied = storage.upgrade(migrate=migrate)
+                    storage.repair_audit_index()
+                except BaseException:
+                    storage.close()
+                    raise
         except (PersistenceError, psycopg.Error, OSError) as exc:
             raise StoreUnavailableError(f"cannot open the store at {redact(url)}: {exc}") from exc
         storage.check_readable(url)
         return storage
+
+    def repair_audit_index(self) -> None:
+        """A read model damaged behind the store's back (its table dropped or truncated, its
+        position moved) is made anew and rebuilt from the events when next read."""
+        try:
+            damaged = self.audit_index.needs_rebuild()
+        except (PersistenceError, psycopg.Error):  # its table is gone: make it again
+            log.warning("the audit index's table is missing; creating it again")
+            self.audit_index.create_table()
+            damaged = True
+        if damaged:
+            log.warning("the audit index disagrees with its tracked position; rebuilding it")
+            self.audit_index.reset()
+
+    def upgrade(self, *, migrate: bool) -> list[Migration]:
+        """Apply the migrations this schema lacks, in order; returns those applied."""
+        allowed = self.backend.may_migrate()  # PostgreSQL: names tables a role lacks
+        todo = pending(self.backend.migrations, self.backend.schema_version())
+        if todo and (not migrate or not allowed):
+            refuse_outdated(self.backend.schema_version(), self.backend.migrations)
+        for migration in todo:
+            log.info("schema migration %d: %s", migration.version, migration.description)
+            migration.apply(self.backend, self.recorder, self.snapshots.recorder)
+            self.backend.record_version(migration)
+        return todo
+
+    @property
+    def schema_version(self) -> int:
+        return current(self.backend.migrations)
 
     def check_readable(self, url: str) -> None:
         """Read the newest stored event: a store written with another encryption key (or
@@ -139,7 +170,11 @@ class EventStorage:
 
     def eraser(self) -> Eraser:
         """The eraser of this store's database; raises InvalidOperationError on memory://."""
-        return eraser(self.recorder, self.snapshots.recorder, create=self.creates_tables)
+        return self.backend.eraser(self.recorder, self.snapshots.recorder)
+
+    def idempotency_keys(self, ttl: float, pending: float) -> IdempotencyKeys:
+        """The HTTP service's idempotency keys, in this store's database."""
+        return self.backend.idempotency_keys(self.recorder, ttl, pending, self.mapper.cipher)
 
     def to_event(self, stored: Any) -> Context.Event:
         return cast(Context.Event, self.mapper.to_domain_event(stored))
@@ -147,3 +182,4 @@ class EventStorage:
     def close(self) -> None:
         self.turns.close()
         self._library.close()
+        self.backend.close()

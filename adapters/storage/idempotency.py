@@ -10,16 +10,12 @@ case where a write could repeat — ctxstore cannot tell whether the lost reques
 
 from __future__ import annotations
 
-import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
 from eventsourcing.persistence import Cipher
-from eventsourcing.postgres import PostgresDatastore
-from eventsourcing.sqlite import SQLiteDatastore
-from psycopg.sql import SQL, Identifier
 
 
 @dataclass(frozen=True)
@@ -120,100 +116,3 @@ class SQLIdempotencyKeys(IdempotencyKeys, ABC):
 
     def release(self, tenant: str, key: str) -> None:
         self._one("release", (tenant, key))
-
-
-class SQLiteIdempotencyKeys(SQLIdempotencyKeys):
-    def __init__(self, datastore: SQLiteDatastore, ttl: float, pending: float) -> None:
-        super().__init__("ctxstore_idempotency", "?", ttl, pending)
-        self.datastore = datastore
-        with datastore.transaction(commit=True) as c:
-            c.execute(
-                "CREATE TABLE IF NOT EXISTS ctxstore_idempotency (tenant TEXT NOT NULL, "
-                "key TEXT NOT NULL, fingerprint TEXT NOT NULL, status INTEGER, body BLOB, "
-                "created REAL NOT NULL, context TEXT, PRIMARY KEY (tenant, key))"
-            )
-
-    def _one(self, statement: str, params: tuple[Any, ...]) -> Any:
-        with self.datastore.transaction(commit=True) as c:
-            c.execute(self.sql[statement], params)
-            row = c.fetchone()
-            return None if row is None else tuple(row)
-
-
-class PostgresIdempotencyKeys(SQLIdempotencyKeys):
-    def __init__(
-        self, datastore: PostgresDatastore, ttl: float, pending: float, *, create: bool = True
-    ) -> None:
-        table = SQL("{0}.ctxstore_idempotency").format(Identifier(datastore.schema))
-        super().__init__(table.as_string(), "%s", ttl, pending)
-        self.datastore = datastore
-        if not create:  # a role that does not own the schema: its owner created the table
-            return
-        with datastore.transaction(commit=True) as c:
-            c.execute(
-                SQL(
-                    "CREATE TABLE IF NOT EXISTS {0} (tenant text NOT NULL, key text NOT NULL, "
-                    "fingerprint text NOT NULL, status integer, body bytea, "
-                    "created double precision NOT NULL, context text, "
-                    "PRIMARY KEY (tenant, key))"
-                ).format(table)
-            )
-
-    def _one(self, statement: str, params: tuple[Any, ...]) -> Any:
-        # One round trip each: the pool's connections commit every statement by themselves.
-        with self.datastore.get_connection() as conn:
-            cursor = conn.execute(self.sql[statement], params)
-            if cursor.description is None:
-                return None
-            row = cursor.fetchone()
-            return None if row is None else tuple(row.values())
-
-
-class MemoryIdempotencyKeys(IdempotencyKeys):
-    """For a memory:// store: keys live as long as the process."""
-
-    def __init__(self, ttl: float, pending: float) -> None:
-        super().__init__(ttl, pending)
-        self._rows: dict[tuple[str, str], tuple[Claimed, float]] = {}
-        self._lock = threading.Lock()
-
-    def claim(
-        self, tenant: str, key: str, fingerprint: str, context: str | None = None
-    ) -> Claimed | None:
-        done_before, pending_before = self._expired_before()
-        with self._lock:
-            found = self._rows.get((tenant, key))
-            if found is not None:
-                held, created = found
-                if created >= (pending_before if held.status is None else done_before):
-                    return held
-            self._rows[tenant, key] = (Claimed(fingerprint, None, None), time.time())
-            return None
-
-    def complete(self, tenant: str, key: str, status: int, body: bytes) -> None:
-        with self._lock:
-            held = self._rows[tenant, key][0]
-            self._rows[tenant, key] = (Claimed(held.fingerprint, status, body), time.time())
-
-    def release(self, tenant: str, key: str) -> None:
-        with self._lock:
-            found = self._rows.get((tenant, key))
-            if found is not None and found[0].status is None:
-                del self._rows[tenant, key]
-
-
-def idempotency_keys(
-    recorder: Any, ttl: float, pending: float, cipher: Cipher | None = None, *, create: bool = True
-) -> IdempotencyKeys:
-    """The key table beside a store's events, created if missing (PostgreSQL: unless not
-    `create`, for a store opened by a role that does not own its tables)."""
-    datastore = getattr(recorder, "datastore", None)
-    keys: SQLIdempotencyKeys
-    if isinstance(datastore, PostgresDatastore):
-        keys = PostgresIdempotencyKeys(datastore, ttl, pending, create=create)
-    elif isinstance(datastore, SQLiteDatastore):
-        keys = SQLiteIdempotencyKeys(datastore, ttl, pending)
-    else:
-        return MemoryIdempotencyKeys(ttl, pending)
-    keys.cipher = cipher
-    return keys

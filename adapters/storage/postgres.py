@@ -1,131 +1,457 @@
-"""PostgreSQL storage parameters of ctxstore's tables, set when a store opens.
+"""PostgreSQL: everything a store on a shared PostgreSQL server needs beside the library's
+recorders (its schema, tuning and provisioning are in postgres_schema.py).
 
-- Events up to a page stay in the row (`toast_tuple_target`): PostgreSQL would move any
-  state over ~2 KB into TOAST chunks, but our states are compressed already, so that costs
-  space and a second lookup on every read.
-- The snapshots table is autovacuumed at PostgreSQL's defaults (50 deleted rows plus a fifth
-  of the table). The library creates its tables for appends only, telling autovacuum to wait
-  for 100 million deleted rows; superseded snapshots are deleted (adapters/storage/snapshot_policy.py),
-  and their space should be reused. Its TOAST table follows it.
-
-Each is set only where the table does not have it yet: setting one takes a SHARE UPDATE
-EXCLUSIVE lock and rewrites the table's catalog row, which every store opening would
-otherwise do. They save space and time, nothing depends on them: where they cannot be set
-(a role that does not own the table, a lock not granted within 5 s) the store opens all
-the same and PostgreSQL logs a warning.
+- Events: the library's database-function insert, which also takes the events table's
+  EXCLUSIVE lock, so positions commit in order and a reader following them never skips an
+  event that commits late; and a context's turn, an advisory lock on its key.
+- The audit index, erasure records and the HTTP service's idempotency keys, in the schema.
+- Snapshots sent in binary, read and deleted by version.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
+from uuid import UUID
 
 import psycopg
-from eventsourcing.postgres import PostgresAggregateRecorder
-from psycopg.sql import SQL, Composed, Identifier, Literal
+from eventsourcing.persistence import (
+    Cipher,
+    IntegrityError,
+    PersistenceError,
+    StoredEvent,
+    Tracking,
+)
+from eventsourcing.postgres import (
+    PostgresAggregateRecorder,
+    PostgresApplicationRecorder,
+    PostgresDatastore,
+    PostgresTrackingRecorder,
+)
+from psycopg.rows import tuple_row
+from psycopg.sql import SQL, Composed, Identifier
 
-from ctxstore.domain.errors import StoreUnavailableError
+from ctxstore.adapters.storage import postgres_schema
+from ctxstore.adapters.storage.audit_index import (
+    COLUMNS,
+    INDEXES,
+    TENANT_INDEX,
+    TRACKING_NAME,
+    AuditFilter,
+    AuditView,
+    PositionedRow,
+    audit_params,
+    audit_row,
+    sql_filter,
+)
+from ctxstore.adapters.storage.backend import Backend
+from ctxstore.adapters.storage.codec.chain import Row
+from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
+from ctxstore.adapters.storage.erasers import TABLE, Eraser, Erasure, erasure_record
+from ctxstore.adapters.storage.idempotency import SQLIdempotencyKeys
+from ctxstore.adapters.storage.migrations import Migration
+from ctxstore.adapters.storage.turns import (
+    TURN_HELD,
+    TURN_HELD_SQLSTATE,
+    TURN_SETTING,
+    WAIT,
+    Turn,
+    Turns,
+    context_lock_key,
+)
+from ctxstore.projections.audit import AuditRow, Revert
 
-SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the tables
-# PostgreSQL tables of a store, the events table first: the library's, the audit index's,
-# erasure records and the HTTP service's idempotency keys (an owner's store creates them all).
-STORE_TABLES = (
-    "ctxstore_events", "ctxstore_snapshots", "ctxstore_audit", "ctxstore_audit_tracking",
-    "ctxstore_erasures", "ctxstore_idempotency",
-)  # fmt: skip
-
-EVENTS_TABLE_OPTIONS = {"toast_tuple_target": "8160"}  # PostgreSQL's largest: a full page
-SNAPSHOTS_TABLE_OPTIONS = {
-    "autovacuum_vacuum_threshold": "50",
-    "autovacuum_vacuum_scale_factor": "0.2",
-}
+CHUNK = 500  # versions per query
 
 
-def tune_tables(events: Any, snapshots: Any) -> None:
-    """Set the events' and snapshots' tables' storage parameters (PostgreSQL recorders;
-    any other recorder is left as it is)."""
-    statements = [
-        reloptions_statement(r.datastore.schema, r.events_table_name, options)
-        for r, options in ((events, EVENTS_TABLE_OPTIONS), (snapshots, SNAPSHOTS_TABLE_OPTIONS))
-        if isinstance(r, PostgresAggregateRecorder)
-    ]
-    if statements:
-        with events.datastore.transaction(commit=True) as c:
-            for statement in statements:
-                c.execute(statement)
+class OrderedPostgresRecorder(PostgresApplicationRecorder):
+    """The library's database-function insert, with the events table's EXCLUSIVE lock, and
+    behind a context's turn.
+
+    Without the table lock, concurrent inserts may commit out of position order and a reader
+    following the sequence would skip an event that commits late. The turn (an advisory
+    lock on the context's key, adapters/storage/turns.py): while another session holds it, an
+    insert is refused at once (SQLSTATE TURN_HELD_SQLSTATE) instead of losing later.
+    """
+
+    def insert_events_on(self, conn: Any, stored_events: Sequence[StoredEvent]) -> None:
+        """Insert on a given pooled connection: the one that holds the context's turn
+        (the function's shared lock is then its own, not a wait on itself)."""
+        pg_events = [
+            self.construct_pg_stored_event(e.originator_id, e.originator_version, e.topic, e.state)
+            for e in stored_events
+        ]
+        try:
+            with conn.cursor() as curs:
+                curs.execute(self.sql_invoke_pg_function_insert_events, (pg_events,), prepare=True)
+                curs.fetchall()
+        except psycopg.IntegrityError as exc:
+            raise IntegrityError(str(exc)) from exc
+        except psycopg.Error as exc:
+            raise PersistenceError(str(exc)) from exc
+
+    def __init__(self, datastore: PostgresDatastore, **kwargs: Any) -> None:
+        super().__init__(datastore, **kwargs)
+        locked = SQL(
+            "CREATE OR REPLACE FUNCTION "
+            "{schema}.{insert_events}(events {schema}.{event}[]) "
+            "RETURNS SETOF bigint "
+            "LANGUAGE plpgsql "
+            "AS "
+            "$BODY$"
+            # The context's turn key: the first 64 bits of its id (turns.context_lock_key).
+            "DECLARE turn bigint := ('x' || left(replace("
+            "    (events[1]).originator_id::text, '-', ''), 16))::bit(64)::bigint;"
+            "BEGIN"
+            "    SET LOCAL lock_timeout = '{lock_timeout}s';"
+            # While another writer holds the turn, this insert would lose: say so, at once.
+            # (The holder's own session names the turn it holds in {turn_setting}.)
+            "    IF coalesce(current_setting('{turn_setting}', true), '') <> turn::text"
+            "       AND NOT pg_try_advisory_xact_lock_shared(turn) THEN"
+            "        RAISE EXCEPTION '{turn_held}' USING ERRCODE = '{turn_code}';"
+            "    END IF;"
+            "    LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE;"
+            "    NOTIFY {channel};"
+            "    RETURN QUERY"
+            "    INSERT INTO {schema}.{table} AS t ("
+            "    originator_id, originator_version, topic, state)"
+            "    SELECT originator_id, originator_version, topic, state"
+            "    FROM unnest(events)"
+            "    RETURNING notification_id;"
+            "END;"
+            "$BODY$"
+        ).format(
+            turn_held=SQL(TURN_HELD),
+            turn_setting=SQL(TURN_SETTING),
+            turn_code=SQL(TURN_HELD_SQLSTATE),
+            insert_events=Identifier(self.pg_function_name_insert_events),
+            lock_timeout=self.datastore.lock_timeout,
+            channel=Identifier(self.channel_name),
+            event=Identifier(self.stored_event_type_name),
+            schema=Identifier(self.datastore.schema),
+            table=Identifier(self.events_table_name),
+        )
+        self.sql_create_statements[self.create_insert_function_statement_index] = locked
+        # The events go in binary: the text form escapes each state's bytes (a regular
+        # expression over every byte) and doubles what travels.
+        self.sql_invoke_pg_function_insert_events = SQL(
+            "SELECT * FROM {schema}.{insert_events}((%b))"
+        ).format(
+            schema=Identifier(self.datastore.schema),
+            insert_events=Identifier(self.pg_function_name_insert_events),
+        )
 
 
-def reloptions_statement(schema: str, table: str, options: Mapping[str, str]) -> Composed:
-    """One statement setting the table's storage parameters that differ from `options`."""
-    wanted = [f"{k}={v}" for k, v in options.items()]
-    return SQL(
-        "DO $$ BEGIN "
-        "IF NOT coalesce((SELECT {wanted}::text[] <@ reloptions FROM pg_class "
-        "WHERE oid = format('%I.%I', {schema_name}, {table_name})::regclass), false) THEN "
-        "PERFORM set_config('lock_timeout', '5s', true); "
-        "ALTER TABLE {schema}.{table} SET ({settings}); "
-        "END IF; "
-        "EXCEPTION WHEN OTHERS THEN "
-        "RAISE WARNING 'ctxstore: storage parameters of %.% not set: %', "
-        "{schema_name}, {table_name}, SQLERRM; "
-        "END $$"
+def binary_snapshot_inserts(recorder: Any) -> None:
+    """Send a PostgreSQL snapshot recorder's rows in binary, as OrderedPostgresRecorder does
+    its events: in text, escaping a large snapshot's bytes takes milliseconds."""
+    recorder.insert_events_statement = SQL(
+        "INSERT INTO {schema}.{table} AS t (originator_id, originator_version, topic, state)"
+        " SELECT originator_id, originator_version, topic, state"
+        " FROM unnest(%b::{schema}.{stored_event_type}[])"
     ).format(
-        wanted=Literal(wanted),
-        schema_name=Literal(schema),
-        table_name=Literal(table),
-        schema=Identifier(schema),
-        table=Identifier(table),
-        settings=SQL(", ").join(SQL(f"{k} = {v}") for k, v in options.items()),
+        schema=Identifier(recorder.datastore.schema),
+        table=Identifier(recorder.events_table_name),
+        stored_event_type=Identifier(recorder.stored_event_type_name),
     )
 
 
-@contextmanager
-def schema_lock(env: dict[str, str]) -> Iterator[psycopg.Connection[Any] | None]:
-    """On PostgreSQL, hold an advisory lock while the library creates tables and functions;
-    yields the connection holding it (None elsewhere).
+class PostgresAuditView(PostgresTrackingRecorder, AuditView):
+    """The audit index in the store's PostgreSQL schema."""
 
-    Processes starting together would otherwise race: PostgreSQL refuses concurrent
-    CREATE OR REPLACE FUNCTION ("tuple concurrently updated") and CREATE TABLE IF NOT EXISTS.
-    """
-    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
-        yield None
-        return
-    with psycopg.connect(
-        dbname=env["POSTGRES_DBNAME"],
-        host=env["POSTGRES_HOST"],
-        port=env["POSTGRES_PORT"],
-        user=env["POSTGRES_USER"],
-        password=env["POSTGRES_PASSWORD"] or None,
-        connect_timeout=int(env.get("POSTGRES_CONNECT_TIMEOUT", "10")),
-        autocommit=True,
-    ) as conn:
-        conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
-        try:
-            yield conn
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
-
-
-def provisioned_elsewhere(conn: psycopg.Connection[Any], schema: str) -> bool:
-    """Whether the store's tables exist and belong to another role: a deployment whose
-    schema its owner created (and upgrades), used by a role granted only the tables. Such
-    a store opens without running DDL, which only the owner may; raises StoreUnavailable-
-    Error naming the tables that role would need and cannot create."""
-    rows = conn.execute(
-        "SELECT t.name, pg_has_role(c.relowner, 'USAGE') FROM unnest(%s::text[]) AS t(name) "
-        "LEFT JOIN pg_namespace n ON n.nspname = %s "
-        "LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.name",
-        (list(STORE_TABLES), schema),
-    ).fetchall()
-    owned = {name: owner for name, owner in rows}
-    if owned[STORE_TABLES[0]] is not False:  # missing, or ours: create and upgrade as usual
-        return False
-    missing = [name for name, owner in owned.items() if owner is None]
-    if missing:
-        raise StoreUnavailableError(
-            f"the store's tables {', '.join(missing)} are missing in schema {schema!r}, and "
-            "this role does not own the others: open the store once as their owner, who "
-            "creates them"
+    def __init__(self, datastore: PostgresDatastore, events_table: str) -> None:
+        super().__init__(datastore, tracking_table_name="ctxstore_audit_tracking")
+        schema = Identifier(datastore.schema)
+        self.table = SQL("{0}.ctxstore_audit").format(schema)
+        self.events = SQL("{0}.{1}").format(schema, Identifier(events_table))
+        self.sql_create_statements.append(
+            SQL(
+                "CREATE TABLE IF NOT EXISTS {0} ("
+                "position bigint PRIMARY KEY, context_id text NOT NULL, version bigint NOT NULL, "
+                "type text NOT NULL, actor text NOT NULL, ts bigint NOT NULL, "
+                "batch integer NOT NULL, facts text NOT NULL, reverted_by bigint, "
+                "UNIQUE (context_id, version))"
+            ).format(self.table)
         )
-    return True
+        self.sql_create_statements.append(
+            SQL("ALTER TABLE {0} ADD COLUMN IF NOT EXISTS tenant text").format(self.table)
+        )
+        for name, cols in (*INDEXES.items(), TENANT_INDEX):
+            self.sql_create_statements.append(
+                SQL("CREATE INDEX IF NOT EXISTS {0} ON {1} " + cols).format(
+                    Identifier(name), self.table
+                )
+            )
+
+    def _newest(self, tracked: int) -> tuple[int | None, int | None, int | None]:
+        newest_row = self._fetch(SQL("SELECT MAX(position) FROM {0}").format(self.table), [])
+        newest = SQL("SELECT MAX(notification_id) FROM {0}").format(self.events)
+        upto = self._fetch(newest + SQL(" WHERE notification_id <= %s"), [tracked])
+        return newest_row[0][0], upto[0][0], self._fetch(newest, [])[0][0]
+
+    def reset(self) -> None:
+        tracking = SQL("{0}.{1}").format(
+            Identifier(self.datastore.schema), Identifier(self.tracking_table_name)
+        )
+        with self.datastore.transaction(commit=True) as curs:
+            curs.execute(SQL("DELETE FROM {0}").format(self.table))
+            curs.execute(
+                SQL("DELETE FROM {0} WHERE application_name = %s").format(tracking),
+                (TRACKING_NAME,),
+            )
+
+    def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.executemany(
+                SQL(
+                    "INSERT INTO {0} (position, context_id, version, type, actor, ts, batch, "
+                    "facts, tenant) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                ).format(self.table),
+                [audit_params(r) for r in rows],
+            )
+            for rv in reverts:
+                curs.execute(
+                    SQL(
+                        "UPDATE {0} SET reverted_by = %s WHERE context_id = %s "
+                        "AND version >= %s AND version < %s AND reverted_by IS NULL"
+                    ).format(self.table),
+                    (rv.by, rv.context_id.hex, rv.from_version, rv.by),
+                )
+            self._insert_tracking(curs, Tracking(TRACKING_NAME, upto))
+
+    def query(
+        self, where: AuditFilter, after: int, limit: int
+    ) -> list[tuple[AuditRow, int | None]]:
+        return [audit_row(r) for r in self._fetch(*self._select(where, after, limit))]
+
+    def explain(self, where: AuditFilter, after: int, limit: int) -> str:
+        """PostgreSQL's plan for a query (the benchmark prints which index answers it)."""
+        statement, params = self._select(where, after, limit)
+        return "\n".join(str(r[0]) for r in self._fetch(SQL("EXPLAIN ") + statement, params))
+
+    def _select(self, where: AuditFilter, after: int, limit: int) -> tuple[Composed, list[Any]]:
+        clause, params = sql_filter(where, "%s")
+        statement = SQL(
+            "SELECT " + COLUMNS + " FROM {0} WHERE position > %s" + clause
+            + " ORDER BY position LIMIT %s"
+        ).format(self.table)  # fmt: skip
+        return statement, [after, *params, limit]
+
+    def event_rows(self, after: int, limit: int) -> list[PositionedRow]:
+        statement = SQL(
+            "SELECT notification_id, replace(originator_id::text, '-', ''), originator_version, "
+            "topic, state FROM {0} WHERE notification_id > %s ORDER BY notification_id LIMIT %s"
+        ).format(self.events)
+        return self._fetch(statement, [after, limit])
+
+    def context_rows(self, context_hex: str, after_version: int, limit: int) -> list[Row]:
+        statement = SQL(
+            "SELECT replace(originator_id::text, '-', ''), originator_version, topic, state "
+            "FROM {0} WHERE originator_id = %s AND originator_version > %s "
+            "ORDER BY originator_version LIMIT %s"
+        ).format(self.events)
+        return self._fetch(statement, [UUID(context_hex), after_version, limit])
+
+    def indexed_heads(self, context_hex: str | None = None) -> dict[str, int]:
+        where = SQL("WHERE context_id = %s ") if context_hex else SQL("")
+        statement = SQL("SELECT context_id, MAX(version) FROM {0} {1}GROUP BY context_id").format(
+            self.table, where
+        )
+        return dict(self._fetch(statement, [context_hex] if context_hex else []))
+
+    def _fetch(self, statement: Composed, params: list[Any]) -> list[Any]:
+        """Rows as tuples; binary, so bytea arrives as it is stored, not hex-encoded."""
+        with (
+            self.datastore.get_connection() as conn,
+            conn.cursor(row_factory=tuple_row, binary=True) as c,
+        ):
+            c.execute(statement, params)
+            return c.fetchall()
+
+
+class PostgresEraser(Eraser):
+    def __init__(self, datastore: PostgresDatastore, events: str, snapshots: str) -> None:
+        self.datastore = datastore
+        schema = Identifier(datastore.schema)
+        self.events = SQL("{0}.{1}").format(schema, Identifier(events))
+        self.snapshots = SQL("{0}.{1}").format(schema, Identifier(snapshots))
+        self.audit = SQL("{0}.ctxstore_audit").format(schema)
+        self.keys = SQL("{0}.ctxstore_idempotency").format(schema)
+        self.table = SQL("{0}.{1}").format(schema, Identifier(TABLE))
+
+    def erase(self, record: Erasure) -> tuple[int, int]:
+        cid = record.context_id
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(SQL("DELETE FROM {0} WHERE originator_id = %s").format(self.events), (cid,))
+            events = c.rowcount
+            c.execute(
+                SQL("DELETE FROM {0} WHERE originator_id = %s").format(self.snapshots), (cid,)
+            )
+            snapshots = c.rowcount
+            c.execute(SQL("DELETE FROM {0} WHERE context_id = %s").format(self.audit), (cid.hex,))
+            c.execute(SQL("DELETE FROM {0} WHERE context = %s").format(self.keys), (str(cid),))
+            c.execute(
+                SQL("INSERT INTO {0} (" + ERASURE_COLUMNS + ") VALUES (%s, %s, %s, %s, %s, %s, %s)")
+                .format(self.table),
+                (cid.hex, record.tenant, record.erased_at.timestamp(), record.actor,
+                 record.reason, events, snapshots),
+            )  # fmt: skip
+        with self.datastore.get_connection() as conn:  # autocommit: VACUUM runs outside one
+            for table in (self.events, self.snapshots, self.audit):
+                conn.execute(SQL("VACUUM {0}").format(table))
+        return events, snapshots
+
+    def records(self) -> list[Erasure]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                SQL("SELECT " + ERASURE_COLUMNS + " FROM {0} ORDER BY erased_at").format(self.table)
+            )
+            return [erasure_record(list(r.values())) for r in c.fetchall()]
+
+
+class PostgresIdempotencyKeys(SQLIdempotencyKeys):
+    def __init__(self, datastore: PostgresDatastore, ttl: float, pending: float) -> None:
+        table = SQL("{0}.ctxstore_idempotency").format(Identifier(datastore.schema))
+        super().__init__(table.as_string(), "%s", ttl, pending)
+        self.datastore = datastore
+
+    def _one(self, statement: str, params: tuple[Any, ...]) -> Any:
+        # One round trip each: the pool's connections commit every statement by themselves.
+        with self.datastore.get_connection() as conn:
+            cursor = conn.execute(self.sql[statement], params)
+            if cursor.description is None:
+                return None
+            row = cursor.fetchone()
+            return None if row is None else tuple(row.values())
+
+
+class PostgresTurns(Turns):
+    """Turns as session advisory locks keyed by the context id; every insert tries the same
+    key shared inside the insert function and is refused while a holder has it."""
+
+    def __init__(self, datastore: PostgresDatastore) -> None:
+        super().__init__()
+        self._datastore = datastore
+
+    @contextmanager
+    def _turn(self, cid: UUID) -> Iterator[Turn | None]:
+        key = context_lock_key(cid)
+        with self._datastore.get_connection() as conn:
+            # One round trip each way: the wait is bounded, and the connection goes back to
+            # the pool as it came (its own lock timeout restored, the lock released).
+            try:
+                row = conn.execute(
+                    "SELECT current_setting('lock_timeout') AS was, "
+                    "set_config('lock_timeout', %s, false), pg_advisory_lock(%s), "
+                    "set_config(%s, %s, false)",
+                    (WAIT, key, TURN_SETTING, str(key)),
+                ).fetchone()
+            except psycopg.errors.LockNotAvailable:
+                # The failed statement's set_config is undone with it.
+                yield None  # queued too long (a stuck holder?): race once more
+                return
+            was = row["was"] if row else "0"
+            try:
+                yield Turn(conn)
+            finally:
+                conn.execute(
+                    "SELECT pg_advisory_unlock(%s), set_config('lock_timeout', %s, false), "
+                    "set_config(%s, '', false)",
+                    (key, was, TURN_SETTING),
+                )
+
+
+def pg_table(recorder: PostgresAggregateRecorder) -> Identifier:
+    """A PostgreSQL recorder's table, qualified by its schema."""
+    return Identifier(recorder.datastore.schema, recorder.events_table_name)
+
+
+class PostgresBackend(Backend):
+    """A store in a PostgreSQL schema, shared by any number of processes and machines."""
+
+    name = "postgresql"
+    migrations = postgres_schema.MIGRATIONS
+
+    def __init__(self, env: dict[str, str]) -> None:
+        super().__init__(env)
+        self._conn: psycopg.Connection[Any] | None = None
+        self.schema = env.get("POSTGRES_SCHEMA", "").strip() or "public"  # as the library
+
+    @contextmanager
+    def schema_lock(self) -> Iterator[None]:
+        with postgres_schema.schema_lock(self.env) as conn:
+            self._conn = conn
+            try:
+                yield
+            finally:
+                self._conn = None
+
+    def may_migrate(self) -> bool:
+        assert self._conn is not None
+        return not postgres_schema.provisioned_elsewhere(self._conn, self.schema)
+
+    def schema_version(self) -> int | None:
+        assert self._conn is not None
+        return postgres_schema.schema_version(self._conn, self.schema)
+
+    def record_version(self, migration: Migration) -> None:
+        assert self._conn is not None
+        postgres_schema.record_version(self._conn, self.schema, migration)
+
+    def prepare(self, recorder: Any, snapshots: Any) -> None:
+        binary_snapshot_inserts(snapshots)
+
+    def audit_view(self, recorder: Any) -> AuditView:
+        return PostgresAuditView(recorder.datastore, recorder.events_table_name)
+
+    def eraser(self, recorder: Any, snapshots: Any) -> Eraser:
+        return PostgresEraser(
+            recorder.datastore, recorder.events_table_name, snapshots.events_table_name
+        )
+
+    def idempotency_keys(
+        self, recorder: Any, ttl: float, pending: float, cipher: Cipher | None
+    ) -> PostgresIdempotencyKeys:
+        keys = PostgresIdempotencyKeys(recorder.datastore, ttl, pending)
+        keys.cipher = cipher
+        return keys
+
+    def turns(self, recorder: Any) -> Turns:
+        return PostgresTurns(recorder.datastore)
+
+    def snapshot_versions(self, snapshots: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
+        with snapshots.datastore.transaction(commit=False) as c:
+            c.execute(
+                SQL(
+                    "SELECT originator_version FROM {0} WHERE originator_id = %s "
+                    "AND originator_version < %s ORDER BY originator_version DESC LIMIT %s"
+                ).format(pg_table(snapshots)),
+                (cid, below, limit),
+            )
+            return [int(r["originator_version"]) for r in c.fetchall()]
+
+    def delete_snapshots(self, snapshots: Any, cid: UUID, versions: Sequence[int]) -> None:
+        with snapshots.datastore.transaction(commit=True) as c:
+            c.execute(
+                SQL(
+                    "DELETE FROM {0} WHERE originator_id = %s AND originator_version = ANY(%s)"
+                ).format(pg_table(snapshots)),
+                (cid, list(versions)),
+            )
+
+    def event_rows(
+        self, recorder: Any, cid: UUID, versions: Sequence[int]
+    ) -> Iterable[tuple[int, str, bytes]]:
+        table = pg_table(recorder)
+        with recorder.datastore.transaction(commit=False) as c:
+            for start in range(0, len(versions), CHUNK):
+                c.execute(
+                    SQL(
+                        "SELECT originator_version, topic, state FROM {0} "
+                        "WHERE originator_id = %s AND originator_version = ANY(%s)"
+                    ).format(table),
+                    (cid, list(versions[start : start + CHUNK])),
+                )
+                for row in c.fetchall():
+                    yield row["originator_version"], row["topic"], bytes(row["state"])

@@ -21,9 +21,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.postgres import PostgresAggregateRecorder
-from eventsourcing.sqlite import SQLiteAggregateRecorder
-from psycopg.sql import SQL, Identifier
+from ctxstore.adapters.storage.backend import Backend
 
 
 def step(interval: int, held: int) -> int:
@@ -46,62 +44,13 @@ def superseded(version: int, held: int, older: Sequence[int]) -> int | None:
     return older[0] if version - before <= held // 2 else None
 
 
-def prune_superseded(recorder: Any, cid: UUID, version: int, held: int) -> int | None:
-    """Delete the snapshot that a new one at `version` supersedes; returns its version.
-
-    SQLite and PostgreSQL recorders; another recorder (memory://) keeps every snapshot.
-    """
-    gone = superseded(version, held, snapshot_versions(recorder, cid, below=version, limit=2))
+def prune_superseded(
+    backend: Backend, snapshots: Any, cid: UUID, version: int, held: int
+) -> int | None:
+    """Delete the snapshot that a new one at `version` supersedes; returns its version
+    (memory:// keeps every snapshot: its backend lists none)."""
+    older = backend.snapshot_versions(snapshots, cid, below=version, limit=2)
+    gone = superseded(version, held, older)
     if gone is not None:
-        delete_snapshots(recorder, cid, [gone])
+        backend.delete_snapshots(snapshots, cid, [gone])
     return gone
-
-
-def snapshot_versions(recorder: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
-    """The context's snapshot versions below `below`, newest first (none on memory://)."""
-    if isinstance(recorder, SQLiteAggregateRecorder):
-        with recorder.datastore.transaction(commit=False) as c:
-            c.execute(
-                f"SELECT originator_version FROM {recorder.events_table_name} "
-                "WHERE originator_id = ? AND originator_version < ? "
-                "ORDER BY originator_version DESC LIMIT ?",
-                (cid.hex, below, limit),
-            )
-            return [int(r[0]) for r in c.fetchall()]
-    if isinstance(recorder, PostgresAggregateRecorder):
-        with recorder.datastore.transaction(commit=False) as c:
-            c.execute(
-                SQL(
-                    "SELECT originator_version FROM {0} WHERE originator_id = %s "
-                    "AND originator_version < %s ORDER BY originator_version DESC LIMIT %s"
-                ).format(pg_table(recorder)),
-                (cid, below, limit),
-            )
-            return [int(r["originator_version"]) for r in c.fetchall()]
-    return []
-
-
-def delete_snapshots(recorder: Any, cid: UUID, versions: Sequence[int]) -> None:
-    """Delete the context's snapshots at `versions` (SQLite and PostgreSQL)."""
-    if not versions:
-        return
-    if isinstance(recorder, SQLiteAggregateRecorder):
-        with recorder.datastore.transaction(commit=True) as c:
-            c.executemany(
-                f"DELETE FROM {recorder.events_table_name} "
-                "WHERE originator_id = ? AND originator_version = ?",
-                [(cid.hex, v) for v in versions],
-            )
-    elif isinstance(recorder, PostgresAggregateRecorder):
-        with recorder.datastore.transaction(commit=True) as c:
-            c.execute(
-                SQL(
-                    "DELETE FROM {0} WHERE originator_id = %s AND originator_version = ANY(%s)"
-                ).format(pg_table(recorder)),
-                (cid, list(versions)),
-            )
-
-
-def pg_table(recorder: PostgresAggregateRecorder) -> Identifier:
-    """A PostgreSQL recorder's table, qualified by its schema."""
-    return Identifier(recorder.datastore.schema, recorder.events_table_name)

@@ -31,17 +31,14 @@ from eventsourcing.persistence import (
     Recording,
     StoredEvent,
 )
-from eventsourcing.postgres import PostgresAggregateRecorder
-from eventsourcing.sqlite import SQLiteAggregateRecorder
 from eventsourcing.utils import get_topic
-from psycopg.sql import SQL
 
 from ctxstore.adapters.storage.codec.chain import ChainingMapper
-from ctxstore.adapters.storage.snapshot_policy import pg_table
 from ctxstore.domain.context import JSON, Context
 
 MESSAGES_IN_EVENTS = "messages_in_events"  # a stored snapshot's mark: entries hold no message
-CHUNK = 500  # versions per query (SQLite allows 999 parameters in its oldest builds)
+# The backend's read of a context's events at some versions: (version, topic, state).
+EventRows = Callable[[Any, UUID, Sequence[int]], Iterable[tuple[int, str, bytes]]]
 INSERTED = get_topic(Context.MessagesInserted)
 REPLACED = get_topic(Context.MessageReplaced)
 COMPRESSED = get_topic(Context.MessagesCompressed)
@@ -63,10 +60,12 @@ class SnapshotStore(EventStore[UUID]):
     """The library's snapshot store, storing snapshots without their messages."""
 
     def __init__(
-        self, mapper: Mapper[UUID], recorder: AggregateRecorder, events: AggregateRecorder
-    ) -> None:
+        self, mapper: Mapper[UUID], recorder: AggregateRecorder, events: AggregateRecorder,
+        event_rows: EventRows,
+    ) -> None:  # fmt: skip
         super().__init__(mapper, recorder)
         self.events = events
+        self.event_rows = event_rows  # the backend's read of events by version
 
     def put(self, domain_events: Sequence[Any], **kwargs: Any) -> list[Recording[UUID]]:
         return super().put([without_messages(s) for s in domain_events], **kwargs)
@@ -122,7 +121,7 @@ class SnapshotStore(EventStore[UUID]):
         """The messages that the context's events at `versions` add, by (version, id)."""
         found: dict[tuple[int, str], JSON] = {}
         mapper = cast(ChainingMapper, self.mapper)
-        for version, topic, state in event_rows(self.events, cid, sorted(versions)):
+        for version, topic, state in self.event_rows(self.events, cid, sorted(versions)):
             if topic not in CARRIERS:
                 continue
             body = _loads(mapper.plaintext(state))
@@ -169,43 +168,6 @@ def carried_messages(topic: str, body: JSON) -> list[JSON]:
     if topic == FORKED:
         return [e["message"] for e in body["entries"]]
     return []
-
-
-def event_rows(
-    recorder: AggregateRecorder, cid: UUID, versions: Sequence[int]
-) -> Iterable[tuple[int, str, bytes]]:
-    """(version, topic, stored state) of a context's events at `versions`."""
-    if not versions:
-        return
-    if isinstance(recorder, SQLiteAggregateRecorder):
-        with recorder.datastore.transaction(commit=False) as c:
-            for start in range(0, len(versions), CHUNK):
-                chunk = versions[start : start + CHUNK]
-                c.execute(
-                    f"SELECT originator_version, topic, state FROM {recorder.events_table_name} "
-                    f"WHERE originator_id = ? AND originator_version IN ({','.join('?' * len(chunk))})",
-                    (cid.hex, *chunk),
-                )
-                for row in c.fetchall():
-                    yield row["originator_version"], row["topic"], row["state"]
-    elif isinstance(recorder, PostgresAggregateRecorder):
-        table = pg_table(recorder)
-        with recorder.datastore.transaction(commit=False) as c:
-            for start in range(0, len(versions), CHUNK):
-                c.execute(
-                    SQL(
-                        "SELECT originator_version, topic, state FROM {0} "
-                        "WHERE originator_id = %s AND originator_version = ANY(%s)"
-                    ).format(table),
-                    (cid, list(versions[start : start + CHUNK])),
-                )
-                for row in c.fetchall():
-                    yield row["originator_version"], row["topic"], bytes(row["state"])
-    else:  # memory://: one range, filtered
-        wanted = set(versions)
-        for s in recorder.select_events(cid, gt=versions[0] - 1, lte=versions[-1]):
-            if s.originator_version in wanted:
-                yield s.originator_version, s.topic, s.state
 
 
 def _replaced_state(snapshot: Any, state: JSON) -> Any:

@@ -1,20 +1,72 @@
-"""The library's SQLite events recorder, with a shorter way into a write transaction.
+"""SQLite: everything a store on one SQLite file needs beside the library's recorders.
 
-`SQLiteDatastore.transaction` reaches the library's own transaction through three
-generator context managers (the datastore's, its pool checkout, the connection's). Around
-a one-row append that machinery costs more CPU than the insert statement itself, and CPU
-spent between two commits is what the next commit's wait makes slow. Here an insert takes
-the same writer connection from the same pool and runs in the same `SQLiteTransaction`
-(BEGIN, commit or rollback, sqlite3 errors mapped to the library's), without the layers.
+- Events: the library's application recorder, with a shorter way into a write transaction.
+  `SQLiteDatastore.transaction` reaches the library's own transaction through three
+  generator context managers; around a one-row append that machinery costs more CPU than
+  the insert itself, so an insert takes the same writer connection from the same pool and
+  runs in the same `SQLiteTransaction` without the layers.
+- The audit index, erasure records and the HTTP service's idempotency keys, in the file.
+- Turns: a one-byte POSIX record lock in a `<file>-turns` file beside the database, at an
+  offset given by the context id, exclusive for the holder and tried shared around a
+  racer's insert (a crashed holder's lock goes with its process).
+- The schema: `MIGRATIONS`, recorded in `ctxstore_migrations`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from pathlib import Path
 from typing import Any
+from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteTransaction
+from eventsourcing.persistence import (
+    Cipher,
+    IntegrityError,
+    OperationalError,
+    StoredEvent,
+    Tracking,
+)
+from eventsourcing.sqlite import (
+    SQLiteApplicationRecorder,
+    SQLiteDatastore,
+    SQLiteTrackingRecorder,
+    SQLiteTransaction,
+)
+
+from ctxstore.adapters.storage.audit_index import (
+    COLUMNS,
+    INDEXES,
+    TENANT_INDEX,
+    TRACKING_NAME,
+    AuditFilter,
+    AuditView,
+    PositionedRow,
+    audit_params,
+    audit_row,
+    sql_filter,
+)
+from ctxstore.adapters.storage.backend import Backend
+from ctxstore.adapters.storage.codec.chain import Row
+from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
+from ctxstore.adapters.storage.erasers import TABLE, Eraser, Erasure, erasure_record
+from ctxstore.adapters.storage.file_locks import (
+    AVAILABLE,
+    Racer,
+    byte,
+    close_file,
+    offset,
+    open_file,
+)
+from ctxstore.adapters.storage.idempotency import SQLIdempotencyKeys
+from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
+from ctxstore.adapters.storage.migrations import Migration
+from ctxstore.adapters.storage.turns import Turn, Turns
+from ctxstore.projections.audit import AuditRow, Revert
+
+CHUNK = 500  # versions per query (SQLite allows 999 parameters in its oldest builds)
 
 
 class SQLiteEventsRecorder(SQLiteApplicationRecorder):
@@ -32,4 +84,345 @@ class SQLiteEventsRecorder(SQLiteApplicationRecorder):
             pool.put_connection(conn)
 
 
-__all__ = ["SQLiteEventsRecorder"]
+class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
+    """The audit index in the store's SQLite file."""
+
+    def __init__(self, datastore: SQLiteDatastore, events_table: str) -> None:
+        super().__init__(datastore)
+        self.events_table = events_table
+
+    def event_rows(self, after: int, limit: int) -> list[PositionedRow]:
+        with self.datastore.transaction(commit=False) as c:
+            c.sqlite_cursor.row_factory = None  # plain tuples: no per-row objects to build
+            c.execute(
+                f"SELECT rowid, originator_id, originator_version, topic, state "
+                f"FROM {self.events_table} WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after, limit),
+            )
+            return c.fetchall()  # type: ignore[no-any-return]
+
+    def context_rows(self, context_hex: str, after_version: int, limit: int) -> list[Row]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT originator_id, originator_version, topic, state FROM {self.events_table} "
+                "WHERE originator_id = ? AND originator_version > ? "
+                "ORDER BY originator_version LIMIT ?",
+                (context_hex, after_version, limit),
+            )
+            return [(r[0], r[1], r[2], r[3]) for r in c.fetchall()]
+
+    def construct_create_table_statements(self) -> list[str]:
+        statements = super().construct_create_table_statements()
+        statements.append(
+            "CREATE TABLE IF NOT EXISTS ctxstore_audit ("
+            "position INTEGER PRIMARY KEY, context_id TEXT NOT NULL, version INTEGER NOT NULL, "
+            "type TEXT NOT NULL, actor TEXT NOT NULL, ts INTEGER NOT NULL, "
+            "batch INTEGER NOT NULL, facts TEXT NOT NULL, reverted_by INTEGER, tenant TEXT, "
+            "UNIQUE (context_id, version))"
+        )
+        statements += [
+            f"CREATE INDEX IF NOT EXISTS {n} ON ctxstore_audit {c}" for n, c in INDEXES.items()
+        ]
+        return statements
+
+    def create_table(self) -> None:
+        super().create_table()
+        # Tables from before tenants gain the column. Read first, then write in a transaction
+        # of its own: a read that turns into a write inside one transaction fails at once
+        # ("database is locked") when another process is writing, instead of waiting.
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("PRAGMA table_info(ctxstore_audit)")
+            missing = "tenant" not in {r[1] for r in c.fetchall()}
+        if missing:
+            try:
+                with self.datastore.transaction(commit=True) as c:
+                    c.execute("ALTER TABLE ctxstore_audit ADD COLUMN tenant TEXT")
+            except OperationalError as exc:
+                if "duplicate column" not in str(exc):  # another process added it first
+                    raise
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(
+                f"CREATE INDEX IF NOT EXISTS {TENANT_INDEX[0]} ON ctxstore_audit {TENANT_INDEX[1]}"
+            )
+
+    def _newest(self, tracked: int) -> tuple[int | None, int | None, int | None]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT MAX(position) FROM ctxstore_audit")
+            newest_row = c.fetchone()[0]
+            c.execute(f"SELECT MAX(rowid) FROM {self.events_table} WHERE rowid <= ?", (tracked,))
+            newest_event = c.fetchone()[0]
+            c.execute(f"SELECT MAX(rowid) FROM {self.events_table}")
+            return newest_row, newest_event, c.fetchone()[0]
+
+    def reset(self) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute("DELETE FROM ctxstore_audit")
+            c.execute("DELETE FROM tracking WHERE application_name = ?", (TRACKING_NAME,))
+
+    def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.executemany(
+                "INSERT INTO ctxstore_audit (position, context_id, version, type, actor, ts, "
+                "batch, facts, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [audit_params(r) for r in rows],
+            )
+            for rv in reverts:
+                c.execute(
+                    "UPDATE ctxstore_audit SET reverted_by = ? WHERE context_id = ? "
+                    "AND version >= ? AND version < ? AND reverted_by IS NULL",
+                    (rv.by, rv.context_id.hex, rv.from_version, rv.by),
+                )
+            self._insert_tracking(c, Tracking(TRACKING_NAME, upto))
+
+    def indexed_heads(self, context_hex: str | None = None) -> dict[str, int]:
+        where, params = ("WHERE context_id = ? ", [context_hex]) if context_hex else ("", [])
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT context_id, MAX(version) FROM ctxstore_audit {where}GROUP BY context_id",
+                params,
+            )
+            return {r[0]: r[1] for r in c.fetchall()}
+
+    def query(
+        self, where: AuditFilter, after: int, limit: int
+    ) -> list[tuple[AuditRow, int | None]]:
+        clause, params = sql_filter(where, "?")
+        # SQLite's planner would walk all of an actor's (or a context's) rows in position
+        # order; with a time bound the (actor, ts) range is the short way, and with a window
+        # of versions the (context_id, version) range (PostgreSQL chooses them by itself).
+        hint = ""
+        if where.context_id is not None and (
+            where.from_version is not None or where.to_version is not None
+        ):
+            hint = " INDEXED BY ctxstore_audit_context_version_idx"
+        elif where.actor is not None and where.since is not None:
+            hint = " INDEXED BY ctxstore_audit_actor_ts_idx"
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT {COLUMNS} FROM ctxstore_audit{hint} WHERE position > ?{clause} "
+                "ORDER BY position LIMIT ?",
+                [after, *params, limit],
+            )
+            return [audit_row(r) for r in c.fetchall()]
+
+
+class SQLiteEraser(Eraser):
+    def __init__(self, datastore: SQLiteDatastore, events: str, snapshots: str) -> None:
+        self.datastore, self.events, self.snapshots = datastore, events, snapshots
+
+    def erase(self, record: Erasure) -> tuple[int, int]:
+        hex_id = record.context_id.hex
+        with self.datastore.transaction(commit=True) as c:
+            c.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left as they were
+            c.execute(f"DELETE FROM {self.events} WHERE originator_id = ?", (hex_id,))
+            events = c.sqlite_cursor.rowcount
+            c.execute(f"DELETE FROM {self.snapshots} WHERE originator_id = ?", (hex_id,))
+            snapshots = c.sqlite_cursor.rowcount
+            c.execute("DELETE FROM ctxstore_audit WHERE context_id = ?", (hex_id,))
+            c.execute(
+                "DELETE FROM ctxstore_idempotency WHERE context = ?", (str(record.context_id),)
+            )
+            c.execute(
+                f"INSERT INTO {TABLE} ({ERASURE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (hex_id, record.tenant, record.erased_at.timestamp(), record.actor,
+                 record.reason, events, snapshots),
+            )  # fmt: skip
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the old pages leave the log too
+        return events, snapshots
+
+    def records(self) -> list[Erasure]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT {ERASURE_COLUMNS} FROM {TABLE} ORDER BY erased_at")
+            return [erasure_record(r) for r in c.fetchall()]
+
+
+class SQLiteIdempotencyKeys(SQLIdempotencyKeys):
+    def __init__(self, datastore: SQLiteDatastore, ttl: float, pending: float) -> None:
+        super().__init__("ctxstore_idempotency", "?", ttl, pending)
+        self.datastore = datastore
+
+    def _one(self, statement: str, params: tuple[Any, ...]) -> Any:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(self.sql[statement], params)
+            row = c.fetchone()
+            return None if row is None else tuple(row)
+
+
+class SQLiteTurns(Turns):
+    """Turns as record locks in the `<file>-turns` file beside the database."""
+
+    def __init__(self, datastore: SQLiteDatastore) -> None:
+        super().__init__()
+        self._datastore = datastore
+        self._file: int | None = None
+        self._path = ""
+        self._file_guard = threading.Lock()
+
+    @contextmanager
+    def _turn(self, cid: UUID) -> Iterator[Turn | None]:
+        found = self._turns_file()
+        if found is None:
+            yield None
+            return
+        with byte(*found, offset(cid)).turn():
+            yield Turn()
+
+    def racing(self, cid: UUID) -> AbstractContextManager[None]:
+        found = self._turns_file()
+        if found is None:
+            return nullcontext()
+        return Racer(byte(*found, offset(cid)))
+
+    def _turns_file(self) -> tuple[int, str] | None:
+        """The lock file beside the database, opened once per process (see _open)."""
+        if not AVAILABLE:
+            return None
+        if self._file is not None:  # opened: no need to queue for the guard
+            return self._file, self._path
+        with self._file_guard:
+            if self._file is None:
+                if self._datastore.pool.is_sqlite_memory_mode:
+                    return None
+                name = str(self._datastore.pool.db_name).removeprefix("file:").split("?", 1)[0]
+                self._path = str(Path(name + "-turns").resolve())
+                self._file = open_file(self._path)
+            return self._file, self._path
+
+    def close(self) -> None:
+        with self._file_guard:
+            if self._file is not None:
+                close_file(self._path)
+                self._file = None
+
+
+# ---- the schema -----------------------------------------------------------------------
+
+ERASURES_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {TABLE} (context_id TEXT NOT NULL, tenant TEXT, "
+    "erased_at REAL NOT NULL, actor TEXT NOT NULL, reason TEXT NOT NULL, "
+    "events INTEGER NOT NULL, snapshots INTEGER NOT NULL)"
+)
+IDEMPOTENCY_DDL = (
+    "CREATE TABLE IF NOT EXISTS ctxstore_idempotency (tenant TEXT NOT NULL, "
+    "key TEXT NOT NULL, fingerprint TEXT NOT NULL, status INTEGER, body BLOB, "
+    "created REAL NOT NULL, context TEXT, PRIMARY KEY (tenant, key))"
+)
+MIGRATIONS_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (version INTEGER PRIMARY KEY, "
+    "description TEXT NOT NULL, applied_at REAL NOT NULL)"
+)
+
+
+def _base_tables(backend: Backend, events: Any, snapshots: Any) -> None:
+    """The library's events, snapshots and tracking tables, the audit index (with the
+    tenant column that tables from before tenants gain), erasures and idempotency keys."""
+    events.create_table()
+    snapshots.create_table()
+    for attempt in range(3):
+        try:
+            SQLiteAuditView(events.datastore, events.events_table_name).create_table()
+            break
+        except IntegrityError:
+            # Another process created the tracking table and its migration record between
+            # this one's check and insert: a second pass finds them in place.
+            if attempt == 2:
+                raise
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(ERASURES_DDL)
+        c.execute(IDEMPOTENCY_DDL)
+
+
+MIGRATIONS = (
+    Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
+)
+
+
+class SQLiteBackend(Backend):
+    """A store in one SQLite file (WAL mode): one machine's processes share it."""
+
+    name = "sqlite"
+    migrations = MIGRATIONS
+
+    def __init__(self, env: dict[str, str]) -> None:
+        super().__init__(env)
+        self.datastore: SQLiteDatastore | None = None
+
+    def bind(self, recorder: Any) -> None:
+        self.datastore = recorder.datastore
+
+    def schema_version(self) -> int | None:
+        assert self.datastore is not None
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                (MIGRATIONS_TABLE,),
+            )
+            if c.fetchone() is None:
+                return None
+            c.execute(f"SELECT MAX(version) FROM {MIGRATIONS_TABLE}")
+            found = c.fetchone()[0]
+            return None if found is None else int(found)
+
+    def record_version(self, migration: Migration) -> None:
+        assert self.datastore is not None
+        # Two transactions, each opened by its write: a deferred transaction that reads and
+        # then writes fails at once ("database is locked") when another process wrote since.
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(MIGRATIONS_DDL)
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(
+                f"INSERT OR IGNORE INTO {MIGRATIONS_TABLE} (version, description, applied_at) "
+                "VALUES (?, ?, ?)",
+                (migration.version, migration.description, time.time()),
+            )
+
+    def audit_view(self, recorder: Any) -> AuditView:
+        return SQLiteAuditView(recorder.datastore, recorder.events_table_name)
+
+    def eraser(self, recorder: Any, snapshots: Any) -> Eraser:
+        return SQLiteEraser(
+            recorder.datastore, recorder.events_table_name, snapshots.events_table_name
+        )
+
+    def idempotency_keys(
+        self, recorder: Any, ttl: float, pending: float, cipher: Cipher | None
+    ) -> SQLiteIdempotencyKeys:
+        keys = SQLiteIdempotencyKeys(recorder.datastore, ttl, pending)
+        keys.cipher = cipher
+        return keys
+
+    def turns(self, recorder: Any) -> Turns:
+        return SQLiteTurns(recorder.datastore)
+
+    def snapshot_versions(self, snapshots: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
+        with snapshots.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT originator_version FROM {snapshots.events_table_name} "
+                "WHERE originator_id = ? AND originator_version < ? "
+                "ORDER BY originator_version DESC LIMIT ?",
+                (cid.hex, below, limit),
+            )
+            return [int(r[0]) for r in c.fetchall()]
+
+    def delete_snapshots(self, snapshots: Any, cid: UUID, versions: Sequence[int]) -> None:
+        with snapshots.datastore.transaction(commit=True) as c:
+            c.executemany(
+                f"DELETE FROM {snapshots.events_table_name} "
+                "WHERE originator_id = ? AND originator_version = ?",
+                [(cid.hex, v) for v in versions],
+            )
+
+    def event_rows(
+        self, recorder: Any, cid: UUID, versions: Sequence[int]
+    ) -> Iterable[tuple[int, str, bytes]]:
+        with recorder.datastore.transaction(commit=False) as c:
+            for start in range(0, len(versions), CHUNK):
+                chunk = versions[start : start + CHUNK]
+                c.execute(
+                    f"SELECT originator_version, topic, state FROM {recorder.events_table_name} "
+                    f"WHERE originator_id = ? AND originator_version IN ({','.join('?' * len(chunk))})",
+                    (cid.hex, *chunk),
+                )
+                for row in c.fetchall():
+                    yield row["originator_version"], row["topic"], row["state"]

@@ -17,7 +17,8 @@ from uuid import UUID
 from ctxstore.adapters.llm.tokenizer import Tokenizers, check_encoding_name
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.storage.events import EventStorage
-from ctxstore.adapters.storage.idempotency import IdempotencyKeys, idempotency_keys
+from ctxstore.adapters.storage.idempotency import IdempotencyKeys
+from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.store import audit, compaction, debug, erasure, reads, transfer, usage
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import (
@@ -58,11 +59,25 @@ class ContextStore:
         self._writer = Writer(self._core)
 
     @classmethod
-    def from_url(cls, url: str | None = None, settings: Settings | None = None) -> ContextStore:
-        """Open the store at `url`, else CTXSTORE_URL, else the embedded SQLite file."""
+    def from_url(
+        cls, url: str | None = None, settings: Settings | None = None, *, migrate: bool = True
+    ) -> ContextStore:
+        """Open the store at `url`, else CTXSTORE_URL, else the embedded SQLite file. An
+        outdated schema is upgraded when this role may (unless not `migrate`: then refused)."""
         settings = settings or Settings()
         resolved = url or settings.resolved_url()
-        return cls(EventStorage.open(resolved, settings), settings, url=resolved)
+        return cls(EventStorage.open(resolved, settings, migrate=migrate), settings, url=resolved)
+
+    @classmethod
+    def setup(cls, url: str | None = None, settings: Settings | None = None) -> list[Migration]:
+        """Bring the store's schema to this release's version (`ctxstore migrate`); returns
+        the migrations applied, none when it was current."""
+        with cls.from_url(url, settings) as store:
+            return list(store._storage.applied)
+
+    def schema_version(self) -> int:
+        """The schema version this store is at (this release's, once opened)."""
+        return self._storage.schema_version
 
     @property
     def settings(self) -> Settings:
@@ -482,10 +497,7 @@ class ContextStore:
 
     def idempotency_keys(self, ttl_seconds: float, pending_seconds: float) -> IdempotencyKeys:
         """The HTTP service's idempotency keys, kept in this store's database."""
-        return idempotency_keys(
-            self._storage.recorder, ttl_seconds, pending_seconds, self._storage.mapper.cipher,
-            create=self._storage.creates_tables,
-        )  # fmt: skip
+        return self._storage.idempotency_keys(ttl_seconds, pending_seconds)
 
     def __enter__(self) -> Self:
         return self

@@ -16,8 +16,8 @@ from typing import Any, cast
 
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
-from ctxstore.adapters.storage.audit_index import OrderedPostgresRecorder
 from ctxstore.adapters.storage.codec.chain import GENESIS, anchor, unseal
+from ctxstore.adapters.storage.postgres import OrderedPostgresRecorder
 from ctxstore.adapters.storage.snapshot_policy import held_messages, prune_superseded
 from ctxstore.adapters.storage.snapshot_policy import step as snapshot_step
 from ctxstore.adapters.storage.turns import TURN_HELD, Turn
@@ -179,7 +179,7 @@ class Writer:
         snapshots = self.storage.snapshots
         try:
             snapshots.put([Context.Snapshot.take(ctx)])
-            prune_superseded(snapshots.recorder, ctx.id, ctx.version, held)
+            prune_superseded(self.storage.backend, snapshots.recorder, ctx.id, ctx.version, held)
         except PersistenceError:
             # The command's event is stored; a missing snapshot only costs read time.
             log.warning(

@@ -195,3 +195,10 @@ def test_show_marks_refusals_spoken_replies_and_custom_calls(cli):
     assert "[calls patch(+plan)]" in table
     shown = json.loads(cli("show", cid, "--json").stdout)["messages"]
     assert shown[1]["audio"] == {"id": "audio_42"} and "audio" not in shown[0]  # nulls left out
+
+
+def test_migrate_brings_a_store_to_the_current_version_once(cli):
+    first = json.loads(cli("migrate", "--json").stdout)
+    assert first == {"version": 1, "applied": [1]}
+    assert json.loads(cli("migrate", "--json").stdout) == {"version": 1, "applied": []}
+    assert "schema at version 1" in cli("migrate").stdout

@@ -17,7 +17,7 @@ from ctxstore.adapters.storage.codec.compression import (
     AdaptiveCompressor,
     compressor,
 )
-from ctxstore.adapters.storage.postgres import reloptions_statement
+from ctxstore.adapters.storage.postgres_schema import reloptions_statement
 from ctxstore.adapters.store.facade import ContextStore
 
 LONG = "the parcel is late, the customer asks for a refund; 包裹延迟三天需要退款 " * 40

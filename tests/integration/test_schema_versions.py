@@ -97,8 +97,9 @@ def test_an_audit_index_from_before_tenants_gains_the_column(durable_url):
             with store._storage.recorder.datastore.transaction(commit=True) as c:
                 c.execute(f"DROP INDEX IF EXISTS {table}_tenant_idx")
                 c.execute(f"ALTER TABLE {table} DROP COLUMN tenant")
+                c.execute("DROP TABLE ctxstore_migrations")  # a release before versions
         else:
-            from psycopg.sql import SQL
+            from psycopg.sql import SQL, Identifier
 
             with store._storage.recorder.datastore.transaction(commit=True) as c:
                 c.execute(
@@ -106,6 +107,8 @@ def test_an_audit_index_from_before_tenants_gains_the_column(durable_url):
                         store._storage.audit_index.table
                     )
                 )
+                schema = store._storage.recorder.datastore.schema
+                c.execute(SQL("DROP TABLE {0}").format(Identifier(schema, "ctxstore_migrations")))
     with ContextStore.from_url(durable_url) as store:
         mine = store.create(name="acme's", tenant="acme")
         store.insert(mine, [{"role": "user", "content": "hello"}])

@@ -1,4 +1,5 @@
-"""`ctxstore serve` (the HTTP service on uvicorn) and `ctxstore keygen`."""
+"""Running a store: `ctxstore serve` (the HTTP service on uvicorn), `ctxstore migrate`,
+`ctxstore keygen`."""
 
 from __future__ import annotations
 
@@ -8,8 +9,18 @@ from typing import Annotated
 
 import typer
 
-from ctxstore.adapters.cli.common import app, err, handles_errors, open_store, state
+from ctxstore.adapters.cli.common import (
+    JsonFlag,
+    app,
+    err,
+    handles_errors,
+    open_store,
+    out,
+    print_json,
+    state,
+)
 from ctxstore.adapters.settings import redact
+from ctxstore.adapters.store.facade import ContextStore
 
 
 def _loopback(host: str) -> bool:
@@ -75,3 +86,19 @@ def keygen(
         err.print(f"[red]size must be 16, 24 or 32[/red], got {size}")
         raise typer.Exit(1)
     print(AESCipher.create_key(size))
+
+
+@app.command()
+@handles_errors
+def migrate(as_json: JsonFlag = False) -> None:
+    """Bring the store's schema to this release's version; run it as the owner of the
+    tables (a store opened by its owner does it by itself)."""
+    applied = ContextStore.setup(state.url)
+    with open_store() as store:
+        version = store.schema_version()
+    if as_json:
+        print_json({"version": version, "applied": [m.version for m in applied]})
+        return
+    for m in applied:
+        out.print(f"applied migration {m.version}: {m.description}", highlight=False)
+    out.print(f"schema at version {version}", highlight=False)

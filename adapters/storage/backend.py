@@ -1,0 +1,102 @@
+"""What a storage backend provides; each backend module (sqlite, postgres, memory) holds
+one implementation, chosen once by the store's URL (`backend_for`)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import Cipher
+
+from ctxstore.adapters.storage.audit_index import AuditView
+from ctxstore.adapters.storage.erasers import Eraser
+from ctxstore.adapters.storage.idempotency import IdempotencyKeys
+from ctxstore.adapters.storage.migrations import Migration
+from ctxstore.adapters.storage.turns import Turns
+
+
+class Backend(ABC):
+    """One kind of database: its objects beside the library's recorders, and its schema."""
+
+    name: str
+    migrations: Sequence[Migration] = ()  # ordered by version, from 1
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    # ---- schema -----------------------------------------------------------------------
+
+    @contextmanager
+    def schema_lock(self) -> Iterator[None]:
+        """Held while the schema is read and upgraded (processes starting together)."""
+        yield
+
+    def may_migrate(self) -> bool:
+        """Whether this connection's role may run DDL (PostgreSQL: it owns the tables)."""
+        return True
+
+    @abstractmethod
+    def schema_version(self) -> int | None:
+        """The version recorded in the migrations table; None when there is none (a new
+        database, or one written before versions were recorded)."""
+
+    @abstractmethod
+    def record_version(self, migration: Migration) -> None:
+        """Note a migration as applied."""
+
+    def bind(self, recorder: Any) -> None:  # noqa: B027 - optional hook
+        """Note the events recorder (its connections read and record the schema version)."""
+
+    def prepare(self, recorder: Any, snapshots: Any) -> None:  # noqa: B027 - optional hook
+        """Per-process setup of the library's recorders (no DDL)."""
+
+    # ---- what the store uses -----------------------------------------------------------
+
+    @abstractmethod
+    def audit_view(self, recorder: Any) -> AuditView: ...
+
+    @abstractmethod
+    def eraser(self, recorder: Any, snapshots: Any) -> Eraser: ...
+
+    @abstractmethod
+    def idempotency_keys(
+        self, recorder: Any, ttl: float, pending: float, cipher: Cipher | None
+    ) -> IdempotencyKeys: ...
+
+    @abstractmethod
+    def turns(self, recorder: Any) -> Turns: ...
+
+    @abstractmethod
+    def snapshot_versions(self, snapshots: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
+        """The context's snapshot versions below `below`, newest first."""
+
+    @abstractmethod
+    def delete_snapshots(self, snapshots: Any, cid: UUID, versions: Sequence[int]) -> None: ...
+
+    @abstractmethod
+    def event_rows(
+        self, recorder: Any, cid: UUID, versions: Sequence[int]
+    ) -> Iterable[tuple[int, str, bytes]]:
+        """(version, topic, stored state) of a context's events at `versions` (ascending)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the backend holds beside the recorders."""
+
+
+def backend_for(env: dict[str, str]) -> Backend:
+    """The backend of the library environment a store URL gave."""
+    module = env.get("PERSISTENCE_MODULE")
+    if module == "eventsourcing.postgres":
+        from ctxstore.adapters.storage.postgres import PostgresBackend
+
+        return PostgresBackend(env)
+    if module == "eventsourcing.sqlite":
+        from ctxstore.adapters.storage.sqlite import SQLiteBackend
+
+        return SQLiteBackend(env)
+    from ctxstore.adapters.storage.memory import MemoryBackend
+
+    return MemoryBackend(env)

@@ -1,0 +1,188 @@
+"""PostgreSQL schema: the versioned migrations, the lock that serializes them, the check
+for a role that does not own the tables, and the tables' storage parameters.
+
+Storage parameters, set by the first migration:
+
+- Events up to a page stay in the row (`toast_tuple_target`): PostgreSQL would move any
+  state over ~2 KB into TOAST chunks, but our states are compressed already, so that costs
+  space and a second lookup on every read.
+- The snapshots table is autovacuumed at PostgreSQL's defaults (50 deleted rows plus a fifth
+  of the table). The library creates its tables for appends only, telling autovacuum to wait
+  for 100 million deleted rows; superseded snapshots are deleted (adapters/storage/snapshot_policy.py),
+  and their space should be reused. Its TOAST table follows it.
+
+Each is set only where the table does not have it yet: setting one takes a SHARE UPDATE
+EXCLUSIVE lock and rewrites the table's catalog row, which every store opening would
+otherwise do. They save space and time, nothing depends on them: where they cannot be set
+(a role that does not own the table, a lock not granted within 5 s) the store opens all
+the same and PostgreSQL logs a warning.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.sql import SQL, Composed, Identifier, Literal
+
+from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
+from ctxstore.adapters.storage.migrations import Migration
+from ctxstore.domain.errors import StoreUnavailableError
+
+SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the tables
+# PostgreSQL tables of a store, the events table first: the library's, the audit index's,
+# erasure records and the HTTP service's idempotency keys (an owner's store creates them all).
+STORE_TABLES = (
+    "ctxstore_events", "ctxstore_snapshots", "ctxstore_audit", "ctxstore_audit_tracking",
+    "ctxstore_erasures", "ctxstore_idempotency", "ctxstore_migrations",
+)  # fmt: skip
+ERASURES_DDL = (
+    "CREATE TABLE IF NOT EXISTS {0} (context_id text NOT NULL, tenant text, "
+    "erased_at double precision NOT NULL, actor text NOT NULL, "
+    "reason text NOT NULL, events bigint NOT NULL, snapshots bigint NOT NULL)"
+)
+IDEMPOTENCY_DDL = (
+    "CREATE TABLE IF NOT EXISTS {0} (tenant text NOT NULL, key text NOT NULL, "
+    "fingerprint text NOT NULL, status integer, body bytea, "
+    "created double precision NOT NULL, context text, PRIMARY KEY (tenant, key))"
+)
+MIGRATIONS_DDL = (
+    "CREATE TABLE IF NOT EXISTS {0} (version integer PRIMARY KEY, description text NOT NULL, "
+    "applied_at double precision NOT NULL)"
+)
+
+EVENTS_TABLE_OPTIONS = {"toast_tuple_target": "8160"}  # PostgreSQL's largest: a full page
+SNAPSHOTS_TABLE_OPTIONS = {
+    "autovacuum_vacuum_threshold": "50",
+    "autovacuum_vacuum_scale_factor": "0.2",
+}
+
+
+def tune_tables(events: Any, snapshots: Any) -> None:
+    """Set the events' and snapshots' tables' storage parameters."""
+    with events.datastore.transaction(commit=True) as c:
+        for r, options in ((events, EVENTS_TABLE_OPTIONS), (snapshots, SNAPSHOTS_TABLE_OPTIONS)):
+            c.execute(reloptions_statement(r.datastore.schema, r.events_table_name, options))
+
+
+def reloptions_statement(schema: str, table: str, options: Mapping[str, str]) -> Composed:
+    """One statement setting the table's storage parameters that differ from `options`."""
+    wanted = [f"{k}={v}" for k, v in options.items()]
+    return SQL(
+        "DO $$ BEGIN "
+        "IF NOT coalesce((SELECT {wanted}::text[] <@ reloptions FROM pg_class "
+        "WHERE oid = format('%I.%I', {schema_name}, {table_name})::regclass), false) THEN "
+        "PERFORM set_config('lock_timeout', '5s', true); "
+        "ALTER TABLE {schema}.{table} SET ({settings}); "
+        "END IF; "
+        "EXCEPTION WHEN OTHERS THEN "
+        "RAISE WARNING 'ctxstore: storage parameters of %.% not set: %', "
+        "{schema_name}, {table_name}, SQLERRM; "
+        "END $$"
+    ).format(
+        wanted=Literal(wanted),
+        schema_name=Literal(schema),
+        table_name=Literal(table),
+        schema=Identifier(schema),
+        table=Identifier(table),
+        settings=SQL(", ").join(SQL(f"{k} = {v}") for k, v in options.items()),
+    )
+
+
+@contextmanager
+def schema_lock(env: dict[str, str]) -> Iterator[psycopg.Connection[Any] | None]:
+    """On PostgreSQL, hold an advisory lock while the library creates tables and functions;
+    yields the connection holding it (None elsewhere).
+
+    Processes starting together would otherwise race: PostgreSQL refuses concurrent
+    CREATE OR REPLACE FUNCTION ("tuple concurrently updated") and CREATE TABLE IF NOT EXISTS.
+    """
+    if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
+        yield None
+        return
+    with psycopg.connect(
+        dbname=env["POSTGRES_DBNAME"],
+        host=env["POSTGRES_HOST"],
+        port=env["POSTGRES_PORT"],
+        user=env["POSTGRES_USER"],
+        password=env["POSTGRES_PASSWORD"] or None,
+        connect_timeout=int(env.get("POSTGRES_CONNECT_TIMEOUT", "10")),
+        autocommit=True,
+    ) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
+        try:
+            yield conn
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (SCHEMA_LOCK,))
+
+
+def provisioned_elsewhere(conn: psycopg.Connection[Any], schema: str) -> bool:
+    """Whether the store's tables exist and belong to another role: a deployment whose
+    schema its owner created (and upgrades), used by a role granted only the tables. Such
+    a store opens without running DDL, which only the owner may; raises StoreUnavailable-
+    Error naming the tables that role would need and cannot create."""
+    rows = conn.execute(
+        "SELECT t.name, pg_has_role(c.relowner, 'USAGE') FROM unnest(%s::text[]) AS t(name) "
+        "LEFT JOIN pg_namespace n ON n.nspname = %s "
+        "LEFT JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = t.name",
+        (list(STORE_TABLES), schema),
+    ).fetchall()
+    owned = {name: owner for name, owner in rows}
+    if owned[STORE_TABLES[0]] is not False:  # missing, or ours: create and upgrade as usual
+        return False
+    missing = [n for n, owner in owned.items() if owner is None and n != MIGRATIONS_TABLE]
+    if missing:
+        raise StoreUnavailableError(
+            f"the store's tables {', '.join(missing)} are missing in schema {schema!r}, and "
+            "this role does not own the others: open the store once as their owner, who "
+            "creates them"
+        )
+    return True
+
+
+def schema_version(conn: psycopg.Connection[Any], schema: str) -> int | None:
+    """The highest migration recorded in the schema, None when none is."""
+    found = conn.execute(
+        "SELECT to_regclass(format('%%I.%%I', %s::text, %s::text)) IS NOT NULL",
+        (schema, MIGRATIONS_TABLE),
+    ).fetchone()
+    if not found or not found[0]:
+        return None
+    row = conn.execute(
+        SQL("SELECT max(version) FROM {0}").format(Identifier(schema, MIGRATIONS_TABLE))
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def record_version(conn: psycopg.Connection[Any], schema: str, migration: Migration) -> None:
+    table = Identifier(schema, MIGRATIONS_TABLE)
+    conn.execute(SQL(MIGRATIONS_DDL).format(table))
+    conn.execute(
+        SQL(
+            "INSERT INTO {0} (version, description, applied_at) VALUES (%s, %s, %s) "
+            "ON CONFLICT (version) DO NOTHING"
+        ).format(table),
+        (migration.version, migration.description, time.time()),
+    )
+
+
+def _base_tables(backend: Any, events: Any, snapshots: Any) -> None:
+    """The library's events and snapshots tables and insert function, the audit index and
+    its tracking table (with the tenant column older tables gain), erasures, idempotency
+    keys; then the storage parameters above."""
+    events.create_table()
+    snapshots.create_table()
+    backend.audit_view(events).create_table()
+    schema = Identifier(events.datastore.schema)
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(SQL(ERASURES_DDL).format(SQL("{0}.ctxstore_erasures").format(schema)))
+        c.execute(SQL(IDEMPOTENCY_DDL).format(SQL("{0}.ctxstore_idempotency").format(schema)))
+    tune_tables(events, snapshots)
+
+
+MIGRATIONS = (
+    Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
+)
