@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -19,18 +19,32 @@ from uuid import UUID
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from ctxstore.adapters.storage.codec.chain import Verification
-from ctxstore.adapters.store.results import Compaction, ContextSummary, ModelCall, Written
+from ctxstore.adapters.http.schemas import Step
+from ctxstore.adapters.store.contract import ContextOperations
+from ctxstore.adapters.store.results import (
+    AuditPage,
+    BatchFrame,
+    Compaction,
+    ContextSummary,
+    Diff,
+    Erasure,
+    HistoryEntry,
+    ModelCall,
+    ModelUsage,
+    Prompt,
+    ReplayStep,
+    TokenSeries,
+    Verification,
+    VisibleContext,
+    Written,
+)
+from ctxstore.adapters.store.transfer import transcript_messages
 from ctxstore.domain import errors
 from ctxstore.domain.compaction import NothingToSummarizeError
 from ctxstore.domain.context import JSON, MessageRef
-from ctxstore.domain.prompt import Prompt, Strategy
-from ctxstore.projections.audit import AuditPage
-from ctxstore.projections.changes import Diff
-from ctxstore.projections.history import HistoryEntry
-from ctxstore.projections.tokens import TokenSeries
-from ctxstore.projections.visible import BatchFrame, VisibleContext
+from ctxstore.domain.prompt import Strategy
 
+REPLAY_PAGE = 500  # versions a replay request asks for
 M = TypeVar("M", bound=BaseModel)
 ERRORS: dict[str, type[errors.CtxStoreError]] = {
     cls.__name__: cls
@@ -48,7 +62,7 @@ class ServiceError(errors.CtxStoreError):
         self.problem = problem
 
 
-class CtxStoreClient:
+class CtxStoreClient(ContextOperations):
     """ctxstore over HTTP: `CtxStoreClient("http://127.0.0.1:8080", token="...")`."""
 
     def __init__(
@@ -85,12 +99,15 @@ class CtxStoreClient:
         json: Any = None,
         params: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        content: bytes | None = None,
     ) -> httpx.Response:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         safe = method == "GET" or "Idempotency-Key" in (headers or {})
         for attempt in range(self.retries + 1 if safe else 1):
             try:
-                response = self.http.request(method, path, json=json, params=query, headers=headers)
+                response = self.http.request(
+                    method, path, json=json, params=query, headers=headers, content=content
+                )
             except httpx.TransportError:
                 # Safe to resend: reads change nothing, and writes carry an idempotency key.
                 if not safe or attempt == self.retries:
@@ -408,6 +425,68 @@ class CtxStoreClient:
 
     def token_series(self, context_id: UUID | str, *, points: int = 500) -> TokenSeries:
         return self._get(f"{self._ctx(context_id)}/tokens", TokenSeries, points=points)
+
+    def call(self, context_id: UUID | str, number: int) -> ModelCall:
+        return self._get(f"{self._ctx(context_id)}/calls/{number}", ModelCall)
+
+    def replay(
+        self, context_id: UUID | str, *, from_version: int = 1, to_version: int | None = None
+    ) -> Iterator[ReplayStep]:
+        """Steps fetched a page (REPLAY_PAGE versions) at a time, as they are consumed."""
+        start = from_version
+        while to_version is None or start <= to_version:
+            end = start + REPLAY_PAGE - 1 if to_version is None else min(
+                to_version, start + REPLAY_PAGE - 1
+            )  # fmt: skip
+            if to_version is None:
+                end = min(end, self.visible(context_id).version)
+                if end < start:
+                    return
+            steps = self._get_list(
+                f"{self._ctx(context_id)}/replay", Step, from_version=start, to_version=end
+            )
+            for s in steps:
+                yield ReplayStep(s.event, s.visible, s.calls)
+            start = end + 1
+
+    def usage_report(
+        self, *, model: str | None = None, context_id: UUID | str | None = None
+    ) -> list[ModelUsage]:
+        cid = None if context_id is None else str(context_id)
+        return self._get_list("/v1/usage", ModelUsage, model=model, context_id=cid)
+
+    def erase(self, context_id: UUID | str, *, reason: str) -> Erasure:
+        response = self._send("DELETE", self._ctx(context_id), params={"reason": reason})
+        return Erasure.model_validate(response.json())
+
+    def erasures(self) -> list[Erasure]:
+        return self._get_list("/v1/erasures", Erasure)
+
+    def export_events(self, context_id: UUID | str) -> Iterator[str]:
+        response = self._send("GET", f"{self._ctx(context_id)}/export")
+        return iter(response.text.splitlines())
+
+    def import_events(
+        self, lines: Iterable[str], *, new_id: bool = False, idempotency_key: str | None = None
+    ) -> UUID:
+        body = "".join(line.rstrip("\n") + "\n" for line in lines)
+        headers = {**self._key(idempotency_key), "Content-Type": "application/x-ndjson"}
+        response = self._send(
+            "POST", "/v1/contexts/import", content=body.encode(), params={"new_id": new_id},
+            headers=headers,
+        )  # fmt: skip
+        return UUID(response.json()["context_id"])
+
+    def import_transcript(
+        self, messages: str | Sequence[JSON], *, name: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> UUID:  # fmt: skip
+        parsed = transcript_messages(messages) if isinstance(messages, str) else list(messages)
+        response = self._send(
+            "POST", "/v1/contexts/import-transcript",
+            json={"messages": parsed, "name": name}, headers=self._key(idempotency_key),
+        )  # fmt: skip
+        return UUID(response.json()["context_id"])
 
     def health(self) -> dict[str, Any]:
         result: dict[str, Any] = self._send("GET", "/health").json()

@@ -8,6 +8,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ctxstore.adapters.store.results import HistoryEntry, VisibleContext
+
 # A message id, or its position among the visible messages (negative counts from the end).
 Ref = str | int
 Version = int | None
@@ -102,3 +104,16 @@ class CompactBody(Body):
 class Health(BaseModel):
     status: Literal["ok"]
     backend: str
+
+
+class TranscriptBody(Body):
+    messages: list[MessageJSON] = Field(description="OpenAI-format chat messages, in order")
+    name: str | None = None
+
+
+class Step(BaseModel):
+    """One step of a replay: the event, the visible context after it, the calls that sent it."""
+
+    event: HistoryEntry
+    visible: VisibleContext
+    calls: list[int]

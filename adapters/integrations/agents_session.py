@@ -26,9 +26,9 @@ import contextlib
 import contextvars
 import functools
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from agents.items import TResponseInputItem
@@ -39,9 +39,10 @@ from agents.memory.session_settings import (
     resolve_session_limit,
 )
 
-from ctxstore.domain.context import JSON, MessageRef
+from ctxstore.adapters.store.contract import ContextOperations
+from ctxstore.adapters.store.results import VisibleContext
+from ctxstore.domain.context import JSON
 from ctxstore.domain.errors import UnknownMessageError, VersionConflictError
-from ctxstore.projections.visible import VisibleContext
 
 ITEM = "agents_item"  # metadata key of the one item a message holds
 ITEMS = "agents_items"  # metadata key of a compaction's output items
@@ -52,45 +53,8 @@ ATTEMPTS = 50
 T = TypeVar("T")
 
 
-class ContextBackend(Protocol):
-    """What the session needs: ContextStore and CtxStoreClient both provide it."""
-
-    def context_for_key(
-        self, key: str, *, name: str | None = None, metadata: JSON | None = None
-    ) -> UUID: ...
-
-    def visible(self, context_id: UUID | str) -> VisibleContext: ...
-
-    def insert(
-        self, context_id: UUID | str, messages: Sequence[JSON], *, expected_version: int | None
-    ) -> Any: ...
-
-    def delete(
-        self,
-        context_id: UUID | str,
-        ids: Sequence[MessageRef],
-        *,
-        expected_version: int | None,
-    ) -> Any: ...
-
-    def replace(
-        self,
-        context_id: UUID | str,
-        message_id: MessageRef,
-        message: JSON,
-        *,
-        expected_version: int | None,
-    ) -> Any: ...
-
-    def compress(
-        self,
-        context_id: UUID | str,
-        ids: Sequence[MessageRef],
-        summary: JSON,
-        *,
-        stats: JSON | None,
-        expected_version: int | None,
-    ) -> Any: ...
+# What the session needs: the one contract, which ContextStore and CtxStoreClient satisfy.
+ContextBackend = ContextOperations
 
 
 def item_text(item: Any) -> str:

@@ -28,7 +28,7 @@ from langchain_core.messages import (
     messages_from_dict,
 )
 
-from ctxstore.adapters.integrations.agents_session import ContextBackend
+from ctxstore.adapters.store.contract import ContextOperations as ContextBackend
 from ctxstore.domain.context import JSON
 from ctxstore.domain.messages import Message
 

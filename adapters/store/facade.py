@@ -20,6 +20,7 @@ from ctxstore.adapters.storage.events import EventStorage
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.store import audit, compaction, debug, erasure, reads, transfer, usage
+from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import (
     AuditPage,
@@ -50,7 +51,7 @@ from ctxstore.domain.summarize import Summarizer
 from ctxstore.projections.listing import list_contexts
 
 
-class ContextStore:
+class ContextStore(ContextOperations):
     """Stores contexts as event streams; every public method is one command or one read."""
 
     def __init__(self, storage: EventStorage, settings: Settings, *, url: str = "") -> None:
@@ -347,11 +348,13 @@ class ContextStore:
         return reads.tokens_over_versions(self._core, self._core.id(context_id), points)
 
     def usage_report(
-        self, *, model: str | None = None, context_id: UUID | str | None = None
-    ) -> list[ModelUsage]:
-        """Per model: the provider's prompt tokens against ctxstore's counts, across contexts."""
+        self, *, model: str | None = None, context_id: UUID | str | None = None,
+        tenant: str | None = None,
+    ) -> list[ModelUsage]:  # fmt: skip
+        """Per model: the provider's prompt tokens against ctxstore's counts, across contexts
+        (or one context's, or one tenant's)."""
         cid = None if context_id is None else self._core.id(context_id)
-        return usage.report(self._core, cid, model)
+        return usage.report(self._core, cid, model, tenant)
 
     def context_for_key(
         self, key: str, *, tenant: str | None = None, name: str | None = None,
@@ -460,26 +463,29 @@ class ContextStore:
 
     def import_events(
         self, lines: Iterable[str], *, new_id: bool = False,
-        progress: Callable[[int, int], None] | None = None,
+        progress: Callable[[int, int], None] | None = None, tenant: str | None = None,
     ) -> UUID:  # fmt: skip
-        """Store an exported context's events; returns its id. All or nothing.
-
-        Raises InvalidImportError (naming the line), ContextExistsError.
-        """
-        return transfer.import_lines(self._writer, lines, new_id=new_id, progress=progress)
+        """Store an exported context's events; returns its id. All or nothing. With
+        `tenant`, only that tenant's context is accepted. Raises InvalidImportError (naming
+        the line), ContextExistsError."""
+        return transfer.import_lines(
+            self._writer, lines, new_id=new_id, progress=progress, tenant=tenant
+        )
 
     def import_transcript(
         self, messages: str | Sequence[JSON], *, name: str | None = None,
         actor: str | None = None, progress: Callable[[int, int], None] | None = None,
+        tenant: str | None = None,
     ) -> UUID:  # fmt: skip
-        """A new context from an OpenAI-format transcript (a list of messages, or its JSON /
-        JSONL text); all messages or nothing."""
+        """A new context (`tenant`'s) from an OpenAI-format transcript (a list of messages,
+        or its JSON / JSONL text); all messages or nothing."""
         parsed = (
             transfer.transcript_messages(messages) if isinstance(messages, str) else list(messages)
         )
         return transfer.import_transcript(
-            self._writer, parsed, name=name, actor=self._core.actor(actor), progress=progress
-        )
+            self._writer, parsed, name=name, actor=self._core.actor(actor), progress=progress,
+            tenant=tenant,
+        )  # fmt: skip
 
     def erase(self, context_id: UUID | str, *, reason: str, actor: str | None = None) -> Erasure:
         """Delete a context's contents for good (its events, snapshots, audit rows); leaves

@@ -90,8 +90,10 @@ def import_lines(
     *,
     new_id: bool = False,
     progress: Progress | None = None,
+    tenant: str | None = None,
 ) -> UUID:
     """Store an exported context's events (same ids, versions, chains); returns its id.
+    With `tenant`, the context must be that tenant's (a service's caller imports only its own).
 
     With new_id the context gets a fresh id (and so new chains). Raises InvalidImportError
     naming the line at fault, ContextExistsError; writes nothing then.
@@ -166,6 +168,8 @@ def import_lines(
         if progress:
             progress(done, len(records))
     assert ctx is not None and target is not None
+    if tenant is not None and ctx.tenant != tenant:
+        raise InvalidImportError("the export is another tenant's context")
     for i in ctx.order:  # the result must be a context ctxstore itself could have written
         parse_message(ctx.entries[i]["message"])
     check_transcript((i, ctx.entries[i]["message"]) for i in ctx.order)
@@ -208,10 +212,13 @@ def import_transcript(
     name: str | None,
     actor: str,
     progress: Progress | None = None,
+    tenant: str | None = None,
 ) -> UUID:
-    """A new context holding an OpenAI-format transcript; all or nothing."""
+    """A new context holding an OpenAI-format transcript (`tenant`'s); all or nothing."""
     core = writer.core
-    ctx = Context.start(name=name, metadata=None, encoding=core.settings.encoding, actor=actor)
+    ctx = Context.start(
+        name=name, metadata=None, encoding=core.settings.encoding, actor=actor, tenant=tenant
+    )
     counter = core.tokenizers.counter(ctx.encoding)
     for start in range(0, len(messages), CHUNK):
         chunk = messages[start : start + CHUNK]

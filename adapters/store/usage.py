@@ -57,11 +57,20 @@ def record(
     return writer.command(cid, None, command)
 
 
-def report(core: StoreCore, cid: UUID | None, model: str | None) -> list[ModelUsage]:
-    """Per model: the provider's prompt tokens against ctxstore's counts."""
+def report(
+    core: StoreCore, cid: UUID | None, model: str | None, tenant: str | None = None
+) -> list[ModelUsage]:
+    """Per model: the provider's prompt tokens against ctxstore's counts (of one context, or
+    of every context, or of one tenant's)."""
     if cid is not None:
         events: Iterable[Context.Event] = core.events(cid)
     else:
         events = core.all_of(Context.UsageRecorded)
-    usage = [e for e in events if isinstance(e, Context.UsageRecorded)]
-    return usage_by_model(e for e in usage if model is None or e.model == model)
+    usage = [
+        e
+        for e in events
+        if isinstance(e, Context.UsageRecorded)
+        and (model is None or e.model == model)
+        and (tenant is None or core.tenant_of(e.originator_id) == tenant)
+    ]
+    return usage_by_model(usage)

@@ -1,0 +1,101 @@
+"""The operations on a context, and usage and compaction: each answers `Written` (or the
+compaction) with the context's new version as ETag; If-Match makes a write conditional."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from ctxstore.adapters.http.deps import API, Owned, expected, pooled, written
+from ctxstore.adapters.http.schemas import (
+    BatchEndBody,
+    Command,
+    CompactBody,
+    CompressBody,
+    DeleteBody,
+    InsertBody,
+    ReplaceBody,
+    UsageBody,
+)
+from ctxstore.adapters.store.results import Compaction, Written
+
+router = APIRouter(prefix=f"{API}/contexts/{{context_id}}", tags=["commands"])
+
+
+@router.post("/insert", response_model=Written)
+@pooled
+def insert(ctx: Owned, body: InsertBody) -> Response:
+    """Append messages, or place them after a visible message."""
+    return written(ctx.store.insert(
+        ctx.cid, body.messages, after=body.after, actor=ctx.who.actor,
+        expected_version=expected(body, ctx.who.if_match),
+    ))  # fmt: skip
+
+
+@router.post("/delete", response_model=Written)
+@pooled
+def delete(ctx: Owned, body: DeleteBody) -> Response:
+    """Hide visible messages (a tool call goes with its results)."""
+    return written(ctx.store.delete(
+        ctx.cid, body.ids, actor=ctx.who.actor, expected_version=expected(body, ctx.who.if_match)
+    ))  # fmt: skip
+
+
+@router.post("/replace", response_model=Written)
+@pooled
+def replace(ctx: Owned, body: ReplaceBody) -> Response:
+    """Give a visible message new content under the same id."""
+    return written(ctx.store.replace(
+        ctx.cid, body.id, body.message, actor=ctx.who.actor,
+        expected_version=expected(body, ctx.who.if_match),
+    ))  # fmt: skip
+
+
+@router.post("/compress", response_model=Written)
+@pooled
+def compress(ctx: Owned, body: CompressBody) -> Response:
+    """Put one summary in place of a contiguous run of visible messages."""
+    return written(ctx.store.compress(
+        ctx.cid, body.ids, body.summary, stats=body.stats, actor=ctx.who.actor,
+        expected_version=expected(body, ctx.who.if_match),
+    ))  # fmt: skip
+
+
+@router.post("/batch-start", response_model=Written)
+@pooled
+def batch_start(ctx: Owned, body: Command | None = None) -> Response:
+    """Open a batch: a point to roll back to."""
+    return written(ctx.store.batch_start(
+        ctx.cid, actor=ctx.who.actor, expected_version=expected(body, ctx.who.if_match)
+    ))  # fmt: skip
+
+
+@router.post("/batch-end", response_model=Written)
+@pooled
+def batch_end(ctx: Owned, body: BatchEndBody | None = None) -> Response:
+    """Close batches: roll back to where the batch opened, unless keep."""
+    body = body or BatchEndBody()
+    return written(ctx.store.batch_end(
+        ctx.cid, body.to, keep=body.keep, actor=ctx.who.actor,
+        expected_version=expected(body, ctx.who.if_match),
+    ))  # fmt: skip
+
+
+@router.post("/usage", response_model=Written)
+@pooled
+def record_usage(ctx: Owned, body: UsageBody) -> Response:
+    """Record what a provider billed for a call, and what was sent."""
+    return written(ctx.store.record_usage(
+        ctx.cid, model=body.model, prompt_tokens=body.prompt_tokens,
+        completion_tokens=body.completion_tokens, version=body.version,
+        counted_tokens=body.counted_tokens, sent=body.sent, actor=ctx.who.actor,
+    ))  # fmt: skip
+
+
+@router.post("/compact", response_model=Compaction)
+@pooled
+def compact(ctx: Owned, body: CompactBody | None = None) -> Compaction:
+    """Summarize the older half of the rounds since the latest summary."""
+    body = body or CompactBody()
+    return ctx.store.compact(
+        ctx.cid, dry_run=body.dry_run, in_batch=body.in_batch, actor=ctx.who.actor
+    )

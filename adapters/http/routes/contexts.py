@@ -1,0 +1,84 @@
+"""Contexts: create, find by your own key, list, read, fork, erase."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+
+from ctxstore.adapters.http.deps import API, Owned, Requester, pooled
+from ctxstore.adapters.http.schemas import CreateBody, Created, ForkBody, KeyBody
+from ctxstore.adapters.store.results import ContextSummary, Erasure, VisibleContext
+
+router = APIRouter(prefix=f"{API}/contexts", tags=["contexts"])
+MAX_VERSION = 2**62
+
+
+@router.post("", status_code=201, response_model=Created)
+@pooled
+def create(body: CreateBody, ctx: Requester, response: Response) -> Created:
+    """Create an empty context."""
+    cid = ctx.store.create(
+        name=body.name, metadata=body.metadata, encoding=body.encoding, actor=ctx.who.actor,
+        tenant=ctx.who.tenant, context_id=body.context_id,
+    )  # fmt: skip
+    response.headers["Location"] = f"{API}/contexts/{cid}"
+    response.headers["ETag"] = '"1"'
+    return Created(context_id=cid, version=1)
+
+
+@router.post("/by-key", response_model=Created)
+@pooled
+def context_for_key(body: KeyBody, ctx: Requester) -> Created:
+    """The context your own key names (e.g. a session id), created on first use."""
+    cid = ctx.store.context_for_key(
+        body.key, tenant=ctx.who.tenant, name=body.name, metadata=body.metadata,
+        actor=ctx.who.actor,
+    )  # fmt: skip
+    return Created(context_id=cid, version=ctx.store.visible(cid).version)
+
+
+@router.get("", response_model=list[ContextSummary])
+@pooled
+def contexts(
+    ctx: Requester,
+    search: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+) -> list[ContextSummary]:
+    """The caller's contexts in creation order; `search` matches name or id."""
+    return ctx.store.contexts(limit=limit, tenant=ctx.who.tenant, search=search)
+
+
+@router.get("/{context_id}", response_model=VisibleContext, tags=["reads"])
+@pooled
+def visible(
+    ctx: Owned,
+    response: Response,
+    at_version: Annotated[int | None, Query(ge=1, le=MAX_VERSION)] = None,
+    at_time: Annotated[datetime | None, Query(description="ISO 8601 with a zone")] = None,
+) -> VisibleContext:
+    """The visible context now, at a version, or as it was at a time."""
+    found = ctx.store.visible(ctx.cid, at_version=at_version, at_time=at_time)
+    if at_version is None and at_time is None:
+        response.headers["ETag"] = f'"{found.version}"'
+    return found
+
+
+@router.post("/{context_id}/fork", status_code=201, response_model=Created, tags=["commands"])
+@pooled
+def fork(ctx: Owned, body: ForkBody, response: Response) -> Created:
+    """A new context starting as a copy of this one's visible context (at a version)."""
+    new = ctx.store.fork(
+        ctx.cid, at_version=body.at_version, name=body.name, metadata=body.metadata,
+        actor=ctx.who.actor,
+    )  # fmt: skip
+    response.headers["Location"] = f"{API}/contexts/{new}"
+    return Created(context_id=new, version=ctx.store.visible(new).version)
+
+
+@router.delete("/{context_id}", response_model=Erasure)
+@pooled
+def erase(ctx: Owned, reason: Annotated[str, Query(min_length=1, max_length=1000)]) -> Erasure:
+    """Erase the context's contents for good (right to be forgotten); a record stays."""
+    return ctx.store.erase(ctx.cid, reason=reason, actor=ctx.who.actor)

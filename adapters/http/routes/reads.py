@@ -1,0 +1,112 @@
+"""Reads of one context: history, batches, diff, token series, prompts, calls, replay,
+and the check of its hash chain."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Path, Query
+
+from ctxstore.adapters.http.deps import API, Owned, pooled
+from ctxstore.adapters.http.schemas import PromptBody, Step
+from ctxstore.adapters.store.results import (
+    BatchFrame,
+    Diff,
+    HistoryEntry,
+    ModelCall,
+    Prompt,
+    TokenSeries,
+    Verification,
+)
+from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.projections.tokens import MAX_POINTS
+
+router = APIRouter(prefix=f"{API}/contexts/{{context_id}}", tags=["reads"])
+Version = Annotated[int, Query(ge=1, le=2**62)]
+MAX_STEPS = 1000  # replay steps one request returns; page with from_version
+
+
+@router.get("/history", response_model=list[HistoryEntry])
+@pooled
+def history(
+    ctx: Owned,
+    types: Annotated[list[str] | None, Query()] = None,
+    actor: str | None = None,
+    from_version: Annotated[int | None, Query(ge=1, le=2**62)] = None,
+    to_version: Annotated[int | None, Query(ge=1, le=2**62)] = None,
+    changes: bool = False,
+) -> list[HistoryEntry]:
+    """Every event of the context, with what rollbacks reverted (and what each changed)."""
+    return ctx.store.history(
+        ctx.cid, types=types, actor=actor, from_version=from_version, to_version=to_version,
+        changes=changes,
+    )  # fmt: skip
+
+
+@router.get("/batches", response_model=list[BatchFrame])
+@pooled
+def batches(ctx: Owned) -> list[BatchFrame]:
+    """The open batches, lowest first."""
+    return ctx.store.batches(ctx.cid)
+
+
+@router.get("/diff", response_model=Diff)
+@pooled
+def diff(ctx: Owned, from_version: Version, to_version: Version) -> Diff:
+    """Messages added, removed and changed between two versions."""
+    return ctx.store.diff(ctx.cid, from_version, to_version)
+
+
+@router.get("/tokens", response_model=TokenSeries)
+@pooled
+def token_series(
+    ctx: Owned, points: Annotated[int, Query(ge=2, le=MAX_POINTS)] = 500
+) -> TokenSeries:
+    """Visible tokens over the versions (thinned), compactions and rollbacks marked."""
+    return ctx.store.token_series(ctx.cid, points=points)
+
+
+@router.post("/prompt", response_model=Prompt)
+@pooled
+def build_prompt(ctx: Owned, body: PromptBody) -> Prompt:
+    """What to send under a token budget, and what was left out and why."""
+    return ctx.store.build_prompt(
+        ctx.cid, body.budget, body.strategy, query=body.query, resources=body.resources,
+        safety=body.safety, at_version=body.at_version,
+    )  # fmt: skip
+
+
+@router.get("/calls", response_model=list[ModelCall])
+@pooled
+def calls(ctx: Owned) -> list[ModelCall]:
+    """Recorded model calls, in order (numbered from 1)."""
+    return ctx.store.calls(ctx.cid)
+
+
+@router.get("/calls/{number}", response_model=ModelCall)
+@pooled
+def call(
+    ctx: Owned, number: Annotated[int, Path(ge=-(2**62), le=2**62, description="1: the first")]
+) -> ModelCall:
+    """One recorded call (-1 the last) with exactly the messages sent."""
+    return ctx.store.call(ctx.cid, number)
+
+
+@router.get("/replay", response_model=list[Step])
+@pooled
+def replay(ctx: Owned, from_version: Version = 1, to_version: Version | None = None) -> list[Step]:
+    """Each event in the range with the visible context after it, at most 1000 a request."""
+    last = to_version if to_version is not None else from_version + MAX_STEPS - 1
+    if last - from_version + 1 > MAX_STEPS:
+        raise InvalidOperationError(f"a replay request covers at most {MAX_STEPS} versions")
+    if to_version is None:  # up to the head, or the page's end
+        last = min(last, ctx.store.visible(ctx.cid).version)
+    steps = ctx.store.replay(ctx.cid, from_version=from_version, to_version=last)
+    return [Step(event=e, visible=v, calls=c) for e, v, c in steps]
+
+
+@router.get("/verify", response_model=Verification)
+@pooled
+def verify(ctx: Owned) -> Verification:
+    """Check the context's hash chain."""
+    return ctx.store.verify(ctx.cid)

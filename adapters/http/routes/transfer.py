@@ -1,0 +1,49 @@
+"""Export and import: a context's events as JSON lines, and transcripts."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from fastapi import APIRouter, Request, Response
+
+from ctxstore.adapters.http.deps import API, Owned, Requester, pooled
+from ctxstore.adapters.http.schemas import Created, TranscriptBody
+
+router = APIRouter(prefix=f"{API}/contexts", tags=["transfer"])
+NDJSON = "application/x-ndjson"
+
+
+@router.get("/{context_id}/export", response_class=Response)
+@pooled
+def export_events(ctx: Owned) -> Response:
+    """The context's events as JSON lines (ids, versions, timestamps and chains kept)."""
+    lines = list(ctx.store.export_events(ctx.cid))
+    return Response("".join(line + "\n" for line in lines), media_type=NDJSON)
+
+
+@router.post("/import", status_code=201, response_model=Created)
+async def import_events(request: Request, ctx: Requester, new_id: bool = False) -> Created:
+    """Store an exported context (the body: its JSON lines); all or nothing. A caller
+    with a tenant imports only its own tenant's contexts."""
+    text = (await request.body()).decode("utf-8", "replace")
+    return await _run(ctx, lambda: _import(ctx, text, new_id))
+
+
+def _import(ctx: Requester, text: str, new_id: bool) -> Created:
+    cid = ctx.store.import_events(text.splitlines(), new_id=new_id, tenant=ctx.who.tenant)
+    return Created(context_id=cid, version=ctx.store.visible(cid).version)
+
+
+@router.post("/import-transcript", status_code=201, response_model=Created)
+@pooled
+def import_transcript(ctx: Requester, body: TranscriptBody) -> Created:
+    """A new context from an OpenAI-format transcript; all messages or nothing."""
+    cid = ctx.store.import_transcript(
+        body.messages, name=body.name, actor=ctx.who.actor, tenant=ctx.who.tenant
+    )
+    return Created(context_id=cid, version=ctx.store.visible(cid).version)
+
+
+async def _run(ctx: Requester, job: Callable[[], Created]) -> Created:
+    return await asyncio.get_running_loop().run_in_executor(ctx.pool, job)
