@@ -11,13 +11,12 @@ import typer
 
 from ctxstore.adapters.cli.common import (
     JsonFlag,
-    app,
     err,
     handles_errors,
     open_store,
+    options,
     out,
     print_json,
-    state,
 )
 from ctxstore.adapters.settings import redact
 from ctxstore.adapters.store.facade import ContextStore
@@ -32,9 +31,9 @@ def _loopback(host: str) -> bool:
         return False
 
 
-@app.command()
 @handles_errors
 def serve(
+    ctx: typer.Context,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
     workers: Annotated[
@@ -49,7 +48,7 @@ def serve(
     """Serve the store over HTTP (OpenAPI at /openapi.json). Tokens: CTXSTORE_SERVICE__TOKENS."""
     import uvicorn
 
-    with open_store() as store:  # fail here, with a clear message, if it cannot be opened
+    with open_store(ctx) as store:  # fail here, with a clear message, if it cannot be opened
         config = store.settings.service
         url = store.url
     if not config.tokens and not _loopback(host) and not allow_anonymous:
@@ -62,8 +61,9 @@ def serve(
     err.print(
         f"ctxstore serving {redact(url)} on http://{host}:{port} ({mode}, {workers} worker(s))"
     )
-    if state.url:
-        os.environ["CTXSTORE_URL"] = state.url  # the workers open the store the option named
+    named = options(ctx).url
+    if named:
+        os.environ["CTXSTORE_URL"] = named  # the workers open the store the option named
     uvicorn.run(
         "ctxstore.adapters.http.app:app_from_settings",
         factory=True,
@@ -74,8 +74,8 @@ def serve(
     )
 
 
-@app.command()
 def keygen(
+    ctx: typer.Context,
     size: Annotated[int, typer.Option(help="Key size in bytes: 16, 24 or 32.")] = 32,
 ) -> None:
     """Print a new key for CTXSTORE_ENCRYPTION_KEY (AES-GCM at rest). Keep it safe: without
@@ -88,13 +88,12 @@ def keygen(
     print(AESCipher.create_key(size))
 
 
-@app.command()
 @handles_errors
-def migrate(as_json: JsonFlag = False) -> None:
+def migrate(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Bring the store's schema to this release's version; run it as the owner of the
     tables (a store opened by its owner does it by itself)."""
-    applied = ContextStore.setup(state.url)
-    with open_store() as store:
+    applied = ContextStore.setup(options(ctx).url)
+    with open_store(ctx) as store:
         version = store.schema_version()
     if as_json:
         print_json({"version": version, "applied": [m.version for m in applied]})

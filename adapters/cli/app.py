@@ -1,41 +1,62 @@
-"""The `ctxstore` command line: every operation and read, with --json for scripts."""
+"""The `ctxstore` command line: one Typer app, every command registered here, explicitly,
+in the order `--help` lists them; the global options travel in Typer's context."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
-from ctxstore.adapters.cli.common import (
-    ExpectedVersion,
-    JsonFlag,
-    NameOption,
-    ToolCallIdOption,
-    app,
-    err,
-    handles_errors,
-    json_option,
-    message_from_flags,
-    open_store,
-    out,
-    parse_ref,
-    preview,
-    print_json,
-    print_written,
-    read_messages_from_stdin,
-    render_history,
-    render_visible,
-    state,
-    token_label,
+from ctxstore.adapters.cli import admin, audit, commands, reads
+from ctxstore.adapters.cli.common import Options
+
+app = typer.Typer(
+    name="ctxstore",
+    help="Event-sourced store for LLM conversation context.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
 )
-from ctxstore.domain.errors import InvalidMessageError
+
+COMMANDS = (
+    (commands.create, "create"),
+    (commands.contexts, "contexts"),
+    (commands.insert, "insert"),
+    (commands.delete, "delete"),
+    (commands.replace, "replace"),
+    (commands.compress, "compress"),
+    (commands.batch_start, "batch-start"),
+    (commands.batch_end, "batch-end"),
+    (reads.show, "show"),
+    (reads.log, "log"),
+    (reads.prompt, "prompt"),
+    (commands.usage, "usage"),
+    (commands.usage_report, "usage-report"),
+    (commands.compact, "compact"),
+    (reads.batches, "batches"),
+    (reads.tokens, "tokens"),
+    (reads.key, "key"),
+    (commands.demo, "demo"),
+    (audit.audit, "audit"),
+    (audit.diff, "diff"),
+    (audit.replay, "replay"),
+    (audit.calls, "calls"),
+    (audit.fork, "fork"),
+    (audit.export, "export"),
+    (audit.import_, "import"),
+    (audit.verify, "verify"),
+    (audit.erase, "erase"),
+    (audit.erasures, "erasures"),
+    (audit.reindex, "reindex"),
+    (admin.serve, "serve"),
+    (admin.keygen, "keygen"),
+    (admin.migrate, "migrate"),
+)
 
 
 @app.callback()
 def main_options(
+    ctx: typer.Context,
     url: Annotated[
         str | None,
         typer.Option(help="Store URL (default: CTXSTORE_URL, else the embedded SQLite file)."),
@@ -45,449 +66,13 @@ def main_options(
     ] = None,
 ) -> None:
     """ctxstore: every change to an LLM context is an event; replay, roll back, audit."""
-    state.url = url
-    state.actor = actor
+    ctx.obj = Options(url=url, actor=actor)
 
 
-@app.command()
-@handles_errors
-def create(
-    name: Annotated[str | None, typer.Option(help="A name to find the context by.")] = None,
-    metadata: Annotated[str | None, typer.Option(help="Metadata as a JSON object.")] = None,
-    encoding: Annotated[
-        str | None, typer.Option(help="Token encoding (default: CTXSTORE_ENCODING).")
-    ] = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Create an empty context and print its id."""
-    meta = json_option(metadata, "--metadata")
-    with open_store() as store:
-        cid = store.create(name=name, metadata=meta, encoding=encoding, actor=state.actor)
-    print_json({"context_id": str(cid)}) if as_json else out.print(str(cid), highlight=False)
-
-
-@app.command()
-@handles_errors
-def contexts(as_json: JsonFlag = False) -> None:
-    """List contexts in creation order."""
-    with open_store() as store:
-        found = store.contexts()
-    if as_json:
-        print_json([c.model_dump(mode="json") for c in found])
-        return
-    table = Table(title="contexts")
-    for col in ("id", "name", "created", "by", "forked from"):
-        table.add_column(col)
-    for c in found:
-        origin = c.forked_from
-        table.add_row(
-            str(c.context_id),
-            c.name or "",
-            c.created_at.isoformat(timespec="seconds"),
-            c.created_by,
-            f"{origin['context_id']} v{origin['version']}" if origin else "",
-        )
-    out.print(table)
-
-
-@app.command()
-@handles_errors
-def insert(
-    context: str,
-    role: Annotated[str | None, typer.Option(help="Role of a message given by --content.")] = None,
-    content: Annotated[
-        str | None, typer.Option(help="Text of one message; else JSON/JSONL on stdin.")
-    ] = None,
-    name: NameOption = None,
-    tool_call_id: ToolCallIdOption = None,
-    after: Annotated[
-        str | None, typer.Option(help="Insert after this message id or #position.")
-    ] = None,
-    expected_version: ExpectedVersion = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Append messages (or insert them after one); prints their ids."""
-    one = message_from_flags(role, content, name, tool_call_id)
-    messages = [one] if one is not None else read_messages_from_stdin()
-    with open_store() as store:
-        w = store.insert(
-            context,
-            messages,
-            after=None if after is None else parse_ref(after),
-            actor=state.actor,
-            expected_version=expected_version,
-        )
-    print_written(w, as_json)
-
-
-@app.command()
-@handles_errors
-def delete(
-    context: str,
-    refs: Annotated[list[str], typer.Argument(help="Message ids or #positions.")],
-    expected_version: ExpectedVersion = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Hide messages from the visible context (they stay in the log)."""
-    with open_store() as store:
-        w = store.delete(
-            context,
-            [parse_ref(r) for r in refs],
-            actor=state.actor,
-            expected_version=expected_version,
-        )
-    print_written(w, as_json)
-
-
-@app.command()
-@handles_errors
-def replace(
-    context: str,
-    ref: Annotated[str, typer.Argument(help="Message id or #position.")],
-    role: Annotated[str | None, typer.Option(help="Role of the new message.")] = None,
-    content: Annotated[
-        str | None, typer.Option(help="New text; else one JSON message on stdin.")
-    ] = None,
-    name: NameOption = None,
-    tool_call_id: ToolCallIdOption = None,
-    expected_version: ExpectedVersion = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Give a message new content under the same id."""
-    if content is not None and role is None and name is None and tool_call_id is None:
-        new: dict[str, Any] | str = content  # only the text changes; the role and the rest stay
-    else:
-        one = message_from_flags(role, content, name, tool_call_id)
-        messages = [one] if one is not None else read_messages_from_stdin()
-        if len(messages) != 1:
-            raise InvalidMessageError(f"replace takes exactly one message, got {len(messages)}")
-        new = messages[0]
-    with open_store() as store:
-        w = store.replace(
-            context, parse_ref(ref), new, actor=state.actor, expected_version=expected_version
-        )
-    print_written(w, as_json)
-
-
-@app.command()
-@handles_errors
-def compress(
-    context: str,
-    refs: Annotated[
-        list[str], typer.Argument(help="The contiguous run: message ids or #positions.")
-    ],
-    summary: Annotated[str, typer.Option(help="Text of the summary message.")],
-    role: Annotated[str, typer.Option(help="Role of the summary message.")] = "user",
-    stats: Annotated[str | None, typer.Option(help="Free-form stats as a JSON object.")] = None,
-    expected_version: ExpectedVersion = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Replace a contiguous run of messages by one summary message."""
-    parsed_stats = json_option(stats, "--stats")
-    message = {"role": role, "content": summary, "metadata": {"ctxstore": "summary"}}
-    with open_store() as store:
-        w = store.compress(
-            context,
-            [parse_ref(r) for r in refs],
-            message,
-            stats=parsed_stats,
-            actor=state.actor,
-            expected_version=expected_version,
-        )
-    print_written(w, as_json)
-
-
-@app.command("batch-start")
-@handles_errors
-def batch_start(
-    context: str, expected_version: ExpectedVersion = None, as_json: JsonFlag = False
-) -> None:
-    """Open a batch (a savepoint) on top of the current one."""
-    with open_store() as store:
-        w = store.batch_start(context, actor=state.actor, expected_version=expected_version)
-    print_written(w, as_json)
-
-
-@app.command("batch-end")
-@handles_errors
-def batch_end(
-    context: str,
-    to: Annotated[
-        int | None, typer.Option(help="Batch to return to (default: the one below the top).")
-    ] = None,
-    keep: Annotated[
-        bool, typer.Option("--keep", help="Close the batches but keep their changes.")
-    ] = False,
-    expected_version: ExpectedVersion = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Close batches: roll back to the moment batch TO+1 opened, or keep the changes."""
-    with open_store() as store:
-        w = store.batch_end(
-            context, to=to, keep=keep, actor=state.actor, expected_version=expected_version
-        )
-    print_written(w, as_json)
-
-
-@app.command()
-@handles_errors
-def show(
-    context: str,
-    at_version: Annotated[
-        int | None, typer.Option(help="Show the context as it was at this version.")
-    ] = None,
-    at_time: Annotated[
-        datetime | None,
-        typer.Option(
-            help="Show it as it was at this time (ISO 8601 with zone).",
-            formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f%z"],
-        ),
-    ] = None,
-    openai: Annotated[
-        bool,
-        typer.Option("--openai", help="With --json: only the messages, as the API takes them."),
-    ] = False,
-    call: Annotated[
-        int | None,
-        typer.Option(help="Show exactly what recorded model call N sent (1 first, -1 last)."),
-    ] = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Print the visible context (now, at a past version, or as a model call saw it)."""
-    if call is not None:
-        show_call(context, call, openai, as_json)
-        return
-    with open_store() as store:
-        v = store.visible(context, at_version=at_version, at_time=at_time)
-    if as_json:
-        print_json(v.to_openai() if openai else v.model_dump(mode="json", exclude_none=True))
-    else:
-        render_visible(v)
-
-
-@app.command()
-@handles_errors
-def log(
-    context: str,
-    type_: Annotated[
-        list[str] | None, typer.Option("--type", help="Only these event types.")
-    ] = None,
-    by: Annotated[str | None, typer.Option("--by", help="Only events of this actor.")] = None,
-    from_version: Annotated[int | None, typer.Option(help="Only from this version.")] = None,
-    to_version: Annotated[int | None, typer.Option(help="Only up to this version.")] = None,
-    changes: Annotated[
-        bool, typer.Option("--changes", help="Show what each event changed in the context.")
-    ] = False,
-    as_json: JsonFlag = False,
-) -> None:
-    """Print the context's history: every event, rolled-back ones marked."""
-    with open_store() as store:
-        entries = store.history(
-            context, types=type_ or None, actor=by, from_version=from_version,
-            to_version=to_version, changes=changes,
-        )  # fmt: skip
-    if as_json:
-        print_json([h.model_dump(mode="json", exclude_none=True) for h in entries])
-    else:
-        render_history(entries)
-        if changes:
-            for h in entries:
-                if h.changes is not None and not h.changes.empty:
-                    out.print(f"v{h.version} {h.type}:", style="bold", highlight=False)
-                    render_change(h.changes)
-
-
-@app.command()
-@handles_errors
-def prompt(
-    context: str,
-    budget: Annotated[int, typer.Option(help="The model's token budget for this request.")],
-    strategy: Annotated[
-        str | None,
-        typer.Option(
-            help="full, compressed, adaptive or semantic (default: CTXSTORE_PROMPT__STRATEGY)."
-        ),
-    ] = None,
-    query: Annotated[
-        str | None, typer.Option(help="For semantic: what relevance is measured against.")
-    ] = None,
-    safety: Annotated[
-        float | None, typer.Option(help="Share of the budget to fill (default 0.9).")
-    ] = None,
-    resources: Annotated[
-        str | None,
-        typer.Option(
-            help='Optional items as JSON: [{"id": .., "tokens" or "text": .., "priority": ..}].'
-        ),
-    ] = None,
-    at_version: Annotated[
-        int | None, typer.Option(help="Build from the context as it was at this version.")
-    ] = None,
-    openai: Annotated[
-        bool,
-        typer.Option("--openai", help="With --json: only the messages, as the API takes them."),
-    ] = False,
-    as_json: JsonFlag = False,
-) -> None:
-    """Choose what to send under a token budget, and say what was left out and why."""
-    items = json_option(resources, "--resources") or []
-    if not isinstance(items, list):
-        raise InvalidMessageError("--resources must be a JSON list")
-    with open_store() as store:
-        p = store.build_prompt(
-            context,
-            budget,
-            strategy,  # type: ignore[arg-type]  # checked by build_prompt
-            query=query,
-            resources=items,
-            safety=safety,
-            at_version=at_version,
-        )
-    if as_json:
-        print_json(p.to_openai() if openai else p.model_dump(mode="json", exclude_none=True))
-        return
-    table = Table(
-        title=f"prompt: {p.strategy}, {token_label(p.tokens, p.estimated)} of {p.limit} tokens "
-        f"(budget {p.budget})"
-    )
-    for col in ("id", "role", "content"):
-        table.add_column(col, overflow="fold")
-    for m in p.messages:
-        table.add_row(m.id or "", m.role, Text(preview(m.text()) or ", ".join(m.call_ids)))
-    out.print(table)
-    for o in p.omitted:
-        out.print(Text(f"left out {o.id}: {o.reason}"), style="dim")
-    if p.resources or p.omitted_resources:
-        out.print(
-            f"resources kept: {', '.join(p.resources) or '-'} "
-            f"({p.resource_tokens} tokens, {p.resource_utilization:.0%} of what was left)"
-        )
-        for r in p.omitted_resources:
-            out.print(Text(f"resource {r.id} left out: {r.reason}"), style="dim")
-
-
-@app.command()
-@handles_errors
-def usage(
-    context: str,
-    model: Annotated[str, typer.Option(help="The model that answered.")],
-    prompt_tokens: Annotated[int, typer.Option(help="Prompt tokens the provider reported.")],
-    completion_tokens: Annotated[
-        int, typer.Option(help="Completion tokens the provider reported.")
-    ] = 0,
-    version: Annotated[
-        int | None, typer.Option(help="The context version that was sent (default: the head).")
-    ] = None,
-    counted: Annotated[
-        int | None,
-        typer.Option(help="ctxstore's count of what was sent, if not the whole visible context."),
-    ] = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Record a provider's usage for a call made with the context."""
-    with open_store() as store:
-        w = store.record_usage(
-            context, model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-            version=version, counted_tokens=counted, actor=state.actor,
-        )  # fmt: skip
-    print_written(w, as_json)
-
-
-@app.command("usage-report")
-@handles_errors
-def usage_report(
-    model: Annotated[str | None, typer.Option(help="Only this model.")] = None,
-    context: Annotated[str | None, typer.Option(help="Only this context.")] = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Per model: the provider's prompt tokens against ctxstore's own counts."""
-    with open_store() as store:
-        report = store.usage_report(model=model, context_id=context)
-    if as_json:
-        print_json([r.model_dump(mode="json") for r in report])
-        return
-    table = Table(title="provider usage against ctxstore's counts")
-    for col in (
-        "model",
-        "calls",
-        "provider prompt",
-        "ctxstore",
-        "ratio",
-        "mean error",
-        "estimated",
-    ):
-        table.add_column(col)
-    for r in report:
-        table.add_row(
-            r.model, str(r.calls), str(r.prompt_tokens), str(r.counted_tokens),
-            f"{r.ratio:.3f}", f"{r.mean_error:+.1%}", str(r.estimated_calls),
-        )  # fmt: skip
-    out.print(table)
-
-
-@app.command()
-@handles_errors
-def compact(
-    context: str,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
-    ] = False,
-    no_batch: Annotated[
-        bool, typer.Option("--no-batch", help="Do not open a batch for it.")
-    ] = False,
-    as_json: JsonFlag = False,
-) -> None:
-    """Summarize the older half of the conversation (seed 000's half window)."""
-    with open_store() as store:
-        if dry_run or as_json:
-            done = store.compact(context, dry_run=dry_run, in_batch=not no_batch, actor=state.actor)
-        else:
-            with err.status("summarizing..."):
-                done = store.compact(context, in_batch=not no_batch, actor=state.actor)
-    if as_json:
-        print_json(done.model_dump(mode="json"))
-        return
-    plan = done.plan
-    out.print(
-        f"plan: {plan['mode']}, {plan['summarized_rounds']} of {plan['total_rounds']} rounds "
-        f"summarized, {plan['kept_rounds']} kept ({plan['split_strategy']}, "
-        f"{plan['boundary_adjustment']}"
-        + (f", fallback: {plan['fallback_reason']}" if plan["fallback_reason"] else "")
-        + f"); {len(done.replaced)} messages",
-        highlight=False,
-    )
-    if done.skipped:
-        out.print(f"skipped: {done.skipped}", highlight=False)
-    elif done.dry_run:
-        out.print("dry run: nothing written", highlight=False)
-    else:
-        st = done.stats
-        out.print(
-            f"summary {done.summary_id}: tokens {done.tokens_before} -> {done.tokens_after}, "
-            f"{st['chunk_count']} chunk(s), depth {st['max_depth']}"
-            + (", truncated" if st["truncated"] else "")
-            + f"; version {done.version}, batch {done.batch}",
-            highlight=False,
-        )
-
-
-@app.command()
-@handles_errors
-def demo() -> None:
-    """Play a scripted agent conversation through every operation and print what happens."""
-    from ctxstore.adapters.cli.demo import run_demo
-
-    with open_store() as store:
-        run_demo(store, out, render_visible, render_history)
+for command, name in COMMANDS:
+    app.command(name)(command)
 
 
 def main() -> None:
     """Console entry point."""
     app()
-
-
-# The audit and debugging commands register after these, so `--help` lists them last.
-from ctxstore.adapters.cli.admin import keygen, serve
-from ctxstore.adapters.cli.audit import render_change, show_call
-
-__all__ = ["app", "keygen", "main", "serve"]

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from ctxstore.adapters.cli.common import (
     JsonFlag,
-    app,
+    actor,
     err,
     event_summary,
     handles_errors,
@@ -27,7 +27,6 @@ from ctxstore.adapters.cli.common import (
     preview,
     print_json,
     render_visible,
-    state,
     token_label,
 )
 from ctxstore.adapters.store.results import ReplayStep
@@ -89,9 +88,9 @@ def audit_table(entries: list[AuditEntry]) -> Table:
     return table
 
 
-@app.command()
 @handles_errors
 def audit(
+    ctx: typer.Context,
     since: Annotated[
         str | None, typer.Option(help="From this time (ISO 8601, or an age: 30m, 1h, 2d).")
     ] = None,
@@ -123,7 +122,7 @@ def audit(
         "limit": limit,
     }
     cursor = after
-    with open_store() as store:
+    with open_store(ctx) as store:
         while True:
             page = store.audit(after=cursor, **kwargs)  # type: ignore[arg-type]
             if as_json:
@@ -145,16 +144,16 @@ def audit(
         out.print(f"more: ctxstore audit --after {page.cursor} ...", style="dim", highlight=False)
 
 
-@app.command()
 @handles_errors
 def diff(
+    ctx: typer.Context,
     context: str,
     from_version: Annotated[int, typer.Argument(help="The earlier version.")],
     to_version: Annotated[int, typer.Argument(help="The later version.")],
     as_json: JsonFlag = False,
 ) -> None:
     """What changed in the visible context between two versions."""
-    with open_store() as store:
+    with open_store(ctx) as store:
         d = store.diff(context, from_version, to_version)
     if as_json:
         print_json(d.model_dump(mode="json", exclude_none=True))
@@ -179,9 +178,9 @@ def render_diff(d: Diff) -> None:
         out.print("no difference in the visible messages", style="dim")
 
 
-@app.command()
 @handles_errors
 def replay(
+    ctx: typer.Context,
     context: str,
     from_version: Annotated[int, typer.Option("--from", help="First version to show.")] = 1,
     to: Annotated[int | None, typer.Option("--to", help="Last version to show.")] = None,
@@ -195,7 +194,7 @@ def replay(
     --json prints one JSON line per event: the event (with its changes), the visible
     messages and token total after it, and the model calls that sent that version.
     """
-    with open_store() as store:
+    with open_store(ctx) as store:
         steps = store.replay(context, from_version=from_version, to_version=to)
         for s in steps:
             if as_json:
@@ -230,9 +229,9 @@ def render_step(s: ReplayStep) -> None:
     )
 
 
-def show_call(context: str, number: int, openai: bool, as_json: bool) -> None:
+def show_call(ctx: typer.Context, context: str, number: int, openai: bool, as_json: bool) -> None:
     """`show --call N`: exactly the messages a recorded model call sent."""
-    with open_store() as store:
+    with open_store(ctx) as store:
         call = store.call(context, number)
     messages = call.messages or []
     if as_json:
@@ -254,11 +253,10 @@ def show_call(context: str, number: int, openai: bool, as_json: bool) -> None:
     out.print(table)
 
 
-@app.command()
 @handles_errors
-def calls(context: str, as_json: JsonFlag = False) -> None:
+def calls(ctx: typer.Context, context: str, as_json: JsonFlag = False) -> None:
     """The model calls recorded against a context (see `show --call N`)."""
-    with open_store() as store:
+    with open_store(ctx) as store:
         found = store.calls(context)
     if as_json:
         print_json([c.model_dump(mode="json", exclude_none=True) for c in found])
@@ -275,9 +273,9 @@ def calls(context: str, as_json: JsonFlag = False) -> None:
     out.print(table)
 
 
-@app.command()
 @handles_errors
 def fork(
+    ctx: typer.Context,
     context: str,
     at_version: Annotated[
         int | None, typer.Option(help="Copy the context as it was at this version.")
@@ -286,21 +284,21 @@ def fork(
     as_json: JsonFlag = False,
 ) -> None:
     """A new context starting as a copy of this one's visible context; prints its id."""
-    with open_store() as store:
-        new = store.fork(context, at_version=at_version, name=name, actor=state.actor)
+    with open_store(ctx) as store:
+        new = store.fork(context, at_version=at_version, name=name, actor=actor(ctx))
     print_json({"context_id": str(new)}) if as_json else out.print(str(new), highlight=False)
 
 
-@app.command()
 @handles_errors
 def export(
+    ctx: typer.Context,
     context: str,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")
     ] = None,
 ) -> None:
     """Write a context's events as JSON lines (import takes them back exactly)."""
-    with open_store() as store:
+    with open_store(ctx) as store:
         lines = store.export_events(context)
         if output is None:
             for line in lines:
@@ -320,9 +318,9 @@ def read_input(path: Path | None) -> str:
         raise InvalidOperationError(f"cannot read {path}: {exc}") from None
 
 
-@app.command("import")
 @handles_errors
 def import_(
+    ctx: typer.Context,
     path: Annotated[Path | None, typer.Argument(help="The file (default or -: stdin).")] = None,
     openai: Annotated[
         bool,
@@ -336,27 +334,27 @@ def import_(
 ) -> None:
     """Import an export of `ctxstore export`, or (--openai) a transcript as a new context."""
     text = read_input(path)
-    with open_store() as store, Progress(console=err, transient=True) as bar:
+    with open_store(ctx) as store, Progress(console=err, transient=True) as bar:
         task = bar.add_task("importing", total=None)
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
 
         if openai:
-            cid = store.import_transcript(text, name=name, actor=state.actor, progress=progress)
+            cid = store.import_transcript(text, name=name, actor=actor(ctx), progress=progress)
         else:
             cid = store.import_events(text.splitlines(), new_id=new_id, progress=progress)
     print_json({"context_id": str(cid)}) if as_json else out.print(str(cid), highlight=False)
 
 
-@app.command()
 @handles_errors
 def verify(
+    ctx: typer.Context,
     context: Annotated[str | None, typer.Argument(help="One context (default: all).")] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Check the hash chains of stored events; exit 6 naming the first broken link."""
-    with open_store() as store:
+    with open_store(ctx) as store:
         result = store.verify(context)
     if as_json:
         print_json({**result.model_dump(mode="json"), "ok": result.ok})
@@ -379,9 +377,9 @@ def verify(
 __all__ = ["render_change", "render_visible", "show_call"]
 
 
-@app.command()
 @handles_errors
 def erase(
+    ctx: typer.Context,
     context: str,
     reason: Annotated[str, typer.Option(help="Why (kept in the erasure record).")],
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
@@ -390,8 +388,8 @@ def erase(
     """Erase a context's contents for good (right to be forgotten); a record stays."""
     if not yes and not typer.confirm(f"Erase context {context} for good?"):
         raise typer.Exit(1)
-    with open_store() as store:
-        record = store.erase(context, reason=reason, actor=state.actor)
+    with open_store(ctx) as store:
+        record = store.erase(context, reason=reason, actor=actor(ctx))
     if as_json:
         print_json(record.model_dump(mode="json"))
     else:
@@ -402,11 +400,10 @@ def erase(
         )
 
 
-@app.command()
 @handles_errors
-def erasures(as_json: JsonFlag = False) -> None:
+def erasures(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """The erasure records: which context, by whom, why, when."""
-    with open_store() as store:
+    with open_store(ctx) as store:
         records = store.erasures()
     if as_json:
         for r in records:
@@ -421,10 +418,9 @@ def erasures(as_json: JsonFlag = False) -> None:
     out.print(table)
 
 
-@app.command()
 @handles_errors
-def reindex() -> None:
+def reindex(ctx: typer.Context) -> None:
     """Rebuild the audit index from the events (after it was damaged or edited)."""
-    with open_store() as store:
+    with open_store(ctx) as store:
         position = store.rebuild_audit_index()
     out.print(f"audit index rebuilt up to position {position}", highlight=False)

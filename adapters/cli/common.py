@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import wraps
 from typing import Annotated, Any, TypeVar
 
@@ -28,13 +29,6 @@ from ctxstore.domain.errors import (
 from ctxstore.projections.history import HistoryEntry
 from ctxstore.projections.visible import VisibleContext
 
-app = typer.Typer(
-    name="ctxstore",
-    help="Event-sourced store for LLM conversation context.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 out = Console(width=None if sys.stdout.isatty() else 120)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -50,12 +44,24 @@ EXIT_CODES: list[tuple[type[CtxStoreError], int]] = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class State:
+@dataclass(frozen=True)
+class Options:
+    """The options given before the command (`ctxstore --url ... --actor ... COMMAND`)."""
+
     url: str | None = None
     actor: str | None = None
 
 
-state = State()
+def options(ctx: typer.Context) -> Options:
+    """The global options of the command being run, carried in Typer's context."""
+    found = ctx.find_root().obj
+    return found if isinstance(found, Options) else Options()
+
+
+def actor(ctx: typer.Context) -> str | None:
+    """The actor the command records (None: CTXSTORE_ACTOR, else the default)."""
+    return options(ctx).actor
+
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 NameOption = Annotated[str | None, typer.Option(help="The message's name field.")]
@@ -88,8 +94,9 @@ def handles_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def open_store() -> ContextStore:
-    return ContextStore.from_url(state.url)
+def open_store(ctx: typer.Context) -> ContextStore:
+    """The store the command's --url names (default: CTXSTORE_URL, else the SQLite file)."""
+    return ContextStore.from_url(options(ctx).url)
 
 
 def parse_ref(token: str) -> MessageRef:

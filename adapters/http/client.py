@@ -38,7 +38,7 @@ from ctxstore.adapters.store.results import (
     VisibleContext,
     Written,
 )
-from ctxstore.adapters.store.transfer import transcript_messages
+from ctxstore.adapters.store.transfer import InvalidImportError, transcript_messages
 from ctxstore.domain import errors
 from ctxstore.domain.compaction import NothingToSummarizeError
 from ctxstore.domain.context import JSON, MessageRef
@@ -48,7 +48,7 @@ REPLAY_PAGE = 500  # versions a replay request asks for
 M = TypeVar("M", bound=BaseModel)
 ERRORS: dict[str, type[errors.CtxStoreError]] = {
     cls.__name__: cls
-    for cls in (*vars(errors).values(), NothingToSummarizeError)
+    for cls in (*vars(errors).values(), NothingToSummarizeError, InvalidImportError)
     if isinstance(cls, type) and issubclass(cls, errors.CtxStoreError)
 }
 
@@ -99,15 +99,12 @@ class CtxStoreClient(ContextOperations):
         json: Any = None,
         params: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
-        content: bytes | None = None,
     ) -> httpx.Response:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         safe = method == "GET" or "Idempotency-Key" in (headers or {})
         for attempt in range(self.retries + 1 if safe else 1):
             try:
-                response = self.http.request(
-                    method, path, json=json, params=query, headers=headers, content=content
-                )
+                response = self.http.request(method, path, json=json, params=query, headers=headers)
             except httpx.TransportError:
                 # Safe to resend: reads change nothing, and writes carry an idempotency key.
                 if not safe or attempt == self.retries:
@@ -202,12 +199,9 @@ class CtxStoreClient(ContextOperations):
         return self._get_list("/v1/contexts", ContextSummary, limit=limit, search=search)
 
     def visible(
-        self,
-        context_id: UUID | str,
-        *,
-        at_version: int | None = None,
+        self, context_id: UUID | str, *, at_version: int | None = None,
         at_time: datetime | None = None,
-    ) -> VisibleContext:
+    ) -> VisibleContext:  # fmt: skip
         at = None if at_time is None else at_time.isoformat()
         return self._get(self._ctx(context_id), VisibleContext, at_version=at_version, at_time=at)
 
@@ -232,13 +226,9 @@ class CtxStoreClient(ContextOperations):
         )
 
     def delete(
-        self,
-        context_id: UUID | str,
-        ids: MessageRef | Sequence[MessageRef],
-        *,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-    ) -> Written:
+        self, context_id: UUID | str, ids: MessageRef | Sequence[MessageRef], *,
+        expected_version: int | None = None, idempotency_key: str | None = None,
+    ) -> Written:  # fmt: skip
         refs = [ids] if isinstance(ids, str | int) else list(ids)
         return self._post(
             f"{self._ctx(context_id)}/delete", {"ids": refs}, Written,
@@ -246,14 +236,9 @@ class CtxStoreClient(ContextOperations):
         )  # fmt: skip
 
     def replace(
-        self,
-        context_id: UUID | str,
-        message_id: MessageRef,
-        message: JSON | str,
-        *,
-        expected_version: int | None = None,
-        idempotency_key: str | None = None,
-    ) -> Written:
+        self, context_id: UUID | str, message_id: MessageRef, message: JSON | str, *,
+        expected_version: int | None = None, idempotency_key: str | None = None,
+    ) -> Written:  # fmt: skip
         return self._post(
             f"{self._ctx(context_id)}/replace", {"id": message_id, "message": message}, Written,
             if_match=expected_version, key=idempotency_key,
@@ -469,12 +454,10 @@ class CtxStoreClient(ContextOperations):
     def import_events(
         self, lines: Iterable[str], *, new_id: bool = False, idempotency_key: str | None = None
     ) -> UUID:
-        body = "".join(line.rstrip("\n") + "\n" for line in lines)
-        headers = {**self._key(idempotency_key), "Content-Type": "application/x-ndjson"}
+        body = {"lines": [line.rstrip("\n") for line in lines if line.strip()], "new_id": new_id}
         response = self._send(
-            "POST", "/v1/contexts/import", content=body.encode(), params={"new_id": new_id},
-            headers=headers,
-        )  # fmt: skip
+            "POST", "/v1/contexts/import", json=body, headers=self._key(idempotency_key)
+        )
         return UUID(response.json()["context_id"])
 
     def import_transcript(

@@ -106,6 +106,11 @@ class Health(BaseModel):
     backend: str
 
 
+class ImportBody(Body):
+    lines: list[str] = Field(description="an export's JSON lines, in order")
+    new_id: bool = Field(default=False, description="store it under a new id")
+
+
 class TranscriptBody(Body):
     messages: list[MessageJSON] = Field(description="OpenAI-format chat messages, in order")
     name: str | None = None

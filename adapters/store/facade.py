@@ -95,15 +95,10 @@ class ContextStore(ContextOperations):
     # ---- commands -------------------------------------------------------------------
 
     def create(
-        self,
-        *,
-        name: str | None = None,
-        metadata: JSON | None = None,
-        encoding: str | None = None,
-        actor: str | None = None,
-        tenant: str | None = None,
+        self, *, name: str | None = None, metadata: JSON | None = None,
+        encoding: str | None = None, actor: str | None = None, tenant: str | None = None,
         context_id: UUID | str | None = None,
-    ) -> UUID:
+    ) -> UUID:  # fmt: skip
         """Create an empty context counting tokens with `encoding`; returns its id.
 
         `tenant` names its owner on a shared service (the HTTP service sets it). A caller
@@ -120,14 +115,10 @@ class ContextStore(ContextOperations):
         return ctx.id
 
     def insert(
-        self,
-        context_id: UUID | str,
-        messages: Message | JSON | Sequence[Message | JSON],
-        *,
-        after: MessageRef | None = None,
-        actor: str | None = None,
+        self, context_id: UUID | str, messages: Message | JSON | Sequence[Message | JSON], *,
+        after: MessageRef | None = None, actor: str | None = None,
         expected_version: int | None = None,
-    ) -> Written:
+    ) -> Written:  # fmt: skip
         """Append messages, or place them after a visible message (id or position).
 
         Raises: ContextNotFoundError, InvalidMessageError, UnknownMessageError,
@@ -150,13 +141,9 @@ class ContextStore(ContextOperations):
         return written
 
     def delete(
-        self,
-        context_id: UUID | str,
-        ids: MessageRef | Sequence[MessageRef],
-        *,
-        actor: str | None = None,
-        expected_version: int | None = None,
-    ) -> Written:
+        self, context_id: UUID | str, ids: MessageRef | Sequence[MessageRef], *,
+        actor: str | None = None, expected_version: int | None = None,
+    ) -> Written:  # fmt: skip
         """Hide visible messages; a tool call and its results go together or not at all."""
         who = self._core.actor(actor)
         return self._writer.command(
@@ -164,14 +151,9 @@ class ContextStore(ContextOperations):
         )
 
     def replace(
-        self,
-        context_id: UUID | str,
-        message_id: MessageRef,
-        message: Message | JSON | str,
-        *,
-        actor: str | None = None,
-        expected_version: int | None = None,
-    ) -> Written:
+        self, context_id: UUID | str, message_id: MessageRef, message: Message | JSON | str, *,
+        actor: str | None = None, expected_version: int | None = None,
+    ) -> Written:  # fmt: skip
         """Give a visible message new content under the same id (a string: new text only)."""
         who = self._core.actor(actor)
         if not isinstance(message, str):
@@ -183,15 +165,10 @@ class ContextStore(ContextOperations):
         )
 
     def compress(
-        self,
-        context_id: UUID | str,
-        ids: MessageRef | Sequence[MessageRef],
-        summary: Message | JSON | str,
-        *,
-        stats: JSON | None = None,
-        actor: str | None = None,
+        self, context_id: UUID | str, ids: MessageRef | Sequence[MessageRef],
+        summary: Message | JSON | str, *, stats: JSON | None = None, actor: str | None = None,
         expected_version: int | None = None,
-    ) -> Written:
+    ) -> Written:  # fmt: skip
         """Put one summary in place of a contiguous run of visible messages.
 
         A plain string becomes a user message marked as a summary in its metadata.

@@ -84,3 +84,45 @@ def test_every_module_imports_first_in_a_fresh_interpreter():
     with ThreadPoolExecutor(max_workers=4) as pool:
         failures = [f for f in pool.map(first, _module_names()) if f]
     assert not failures, failures
+
+
+# Inside adapters/: what each sub-package may not import (by module prefix).
+ADAPTER_RULES = {
+    "adapters/storage": ("ctxstore.adapters.http", "ctxstore.adapters.cli",
+                         "ctxstore.adapters.store", "ctxstore.adapters.integrations"),
+    "adapters/store": ("ctxstore.adapters.http", "ctxstore.adapters.cli",
+                       "ctxstore.adapters.integrations"),
+    "adapters/llm": ("ctxstore.adapters.store", "ctxstore.adapters.storage",
+                     "ctxstore.adapters.http", "ctxstore.adapters.cli"),
+}  # fmt: skip
+# Integrations see the contract and its results, never how the store is built.
+INTEGRATIONS_MAY_IMPORT = (
+    "ctxstore.adapters.store.contract",
+    "ctxstore.adapters.store.results",
+    "ctxstore.adapters.integrations",
+    "ctxstore.domain",
+)
+
+
+@pytest.mark.parametrize("folder", sorted(ADAPTER_RULES))
+def test_adapter_packages_keep_their_boundaries(folder):
+    files = sorted((ROOT / folder).rglob("*.py"))
+    assert files
+    for path in files:
+        for name in imported_modules(path):
+            for bad in ADAPTER_RULES[folder]:
+                assert not name.startswith(bad), f"{path} imports {name}"
+
+
+def test_integrations_depend_on_the_contract_only():
+    for path in sorted((ROOT / "adapters/integrations").rglob("*.py")):
+        for name in imported_modules(path):
+            if name.startswith("ctxstore"):
+                assert name == "ctxstore" or name.startswith(INTEGRATIONS_MAY_IMPORT), (
+                    f"{path} imports {name}"
+                )
+
+
+def test_adapters_has_a_handful_of_top_level_modules():
+    modules = sorted(p.name for p in (ROOT / "adapters").glob("*.py"))
+    assert modules == ["__init__.py", "settings.py"]

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
-
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 
 from ctxstore.adapters.http.deps import API, Owned, Requester, pooled
-from ctxstore.adapters.http.schemas import Created, TranscriptBody
+from ctxstore.adapters.http.schemas import Created, ImportBody, TranscriptBody
 
 router = APIRouter(prefix=f"{API}/contexts", tags=["transfer"])
 NDJSON = "application/x-ndjson"
@@ -23,15 +20,11 @@ def export_events(ctx: Owned) -> Response:
 
 
 @router.post("/import", status_code=201, response_model=Created)
-async def import_events(request: Request, ctx: Requester, new_id: bool = False) -> Created:
-    """Store an exported context (the body: its JSON lines); all or nothing. A caller
-    with a tenant imports only its own tenant's contexts."""
-    text = (await request.body()).decode("utf-8", "replace")
-    return await _run(ctx, lambda: _import(ctx, text, new_id))
-
-
-def _import(ctx: Requester, text: str, new_id: bool) -> Created:
-    cid = ctx.store.import_events(text.splitlines(), new_id=new_id, tenant=ctx.who.tenant)
+@pooled
+def import_events(ctx: Requester, body: ImportBody) -> Created:
+    """Store an exported context (its JSON lines); all or nothing. A caller with a tenant
+    imports only its own tenant's contexts."""
+    cid = ctx.store.import_events(body.lines, new_id=body.new_id, tenant=ctx.who.tenant)
     return Created(context_id=cid, version=ctx.store.visible(cid).version)
 
 
@@ -43,7 +36,3 @@ def import_transcript(ctx: Requester, body: TranscriptBody) -> Created:
         body.messages, name=body.name, actor=ctx.who.actor, tenant=ctx.who.tenant
     )
     return Created(context_id=cid, version=ctx.store.visible(cid).version)
-
-
-async def _run(ctx: Requester, job: Callable[[], Created]) -> Created:
-    return await asyncio.get_running_loop().run_in_executor(ctx.pool, job)

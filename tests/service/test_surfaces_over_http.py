@@ -1,0 +1,59 @@
+"""The operations the client lacked before the contract: erase, erasures, export, import,
+replay, one call, usage per model; each answers as the store does in process, and each stays
+within the caller's tenant."""
+
+import pytest
+
+from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
+
+
+def user(text):
+    return {"role": "user", "content": text}
+
+
+def test_transfer_replay_calls_usage_and_erasure_over_http(service):
+    with service.client() as acme:
+        cid = acme.create(name="t")
+        acme.insert(cid, [user("one"), {"role": "assistant", "content": "two"}])
+        acme.batch_start(cid)
+        acme.insert(cid, [user("three")])
+        acme.batch_end(cid, to=0)
+        prompt = acme.build_prompt(cid, 4000)
+        acme.record_usage(cid, model="gpt-4o", prompt_tokens=prompt.tokens, sent=[])
+        store = service.store
+        assert list(acme.export_events(cid)) == list(store.export_events(cid))
+        copy = acme.import_events(acme.export_events(cid), new_id=True)
+        assert acme.visible(copy).messages == acme.visible(cid).messages
+        steps = list(acme.replay(cid))
+        assert [s.event.version for s in steps] == [s.event.version for s in store.replay(cid)]
+        assert steps[-1].visible == store.visible(cid)
+        assert [s.event.version for s in acme.replay(cid, from_version=2, to_version=3)] == [2, 3]
+        assert acme.call(cid, -1) == store.call(cid, -1)
+        assert acme.usage_report() == store.usage_report(tenant="acme")
+        imported = acme.import_transcript('[{"role": "user", "content": "hi"}]', name="legacy")
+        assert store.tenant_of(imported) == "acme"
+        record = acme.erase(copy, reason="test")
+        assert record.context_id == copy and [e.context_id for e in acme.erasures()] == [copy]
+        with pytest.raises(ContextNotFoundError):
+            acme.visible(copy)
+
+
+def test_another_tenants_contexts_stay_out_of_reach(service):
+    with service.client() as acme, service.client("token-globex") as globex:
+        cid = acme.create(name="acme's")
+        acme.insert(cid, [user("private")])
+        acme.record_usage(cid, model="gpt-4o", prompt_tokens=5)
+        for reach in (
+            lambda: globex.export_events(cid),
+            lambda: list(globex.replay(cid)),
+            lambda: globex.call(cid, 1),
+            lambda: globex.erase(cid, reason="not mine"),
+            lambda: globex.usage_report(context_id=cid),
+        ):
+            with pytest.raises(ContextNotFoundError):
+                reach()
+        with pytest.raises(InvalidOperationError, match="another tenant"):
+            globex.import_events(acme.export_events(cid), new_id=True)
+        assert globex.usage_report() == [] and globex.erasures() == []
+        acme.erase(cid, reason="done")
+        assert globex.erasures() == []
