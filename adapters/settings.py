@@ -211,7 +211,7 @@ def library_env(url: str, connect_timeout: int = 10) -> dict[str, str]:
             "POSTGRES_USER": unquote(parts.username or "postgres"),
             "POSTGRES_PASSWORD": unquote(parts.password or ""),
             "POSTGRES_CONNECT_TIMEOUT": str(connect_timeout),
-            # FACTS: the database-function write path doubles the append rate.
+            # The database-function write path doubles the append rate.
             "POSTGRES_ENABLE_DB_FUNCTIONS": "y",
             # Its insert function also takes the table lock: positions commit in order.
             "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.postgres:OrderedPostgresRecorder",

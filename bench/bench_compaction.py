@@ -1,4 +1,4 @@
-"""Compaction benchmark: planner time for 50 and 10,000 rounds (seed 000 asks 50 in 10 ms).
+"""Compaction benchmark: planner time for 50 and 10,000 rounds (target: 50 rounds in 10 ms).
 
 Usage: python bench/bench_compaction.py
 """

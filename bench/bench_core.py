@@ -117,13 +117,12 @@ def build(store: ContextStore, events: int, *, open_batches: int = 0) -> uuid.UU
         ctx.batch_start(actor="bench")
     n = 0
     while ctx.version < events:
-        before = ctx.version
         for _ in range(min(INTERVAL - ctx.version % INTERVAL, events - ctx.version)):
             n += 1
             ctx.replace(
                 n % VISIBLE, {"role": "user", "content": text(n)}, actor="bench", counter=counter
             )
-        store._writer.store_pending(ctx, before)  # chained, then the snapshot policy
+        store._writer.store_pending(ctx)  # chained, then the snapshot policy
     assert ctx.version == events and len(ctx.order) == VISIBLE
     store._core.cache.drop(cid)
     return cid

@@ -1,4 +1,4 @@
-"""Half-window compaction planning at turn boundaries (seed 000).
+"""Half-window compaction planning at turn boundaries.
 
 Views over the visible context, nothing copied: a turn starts at a user message; a round
 is one assistant message with the tool results that answer its calls. The planner takes the
@@ -22,12 +22,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ctxstore.domain.errors import CtxStoreError
 
-MIN_ROUNDS = 4  # seed 000: half-window needs at least this many rounds
-MIN_KEEP = 2  # seed 000: MIN_OVERLAP + 1 rounds are always kept
+MIN_ROUNDS = 4  # half-window needs at least this many rounds
+MIN_KEEP = 2  # MIN_OVERLAP + 1 rounds are always kept
 
 
 class NothingToSummarizeError(CtxStoreError, ValueError):
-    """The visible context has nothing a summary could replace (seed 000, level 3)."""
+    """The visible context has nothing a summary could replace (fallback level 3)."""
 
 
 class Entry(NamedTuple):
@@ -74,7 +74,7 @@ def turns_of(entries: Sequence[Entry]) -> list[int]:
 
 @dataclass(frozen=True)
 class PlanStats:
-    """seed 000's compression stats."""
+    """The planner's compression stats."""
 
     mode: Literal["half-window", "single-round", "fallback"]
     total_rounds: int
@@ -109,7 +109,7 @@ class CompactionPlan:
 
 
 def plan_compaction(entries: Sequence[Entry], *, min_rounds: int = MIN_ROUNDS) -> CompactionPlan:
-    """Plan a compaction of the visible context (seed 000); raises NothingToSummarizeError."""
+    """Plan a compaction of the visible context; raises NothingToSummarizeError."""
     last_summary = next((p for p in range(len(entries) - 1, -1, -1) if entries[p].summary), -1)
     region = last_summary + 1
     while region < len(entries) and entries[region].role in ("system", "developer"):
@@ -139,7 +139,7 @@ def plan_compaction(entries: Sequence[Entry], *, min_rounds: int = MIN_ROUNDS) -
 def _to_turn_boundary(
     rounds: list[Round], split: int
 ) -> tuple[int, Literal["exact", "adjusted-to-turn-start", "adjusted-to-turn-end"]]:
-    """seed 000: a split inside a turn moves back to the turn's start, else on to the next
+    """A split inside a turn moves back to the turn's start, else on to the next
     turn's start; inside the only turn there is (the active one) it stays where it is."""
     if split <= 0 or split >= len(rounds) or rounds[split].turn != rounds[split - 1].turn:
         return split, "exact"
@@ -179,7 +179,7 @@ def _counted(rounds: list[Round], start: int, end: int) -> int:
 def _single_round(
     entries: Sequence[Entry], region: int, rounds: list[Round], reason: str
 ) -> CompactionPlan:
-    """seed 000, level 1: all but the newest round; level 3 when that leaves nothing."""
+    """Fallback level 1: all but the newest round; level 3 when that leaves nothing."""
     n = len(rounds)
     if n >= 2:
         last, prev = rounds[-1], rounds[-2]
@@ -205,7 +205,7 @@ def _single_round(
 class CompactionConfig(BaseModel):
     """When and how to compact; `CTXSTORE_COMPACTION__*` or `[compaction]` in the config file.
 
-    The thresholds are seed 001's SUMMARY_MESSAGE_LIMIT and SUMMARY_MAX_CONTEXT_TOKENS.
+    The thresholds default to 200 visible messages and 100,000 tokens.
     """
 
     model_config = ConfigDict(extra="forbid")

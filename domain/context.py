@@ -14,21 +14,22 @@ Commands check everything before they trigger an event; event handlers only appl
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from secrets import token_hex
-from typing import Any, Self, cast
+from typing import Any, Self
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 from eventsourcing.domain import Snapshot as LibrarySnapshot
 
+from ctxstore.domain.context_reads import JSON, ContextReads, MessageRef, unless_held
 from ctxstore.domain.errors import (
     InvalidOperationError,
     MalformedTranscriptError,
     UnknownBatchError,
-    UnknownMessageError,
 )
-from ctxstore.domain.messages import Message, json_problem, parse_json_object, parse_message
+from ctxstore.domain.limits import check_name, check_tenant, check_usage
+from ctxstore.domain.messages import Message, parse_json_object, parse_message
 from ctxstore.domain.tokens import ESTIMATE, TextCounter, message_tokens
 from ctxstore.domain.transcript import (
     check_transcript,
@@ -36,16 +37,13 @@ from ctxstore.domain.transcript import (
     tail_scanner,
 )
 
-JSON = dict[str, Any]
-MessageRef = str | int  # a message id, or a position in the visible list (negative from the end)
-
 
 def new_message_id() -> str:
     """A fresh message id; ids are stable for the life of the message."""
     return "msg_" + token_hex(12)
 
 
-class Context(Aggregate):
+class Context(ContextReads, Aggregate):
     """A conversation's context as an event-sourced aggregate."""
 
     class Snapshot(LibrarySnapshot):
@@ -60,7 +58,7 @@ class Context(Aggregate):
             snapshot = super().take(aggregate)
             head = snapshot.state["entries"]
             snapshot.state["savepoints"] = [
-                {**saved, "entries": {i: _unless_held(head, i, e) for i, e in saved["entries"].items()}}
+                {**saved, "entries": {i: unless_held(head, i, e) for i, e in saved["entries"].items()}}
                 for saved in snapshot.state["savepoints"]
             ]  # fmt: skip
             return snapshot
@@ -194,16 +192,8 @@ class Context(Aggregate):
         context_id: UUID | None = None,
     ) -> Context:
         """A new, empty context; raises InvalidOperationError for a bad name or metadata."""
-        if tenant is not None and (
-            not isinstance(tenant, str) or not 0 < len(tenant) <= 200 or json_problem(tenant)
-        ):
-            raise InvalidOperationError(f"tenant must be a non-empty string, got {tenant!r:.80}")
-        if name is not None and (
-            not isinstance(name, str) or len(name) > 500 or json_problem(name)
-        ):
-            raise InvalidOperationError(
-                f"context name must be a string of at most 500 chars, got {name!r:.80}"
-            )
+        check_tenant(tenant)
+        check_name(name)
         meta = parse_json_object(metadata or {}, "context metadata")
         if context_id is not None and not isinstance(context_id, UUID):
             raise InvalidOperationError(f"context_id must be a UUID, got {context_id!r:.80}")
@@ -234,64 +224,6 @@ class Context(Aggregate):
 
     # ---- reads -----------------------------------------------------------------------
 
-    @property
-    def batch(self) -> int:
-        """The current batch number; batch 0 is the base, each open batch adds one."""
-        return len(self.savepoints)
-
-    # Typed reads of one message, so that nothing outside the aggregate indexes its state.
-    def stored_message(self, msg_id: str) -> JSON:
-        """A message as stored (its JSON, not a copy); raises KeyError for an unknown id."""
-        return cast(JSON, self.entries[msg_id]["message"])
-
-    def role_of(self, msg_id: str) -> str:
-        return cast(str, self.entries[msg_id]["message"]["role"])
-
-    def is_summary(self, msg_id: str) -> bool:
-        """Whether the message is a summary written in place of others."""
-        return self.entries[msg_id]["summary_of"] is not None
-
-    def covered_by(self, msg_id: str) -> list[str]:
-        """The ids a summary covers ([] for any other message)."""
-        return list(self.entries[msg_id]["summary_of"] or [])
-
-    def tokens_of(self, msg_id: str) -> int:
-        return int(self.entries[msg_id]["tokens"])
-
-    def entry_version(self, msg_id: str) -> int:
-        """The version of the event that wrote the message as it is now."""
-        return int(self.entries[msg_id]["version"])
-
-    def visible_messages(self) -> list[Message]:
-        """The visible context, in order, as validated messages."""
-        return [Message.model_validate(self.entries[i]["message"]) for i in self.order]
-
-    def resolve(self, ref: MessageRef) -> str:
-        """A visible message's id from an id or a position; raises UnknownMessageError."""
-        if isinstance(ref, bool):
-            raise UnknownMessageError(f"not a message id or position: {ref!r}")
-        if isinstance(ref, int):
-            n = len(self.order)
-            if not -n <= ref < n:
-                raise UnknownMessageError(
-                    f"position {ref} is outside the visible context of {n} message(s)"
-                )
-            return self.order[ref]
-        if not isinstance(ref, str) or ref not in self.entries:
-            raise UnknownMessageError(f"no visible message with id {ref!r}")
-        return ref
-
-    def _resolve_distinct(self, refs: MessageRef | Sequence[MessageRef], what: str) -> list[str]:
-        if isinstance(refs, str | int):
-            refs = [refs]  # one message named on its own
-        if not isinstance(refs, Sequence) or not refs:
-            raise InvalidOperationError(f"{what} needs a non-empty list of message ids")
-        ids = [self.resolve(r) for r in refs]
-        if len(set(ids)) != len(ids):
-            dupes = sorted({i for i in ids if ids.count(i) > 1})
-            raise InvalidOperationError(f"{what} names message(s) {dupes} more than once")
-        return ids
-
     # ---- commands: check, then trigger one event ----------------------------------
 
     def insert(
@@ -320,7 +252,7 @@ class Context(Aggregate):
         new_items = [(p["id"], p) for p in payload]
         if after_id is None or after_id == self.order[-1]:
             scanner = tail_scanner(self.order, self._messages_by_id())
-            scanner.feed_all(new_items)  # seed 002: appending touches only the tail
+            scanner.feed_all(new_items)  # appending touches only the tail
         else:
             at = self.order.index(after_id) + 1
             ids = self.order[:at] + [p["id"] for p in payload] + self.order[at:]
@@ -445,40 +377,10 @@ class Context(Aggregate):
         actor: str,
     ) -> None:
         """Record a provider's usage for a call made with the context at `for_version`."""
-        if (
-            not isinstance(model, str)
-            or not model.strip()
-            or len(model) > 200
-            or json_problem(model)
-        ):
-            raise InvalidOperationError(f"model must be a non-empty name, got {model!r:.80}")
-        for name, value in (
-            ("prompt_tokens", prompt_tokens),
-            ("completion_tokens", completion_tokens),
-            ("counted_tokens", counted_tokens),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidOperationError(f"{name} must be a count >= 0, got {value!r}")
-        if isinstance(for_version, bool) or not isinstance(for_version, int):
-            raise InvalidOperationError(f"version must be an integer, got {for_version!r}")
-        if not 1 <= for_version <= self.version:
-            raise InvalidOperationError(
-                f"version {for_version} is not one of this context's (1..{self.version})"
-            )
-        if sent is not None and (
-            not isinstance(sent, list)
-            or not all(
-                isinstance(s, dict)
-                and (
-                    (s.keys() == {"id"} and isinstance(s["id"], str))
-                    or (s.keys() == {"message"} and isinstance(s["message"], dict))
-                )
-                for s in sent
-            )
-        ):
-            raise InvalidOperationError(
-                'sent must list {"id": ...} or {"message": {...}} items, one per message sent'
-            )
+        check_usage(
+            model, {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                    "counted_tokens": counted_tokens}, for_version, self.version, sent,
+        )  # fmt: skip
         self._usage_recorded(
             for_version, model, prompt_tokens, completion_tokens, counted_tokens,
             bool(estimated), sent, self.batch, actor,
@@ -608,31 +510,5 @@ class Context(Aggregate):
         self.estimated -= entry["estimated"]
         return entry
 
-    def _messages_by_id(self) -> Mapping[str, JSON]:
-        return _MessageView(self.entries)
 
-    def _id_in_use(self, msg_id: str) -> bool:
-        """Visible, or could come back by a rollback: a new message may not take this id."""
-        return msg_id in self.entries or any(msg_id in s["entries"] for s in self.savepoints)
-
-
-class _MessageView(Mapping[str, JSON]):
-    """Read-only id -> message mapping over entries, without copying them."""
-
-    def __init__(self, entries: dict[str, JSON]) -> None:
-        self._entries = entries
-
-    def __getitem__(self, key: str) -> JSON:
-        return self._entries[key]["message"]  # type: ignore[no-any-return]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-
-def _unless_held(head: dict[str, JSON], msg_id: str, entry: JSON) -> JSON | None:
-    """A batch's saved entry as a snapshot stores it: None when the head holds it unchanged."""
-    held = head.get(msg_id)
-    return None if held is entry or held == entry else entry
+__all__ = ["JSON", "Context", "MessageRef", "new_message_id"]

@@ -36,7 +36,7 @@ def check_actor(actor: Any) -> str:
 
 
 def check_tenant(tenant: Any) -> str | None:
-    if tenant is not None and (text_problem(tenant, MAX_ACTOR) or not tenant):
+    if tenant is not None and (text_problem(tenant, MAX_ACTOR, blank_ok=True) or not tenant):
         raise InvalidOperationError(f"tenant must be a non-empty string, got {tenant!r:.80}")
     return None if tenant is None else str(tenant)
 
@@ -106,3 +106,33 @@ def key_context_id(key: Any, tenant: str | None) -> UUID:
     if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY:
         raise InvalidOperationError(f"key must be a string of 1-{MAX_KEY} chars, got {key!r:.80}")
     return uuid5(KEY_NAMESPACE, f"{tenant or ''}\x00{key}")
+
+
+def check_usage(model: Any, counts: dict[str, Any], for_version: Any, head: int, sent: Any) -> None:
+    """Refuse a usage record naming no model, a negative or non-integer count, a version the
+    context does not have, or `sent` items other than {"id": ...} / {"message": {...}}."""
+    if text_problem(model, MAX_ACTOR):
+        raise InvalidOperationError(f"model must be a non-empty name, got {model!r:.80}")
+    for name, value in counts.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidOperationError(f"{name} must be a count >= 0, got {value!r}")
+    if isinstance(for_version, bool) or not isinstance(for_version, int):
+        raise InvalidOperationError(f"version must be an integer, got {for_version!r}")
+    if not 1 <= for_version <= head:
+        raise InvalidOperationError(
+            f"version {for_version} is not one of this context's (1..{head})"
+        )
+    if sent is not None and (
+        not isinstance(sent, list)
+        or not all(
+            isinstance(s, dict)
+            and (
+                (s.keys() == {"id"} and isinstance(s["id"], str))
+                or (s.keys() == {"message"} and isinstance(s["message"], dict))
+            )
+            for s in sent
+        )
+    ):
+        raise InvalidOperationError(
+            'sent must list {"id": ...} or {"message": {...}} items, one per message sent'
+        )

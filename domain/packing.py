@@ -1,4 +1,4 @@
-"""Packing optional resources (attached files, documents) into a token budget (seed 004).
+"""Packing optional resources (attached files, documents) into a token budget.
 
 The greedy rule walks the resources in order: one too large for what is left is skipped
 and packing goes on (the seed's fix for stopping at the first misfit). With few enough
@@ -48,7 +48,7 @@ class Packing:
 
 
 def pack_greedy(resources: Sequence[Resource], limit: int) -> Packing:
-    """seed 004: skip what does not fit, keep going."""
+    """Greedy: skip what does not fit, keep going."""
     kept: list[Resource] = []
     removed: list[Removed] = []
     used = 0

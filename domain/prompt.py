@@ -14,24 +14,27 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from ctxstore.domain.errors import InvalidOperationError, PromptDoesNotFitError
 from ctxstore.domain.messages import Message
 from ctxstore.domain.packing import Packing, Resource, pack
+from ctxstore.domain.prompt_config import (
+    AdaptiveConfig,
+    CompressedConfig,
+    FullConfig,
+    PromptConfig,
+    SemanticConfig,
+    Strategy,
+)
 from ctxstore.domain.tokens import REPLY_PRIMING
 
-Strategy = Literal["full", "compressed", "adaptive", "semantic"]
 STRATEGIES: tuple[str, ...] = ("full", "compressed", "adaptive", "semantic")
 Similarity = Callable[[str, str], float]
 
-# seed 003's importance keywords, English and Chinese
-IMPORTANT_WORDS = [
-    "decision", "important", "error", "problem", "solution", "must", "never", "always",
-    "决定", "重要", "错误", "问题", "解决",
-]  # fmt: skip
+# words too common to say what a message is about, English and Chinese
 STOP_WORDS = frozenset(
     [
         "the",
@@ -69,53 +72,6 @@ STOP_WORDS = frozenset(
         "那么",
     ]
 )
-
-
-class FullConfig(BaseModel):
-    """`full`: everything; oldest turns dropped first, with a marker saying so."""
-
-    model_config = ConfigDict(extra="forbid")
-    marker: bool = True
-
-
-class CompressedConfig(BaseModel):
-    """`compressed`: summaries and the most recent messages verbatim."""
-
-    model_config = ConfigDict(extra="forbid")
-    recent_messages: int = Field(default=5, ge=0)
-
-
-class AdaptiveConfig(BaseModel):
-    """`adaptive` (seed 003): recent messages, then important ones, then a topic summary."""
-
-    model_config = ConfigDict(extra="forbid")
-    min_recent: int = Field(default=3, ge=0)
-    recent_share: float = Field(default=0.6, gt=0, le=1)
-    important_share: float = Field(default=0.9, gt=0, le=1)
-    keywords: list[str] = Field(default_factory=lambda: list(IMPORTANT_WORDS))
-    topic_summary: bool = True
-    topic_chars: int = Field(default=60, ge=10)
-    max_topics: int = Field(default=20, ge=1)
-
-
-class SemanticConfig(BaseModel):
-    """`semantic`: the most recent messages, then the ones most relevant to the query."""
-
-    model_config = ConfigDict(extra="forbid")
-    recent: int = Field(default=3, ge=0)
-    threshold: float = Field(default=0.05, ge=0, le=1)
-
-
-class PromptConfig(BaseModel):
-    """How prompts are built; `CTXSTORE_PROMPT__*` variables or `[prompt]` in the config file."""
-
-    model_config = ConfigDict(extra="forbid")
-    strategy: Strategy = "full"
-    safety: float = Field(default=0.9, gt=0, le=1)
-    full: FullConfig = Field(default_factory=FullConfig)
-    compressed: CompressedConfig = Field(default_factory=CompressedConfig)
-    adaptive: AdaptiveConfig = Field(default_factory=AdaptiveConfig)
-    semantic: SemanticConfig = Field(default_factory=SemanticConfig)
 
 
 class PromptItem(NamedTuple):
@@ -222,7 +178,7 @@ def prompt_units(items: Sequence[PromptItem]) -> PromptUnits:
 
 
 def lexical_similarity(a: str, b: str) -> float:
-    """Jaccard similarity of word sets (seed 003's baseline); CJK text by character bigrams."""
+    """Jaccard similarity of word sets (the lexical baseline); CJK text by character bigrams."""
     wa, wb = _words(a), _words(b)
     if not wa or not wb:
         return 0.0
@@ -459,7 +415,7 @@ def _compressed(plan: _Plan, cfg: CompressedConfig) -> None:
 
 
 def _adaptive(plan: _Plan, cfg: AdaptiveConfig) -> None:
-    """seed 003: recent messages up to a share of the limit, then important ones, then topics."""
+    """Recent messages up to a share of the limit, then important ones, then topics."""
     recent_cap = plan.limit * cfg.recent_share
     important_cap = plan.limit * cfg.important_share
     taken_recent = 0
@@ -530,3 +486,10 @@ def _semantic(plan: _Plan, cfg: SemanticConfig, query: str, similarity: Similari
             plan.leave(u, f"relevance {score:.2f} to the query is below {cfg.threshold}")
         elif not plan.take(u):
             plan.leave(u, f"relevant ({score:.2f}) but over budget")
+
+
+__all__ = [
+    "AdaptiveConfig", "CompressedConfig", "FullConfig", "Prompt", "PromptConfig", "PromptItem",
+    "PromptUnits", "SemanticConfig", "Similarity", "Strategy", "build_prompt", "lexical_similarity",
+    "prompt_units",
+]  # fmt: skip

@@ -1,4 +1,4 @@
-"""The summarization engine (seed 001): bisect the input when the summarizer overflows.
+"""The summarization engine: bisect the input when the summarizer overflows.
 
 Try the whole input; on a context overflow split it in two where no tool call is separated
 from its results, summarize each half recursively and merge the partial summaries
@@ -74,7 +74,7 @@ def summarize_with_bisect(
     max_depth: int = 6,
     min_chunk_messages: int = 4,
 ) -> SummaryResult:
-    """Summarize `messages`, splitting in two on overflow (seed 001)."""
+    """Summarize `messages`, splitting in two on overflow."""
     if not messages:
         raise ValueError("nothing to summarize")
     run = _Run(summarizer, target_tokens, max_depth, max(1, min_chunk_messages))

@@ -29,7 +29,7 @@ PER_NAME = 1
 PER_TOOL_CALL = 3
 REPLY_PRIMING = 3
 
-# seed 004: Chinese characters and CJK/full-width punctuation
+# Chinese characters and CJK/full-width punctuation
 _CJK = re.compile(r"[\u4e00-\u9fa5\u3000-\u303f\uff00-\uffef]")
 CJK_CHARS_PER_TOKEN = 1.5
 OTHER_CHARS_PER_TOKEN = 4.0
@@ -48,7 +48,7 @@ class TextCounter(Protocol):
 
 
 def estimate_text_tokens(text: str) -> int:
-    """seed 004's CJK-aware estimate: 1.5 chars/token for Chinese, 4 otherwise, mixed linearly."""
+    """A CJK-aware estimate: 1.5 chars/token for Chinese, 4 otherwise, mixed linearly."""
     if not text:
         return 0
     cjk = len(_CJK.findall(text))

@@ -282,7 +282,7 @@ def compact(
     ] = False,
     as_json: JsonFlag = False,
 ) -> None:
-    """Summarize the older half of the conversation (seed 000's half window)."""
+    """Summarize the older half of the conversation (the half-window rule)."""
     with open_store(ctx) as store:
         if dry_run or as_json:
             done = store.compact(context, dry_run=dry_run, in_batch=not no_batch, actor=actor(ctx))

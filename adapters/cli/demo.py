@@ -76,7 +76,7 @@ def run_demo(
     )
     step(f"the call {asked.ids[0]} got its result; nothing else was written")
 
-    step(Rule("3. batch 1: a temporary instruction, then rollback (seed 002's 0-1-0 cycle)"))
+    step(Rule("3. batch 1: a temporary instruction, then rollback (the 0-1-0 cycle)"))
     store.batch_start(cid, actor="planner")
     store.insert(
         cid, [{"role": "system", "content": "Temporary: answer in French."}], actor="planner"

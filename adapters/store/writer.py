@@ -189,18 +189,22 @@ class Writer:
                 exc_info=True,
             )
 
-    def store_pending(self, ctx: Context, before: int) -> None:
-        """Store every event an aggregate has pending since version `before`, chained, in one
-        transaction, then apply the snapshot policy (tools building large contexts fast)."""
+    def store_pending(self, ctx: Context) -> None:
+        """Store every event an aggregate has pending, chained, in one transaction, then
+        apply the snapshot policy (tools that build large contexts fast)."""
+        events = ctx.collect_events()
+        if not events:
+            return
+        before = events[0].originator_version - 1
         held = self.core.cache.held(ctx.id)
         with held.lock:
-            self.put(held, ctx.id, before, ctx.collect_events())
+            self.put(held, ctx.id, before, events)
             held.ctx = ctx
         self.maybe_snapshot(ctx, before)
 
     def store_new(self, ctx: Context) -> None:
         """Store every event of a context not stored before, in one transaction."""
-        self.store_pending(ctx, 0)
+        self.store_pending(ctx)
 
     def remember_import(self, ctx: Context, chain: str) -> None:
         """Note a context whose events an import stored, with its last chain."""

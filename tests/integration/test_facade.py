@@ -29,7 +29,7 @@ def test_bulk_pending_events_are_stored_with_their_chain_links(store):
     counter = store.tokenizers.counter(ctx.encoding)
     for i in range(12):
         ctx.insert([user(f"m{i}")], actor="a", counter=counter)
-    store._writer.store_pending(ctx, 1)
+    store._writer.store_pending(ctx)
     assert store.verify(cid).ok and store.visible(cid).version == 13
 
 
