@@ -222,7 +222,9 @@ class CompactionConfig(BaseModel):
 SUMMARY_MARK = {"ctxstore": "summary"}  # the metadata that marks a message as a summary
 
 
-def summary_message(text: str, role: str = "user", **metadata: Any) -> dict[str, Any]:
+def summary_message(
+    text: str, *, role: str = "user", metadata: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The message a compaction (or a caller's plain-text summary) writes in place of the
-    messages it covers, marked as a summary in its metadata."""
-    return {"role": role, "content": text, "metadata": {**SUMMARY_MARK, **metadata}}
+    messages it covers, marked as a summary in its metadata (beside any other `metadata`)."""
+    return {"role": role, "content": text, "metadata": {**(metadata or {}), **SUMMARY_MARK}}

@@ -28,7 +28,7 @@ from ctxstore.domain.errors import (
     MalformedTranscriptError,
     UnknownBatchError,
 )
-from ctxstore.domain.limits import check_name, check_tenant, check_usage
+from ctxstore.domain.limits import check_name, check_tenant, check_usage, strict_int
 from ctxstore.domain.messages import Message, parse_json_object, parse_message
 from ctxstore.domain.tokens import ESTIMATE, TextCounter, message_tokens
 from ctxstore.domain.transcript import (
@@ -353,7 +353,7 @@ class Context(ContextReads, Aggregate):
         if self.batch == 0:
             raise UnknownBatchError("no batch is open; batch 0 is the base and cannot end")
         target = self.batch - 1 if to is None else to
-        if isinstance(target, bool) or not isinstance(target, int):
+        if not strict_int(target):
             raise UnknownBatchError(f"batch number must be an integer, got {target!r}")
         if not 0 <= target < self.batch:
             raise UnknownBatchError(

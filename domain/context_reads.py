@@ -33,6 +33,10 @@ class ContextReads:
         """A message as stored (its JSON, not a copy); raises KeyError for an unknown id."""
         return cast(JSON, self.entries[msg_id]["message"])
 
+    def has_message(self, msg_id: str) -> bool:
+        """Whether a message with this id is in the context's state (visible or covered)."""
+        return msg_id in self.entries
+
     def role_of(self, msg_id: str) -> str:
         return cast(str, self.entries[msg_id]["message"]["role"])
 

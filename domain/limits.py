@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, TypeGuard
 from uuid import UUID, uuid5
 
 from ctxstore.domain.errors import InvalidOperationError, LimitExceededError
@@ -49,9 +49,16 @@ def check_name(name: Any) -> str | None:
     return None if name is None else str(name)
 
 
+def strict_int(value: Any) -> TypeGuard[int]:
+    """An int that is not a bool and fits a database's bigint column."""
+    return (
+        isinstance(value, int) and not isinstance(value, bool) and -MAX_INT - 1 <= value <= MAX_INT
+    )
+
+
 def check_int(value: Any, name: str, *, low: int | None = None, high: int = MAX_INT) -> int:
     """A strict integer (never a bool) within [low, high]; raises InvalidOperationError."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not strict_int(value):
         raise InvalidOperationError(f"{name} must be an integer, got {value!r:.80}")
     if (low is not None and value < low) or value > high:
         bounds = f"at least {low}" if low is not None else ""
@@ -114,9 +121,9 @@ def check_usage(model: Any, counts: dict[str, Any], for_version: Any, head: int,
     if text_problem(model, MAX_ACTOR):
         raise InvalidOperationError(f"model must be a non-empty name, got {model!r:.80}")
     for name, value in counts.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        if not strict_int(value) or value < 0:
             raise InvalidOperationError(f"{name} must be a count >= 0, got {value!r}")
-    if isinstance(for_version, bool) or not isinstance(for_version, int):
+    if not strict_int(for_version):
         raise InvalidOperationError(f"version must be an integer, got {for_version!r}")
     if not 1 <= for_version <= head:
         raise InvalidOperationError(

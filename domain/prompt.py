@@ -19,6 +19,7 @@ from typing import NamedTuple
 from pydantic import BaseModel, ConfigDict
 
 from ctxstore.domain.errors import InvalidOperationError, PromptDoesNotFitError
+from ctxstore.domain.limits import strict_int
 from ctxstore.domain.messages import Message
 from ctxstore.domain.packing import Packing, Resource, pack
 from ctxstore.domain.prompt_config import (
@@ -225,7 +226,7 @@ def build_prompt(
         raise InvalidOperationError(
             f"unknown strategy {chosen_strategy!r}; choose one of {', '.join(STRATEGIES)}"
         )
-    if isinstance(budget, bool) or not isinstance(budget, int) or budget <= 0:
+    if not strict_int(budget) or budget <= 0:
         raise InvalidOperationError(f"budget must be a positive number of tokens, got {budget!r}")
     limit = math.floor(budget * cfg.safety)
     units = items.units if isinstance(items, PromptUnits) else _units(items)

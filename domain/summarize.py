@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from ctxstore.domain.errors import CtxStoreError
 from ctxstore.domain.messages import Message
@@ -164,3 +164,25 @@ def split_for_summary(messages: Sequence[Message]) -> tuple[list[Message], list[
     middle = len(messages) / 2
     best = min(cuts, key=lambda i: (abs(i - middle), i))
     return list(messages[:best]), list(messages[best:])
+
+
+def compaction_stats(
+    result: SummaryResult, summarizer: Summarizer, planner: dict[str, Any], trigger: str,
+    tokens_before: int,
+) -> dict[str, Any]:  # fmt: skip
+    """What a compaction's MessagesCompressed event records about how its summary was made."""
+    return {
+        "algorithm": ALGORITHM,
+        "trigger": trigger,
+        "chunk_count": result.chunks,
+        "max_depth": result.depth,
+        "truncated": result.truncated,
+        "summarizer_calls": result.calls,
+        "summarizer": {
+            "name": summarizer.name,
+            "model": summarizer.model,
+            "prompt_version": summarizer.prompt_version,
+        },
+        "planner": planner,
+        "tokens_before_visible": tokens_before,
+    }

@@ -27,6 +27,7 @@ from ctxstore.adapters.cli.common import (
     render_history,
     render_visible,
 )
+from ctxstore.domain.compaction import summary_message
 from ctxstore.domain.errors import InvalidMessageError
 
 
@@ -164,7 +165,7 @@ def compress(
 ) -> None:
     """Replace a contiguous run of messages by one summary message."""
     parsed_stats = json_option(stats, "--stats")
-    message = {"role": role, "content": summary, "metadata": {"ctxstore": "summary"}}
+    message = summary_message(summary, role=role)
     with open_store(ctx) as store:
         w = store.compress(
             context,

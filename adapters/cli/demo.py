@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.rule import Rule
 
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.domain.compaction import summary_message
 from ctxstore.domain.errors import CtxStoreError
 from ctxstore.projections.history import HistoryEntry
 from ctxstore.projections.visible import VisibleContext
@@ -108,11 +109,7 @@ def run_demo(
     store.compress(
         cid,
         first_round,
-        {
-            "role": "user",
-            "content": "Summary: Tokyo (19°C, sun) is warmer than Paris (14°C, rain) tomorrow.",
-            "metadata": {"ctxstore": "summary"},
-        },
+        summary_message("Summary: Tokyo (19°C, sun) is warmer than Paris (14°C, rain) tomorrow."),
         stats={"algorithm": "manual", "covered": len(first_round)},
         actor="compactor",
     )

@@ -10,6 +10,7 @@ import hmac
 from dataclasses import dataclass, replace
 
 from ctxstore.domain.errors import CtxStoreError
+from ctxstore.domain.limits import MAX_ACTOR
 
 ACTOR_HEADER = "x-ctxstore-actor"
 
@@ -54,7 +55,7 @@ class Tokens:
 
     def caller(self, authorization: str | None, actor: str | None) -> Caller:
         """The caller a request's headers name; raises NotAuthenticatedError."""
-        claimed = (actor or "").strip()[:200] or None
+        claimed = (actor or "").strip()[:MAX_ACTOR] or None
         if not self._pairs:
             return Caller(None, claimed)
         scheme, _, token = (authorization or "").partition(" ")

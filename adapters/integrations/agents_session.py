@@ -41,6 +41,7 @@ from agents.memory.session_settings import (
 
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.results import VisibleContext
+from ctxstore.domain.compaction import summary_message as summary_of_text
 from ctxstore.domain.context import JSON
 from ctxstore.domain.errors import UnknownMessageError, VersionConflictError
 
@@ -94,11 +95,7 @@ def item_message(item: Any) -> JSON:
 def summary_message(items: list[Any]) -> JSON:
     """One summary message holding a compaction's output items."""
     text = "\n\n".join(item_text(i) for i in items) or "(compacted)"
-    return {
-        "role": "user",
-        "content": text,
-        "metadata": {ITEMS: items, "ctxstore": "summary", "source": "agents-compaction"},
-    }
+    return summary_of_text(text, metadata={ITEMS: items, "source": "agents-compaction"})
 
 
 def held_items(metadata: dict[str, Any], content: Any = None) -> list[Any]:

@@ -16,6 +16,7 @@ from ctxstore.adapters.storage.codec.chain import ChainWalker, Verification
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.domain.limits import strict_int
 from ctxstore.projections.audit import AuditPage, audit_entry, audit_row, revert_of, to_micros
 from ctxstore.projections.history import event_type_filter
 
@@ -81,15 +82,15 @@ def audit_page(
 ) -> AuditPage:
     """Events across contexts after position `after`, in the order recorded, filtered."""
     wanted = event_type_filter(types)
-    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+    if not strict_int(after) or after < 0:
         raise InvalidOperationError(f"after must be a position >= 0, got {after!r}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+    if not strict_int(limit) or not 1 <= limit <= MAX_PAGE:
         raise InvalidOperationError(f"limit must be between 1 and {MAX_PAGE}, got {limit!r}")
     for name, value in (("actor", actor), ("tenant", tenant)):
         if value is not None and not isinstance(value, str):
             raise InvalidOperationError(f"{name} must be a string, got {value!r}")
     for name, bound in (("from_version", from_version), ("to_version", to_version)):
-        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int)):
+        if bound is not None and (not strict_int(bound)):
             raise InvalidOperationError(f"{name} must be an integer, got {bound!r}")
         if bound is not None and context_id is None:
             raise InvalidOperationError(f"{name} needs context_id: versions are per context")

@@ -21,7 +21,7 @@ from ctxstore.domain.compaction import (
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import VersionConflictError
 from ctxstore.domain.prompt import Strategy
-from ctxstore.domain.summarize import ALGORITHM, Summarizer, summarize_with_bisect
+from ctxstore.domain.summarize import Summarizer, compaction_stats, summarize_with_bisect
 from ctxstore.domain.tokens import REPLY_PRIMING
 
 
@@ -71,21 +71,7 @@ def compact(
             max_depth=cfg.max_depth,
             min_chunk_messages=cfg.min_chunk_messages,
         )
-        stats = {
-            "algorithm": ALGORITHM,
-            "trigger": trigger,
-            "chunk_count": result.chunks,
-            "max_depth": result.depth,
-            "truncated": result.truncated,
-            "summarizer_calls": result.calls,
-            "summarizer": {
-                "name": writes.name,
-                "model": writes.model,
-                "prompt_version": writes.prompt_version,
-            },
-            "planner": plan.as_dict(),
-            "tokens_before_visible": before,
-        }
+        stats = compaction_stats(result, writes, plan.as_dict(), trigger, before)
         summary = summary_message(result.text)
 
         def write(

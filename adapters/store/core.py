@@ -16,7 +16,7 @@ from ctxstore.adapters.storage.events import EventStorage
 from ctxstore.adapters.store.cache import UNKNOWN, ContextCache, Held
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
-from ctxstore.domain.limits import check_actor, check_count
+from ctxstore.domain.limits import check_actor, check_count, strict_int
 from ctxstore.domain.messages import Message
 from ctxstore.domain.prompt import PromptItem
 from ctxstore.domain.tokens import TextCounter
@@ -77,7 +77,7 @@ class StoreCore:
 
     def context_at(self, cid: UUID, at_version: int) -> Context:
         """A private copy of the context at a version (from the nearest snapshot)."""
-        if isinstance(at_version, bool) or not isinstance(at_version, int) or at_version < 1:
+        if not strict_int(at_version) or at_version < 1:
             raise InvalidOperationError(
                 f"at_version must be a positive integer, got {at_version!r}"
             )

@@ -11,6 +11,7 @@ from ctxstore.adapters.store.results import ModelCall, ReplayStep
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import InvalidOperationError, UnknownMessageError
+from ctxstore.domain.limits import strict_int
 from ctxstore.domain.messages import Message, parse_message
 from ctxstore.domain.prompt import Prompt
 from ctxstore.projections.calls import model_call
@@ -20,7 +21,7 @@ from ctxstore.projections.visible import visible_of
 
 
 def _check_version(value: object, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if not strict_int(value) or value < 1:
         raise InvalidOperationError(f"{name} must be a positive integer, got {value!r}")
     return value
 
@@ -55,10 +56,10 @@ def replay(
         ctx, change = apply_event(ctx, e)
         messages = []
         for i in ctx.order:
-            entry = ctx.entries[i]
+            version = ctx.entry_version(i)
             hit = parsed.get(i)
-            if hit is None or hit[0] != entry["version"]:
-                hit = parsed[i] = (entry["version"], Message.model_validate(entry["message"]))
+            if hit is None or hit[0] != version:
+                hit = parsed[i] = (version, Message.model_validate(ctx.stored_message(i)))
             messages.append(hit[1])
         entry_h = history[e.originator_version - 1].model_copy(update={"changes": change})
         yield ReplayStep(entry_h, visible_of(ctx, messages), calls.get(e.originator_version, []))
@@ -123,14 +124,14 @@ def sent_items(at: Context, prompt: Prompt | None, sent: Sequence[Any] | None) -
     items: list[JSON] = []
     for s in sent:
         if isinstance(s, str):
-            if s not in at.entries:
+            if not at.has_message(s):
                 raise UnknownMessageError(f"message {s!r} was not visible at version {at.version}")
             items.append({"id": s})
         elif isinstance(s, Message | dict):
             dumped = (s if isinstance(s, Message) else parse_message(s)).model_dump(mode="json")
-            stored = at.entries.get(dumped.get("id") or "")
+            known = dumped.get("id") or ""
             # A message sent as stored is named by id; one the prompt builder wrote is kept.
-            same = stored is not None and stored["message"] == dumped
+            same = at.has_message(known) and at.stored_message(known) == dumped
             items.append({"id": dumped["id"]} if same else {"message": dumped})
         else:
             raise InvalidOperationError(f"not a message id or a message: {s!r:.80}")
@@ -144,7 +145,7 @@ def model_calls(
     cid = core.id(context_id)
     usage = [e for e in core.events(cid) if isinstance(e, Context.UsageRecorded)]
     if number is not None:
-        if isinstance(number, bool) or not isinstance(number, int) or number == 0:
+        if not strict_int(number) or number == 0:
             raise InvalidOperationError(
                 f"a call number is 1, 2, ... (or -1 the last), got {number!r}"
             )
@@ -163,6 +164,6 @@ def _sent_messages(core: StoreCore, cid: UUID, e: Context.UsageRecorded) -> list
     if e.sent is None:
         return at.visible_messages()
     return [
-        Message.model_validate(at.entries[s["id"]]["message"] if "id" in s else s["message"])
+        Message.model_validate(at.stored_message(s["id"]) if "id" in s else s["message"])
         for s in e.sent
     ]

@@ -17,7 +17,7 @@ from ctxstore.adapters.store.results import (
 )
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
-from ctxstore.domain.limits import check_int
+from ctxstore.domain.limits import check_int, strict_int
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import (
     PromptUnits,
@@ -128,12 +128,12 @@ def resource(raw: Resource | JSON, counter: TextCounter) -> Resource:
     tokens = raw.get("tokens")
     if tokens is None and isinstance(raw.get("text"), str):
         tokens = counter.count(raw["text"])
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+    if not strict_int(tokens) or tokens < 0:
         raise InvalidOperationError(
             f"resource {raw['id']!r} needs 'tokens' (a count >= 0) or 'text'"
         )
     priority = raw.get("priority", 0)
-    if isinstance(priority, bool) or not isinstance(priority, int):
+    if not strict_int(priority):
         raise InvalidOperationError(f"resource {raw['id']!r}: priority must be an integer")
     return Resource(raw["id"], tokens, priority)
 
@@ -166,7 +166,7 @@ def history(
 
 def tokens_over_versions(core: StoreCore, cid: UUID, points: int) -> TokenSeries:
     """Visible tokens over every version, thinned to at most `points`, folded incrementally."""
-    if isinstance(points, bool) or not isinstance(points, int) or not 2 <= points <= MAX_POINTS:
+    if not strict_int(points) or not 2 <= points <= MAX_POINTS:
         raise InvalidOperationError(f"points must be between 2 and {MAX_POINTS}, got {points!r}")
     held = core.cache.held(cid)
     with held.lock:

@@ -171,8 +171,8 @@ def import_lines(
     if tenant is not None and ctx.tenant != tenant:
         raise InvalidImportError("the export is another tenant's context")
     for i in ctx.order:  # the result must be a context ctxstore itself could have written
-        parse_message(ctx.entries[i]["message"])
-    check_transcript((i, ctx.entries[i]["message"]) for i in ctx.order)
+        parse_message(ctx.stored_message(i))
+    check_transcript((i, ctx.stored_message(i)) for i in ctx.order)
     if core.exists(target):
         raise ContextExistsError(f"context {target} already exists; import with new_id")
     try:
