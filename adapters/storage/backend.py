@@ -86,6 +86,38 @@ class Backend(ABC):
         """Release what the backend holds beside the recorders."""
 
 
+class SQLBackend(Backend, ABC):
+    """A backend whose audit index, erasure records, idempotency keys and turn locks live
+    in the database beside the library's tables; subclasses name their classes."""
+
+    audit_view_class: Any
+    eraser_class: Any
+    keys_class: Any
+    turns_class: Any
+
+    def audit_view(self, recorder: Any) -> AuditView:
+        view: AuditView = self.audit_view_class(recorder.datastore, recorder.events_table_name)
+        return view
+
+    def eraser(self, recorder: Any, snapshots: Any) -> Eraser:
+        found: Eraser = self.eraser_class(
+            recorder.datastore, recorder.events_table_name, snapshots.events_table_name
+        )
+        return found
+
+    def idempotency_keys(
+        self, recorder: Any, ttl: float, pending: float, cipher: Cipher | None
+    ) -> IdempotencyKeys:
+        keys = self.keys_class(recorder.datastore, ttl, pending)
+        keys.cipher = cipher  # stored responses hold message contents
+        found: IdempotencyKeys = keys
+        return found
+
+    def turns(self, recorder: Any) -> Turns:
+        found: Turns = self.turns_class(recorder.datastore)
+        return found
+
+
 def backend_for(env: dict[str, str]) -> Backend:
     """The backend of the library environment a store URL gave."""
     module = env.get("PERSISTENCE_MODULE")

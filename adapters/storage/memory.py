@@ -76,19 +76,6 @@ class MemoryAuditView(POPOTrackingRecorder, AuditView):
         return found
 
 
-def _matches(r: AuditRow, w: AuditFilter) -> bool:
-    return (
-        (w.context_id is None or r.context_id == w.context_id)
-        and (not w.types or r.type in w.types)
-        and (w.actor is None or r.actor == w.actor)
-        and (w.tenant is None or r.tenant == w.tenant)
-        and (w.since is None or r.timestamp >= w.since)
-        and (w.until is None or r.timestamp < w.until)
-        and (w.from_version is None or r.version >= w.from_version)
-        and (w.to_version is None or r.version <= w.to_version)
-    )
-
-
 class MemoryIdempotencyKeys(IdempotencyKeys):
     """For a memory:// store: keys live as long as the process."""
 

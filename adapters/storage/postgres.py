@@ -17,7 +17,6 @@ from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import (
-    Cipher,
     IntegrityError,
     PersistenceError,
     StoredEvent,
@@ -45,7 +44,7 @@ from ctxstore.adapters.storage.audit_index import (
     audit_row,
     sql_filter,
 )
-from ctxstore.adapters.storage.backend import Backend
+from ctxstore.adapters.storage.backend import SQLBackend
 from ctxstore.adapters.storage.codec.chain import Row
 from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
 from ctxstore.adapters.storage.erasers import TABLE, Eraser, Erasure, erasure_record
@@ -367,11 +366,15 @@ def pg_table(recorder: PostgresAggregateRecorder) -> Identifier:
     return Identifier(recorder.datastore.schema, recorder.events_table_name)
 
 
-class PostgresBackend(Backend):
+class PostgresBackend(SQLBackend):
     """A store in a PostgreSQL schema, shared by any number of processes and machines."""
 
     name = "postgresql"
     migrations = postgres_schema.MIGRATIONS
+    audit_view_class = PostgresAuditView
+    eraser_class = PostgresEraser
+    keys_class = PostgresIdempotencyKeys
+    turns_class = PostgresTurns
 
     def __init__(self, env: dict[str, str]) -> None:
         super().__init__(env)
@@ -401,24 +404,6 @@ class PostgresBackend(Backend):
 
     def prepare(self, recorder: Any, snapshots: Any) -> None:
         binary_snapshot_inserts(snapshots)
-
-    def audit_view(self, recorder: Any) -> AuditView:
-        return PostgresAuditView(recorder.datastore, recorder.events_table_name)
-
-    def eraser(self, recorder: Any, snapshots: Any) -> Eraser:
-        return PostgresEraser(
-            recorder.datastore, recorder.events_table_name, snapshots.events_table_name
-        )
-
-    def idempotency_keys(
-        self, recorder: Any, ttl: float, pending: float, cipher: Cipher | None
-    ) -> PostgresIdempotencyKeys:
-        keys = PostgresIdempotencyKeys(recorder.datastore, ttl, pending)
-        keys.cipher = cipher
-        return keys
-
-    def turns(self, recorder: Any) -> Turns:
-        return PostgresTurns(recorder.datastore)
 
     def snapshot_versions(self, snapshots: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
         with snapshots.datastore.transaction(commit=False) as c:

@@ -23,7 +23,6 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import (
-    Cipher,
     IntegrityError,
     OperationalError,
     StoredEvent,
@@ -48,7 +47,7 @@ from ctxstore.adapters.storage.audit_index import (
     audit_row,
     sql_filter,
 )
-from ctxstore.adapters.storage.backend import Backend
+from ctxstore.adapters.storage.backend import Backend, SQLBackend
 from ctxstore.adapters.storage.codec.chain import Row
 from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
 from ctxstore.adapters.storage.erasers import TABLE, Eraser, Erasure, erasure_record
@@ -338,11 +337,15 @@ MIGRATIONS = (
 )
 
 
-class SQLiteBackend(Backend):
+class SQLiteBackend(SQLBackend):
     """A store in one SQLite file (WAL mode): one machine's processes share it."""
 
     name = "sqlite"
     migrations = MIGRATIONS
+    audit_view_class = SQLiteAuditView
+    eraser_class = SQLiteEraser
+    keys_class = SQLiteIdempotencyKeys
+    turns_class = SQLiteTurns
 
     def __init__(self, env: dict[str, str]) -> None:
         super().__init__(env)
@@ -376,24 +379,6 @@ class SQLiteBackend(Backend):
                 "VALUES (?, ?, ?)",
                 (migration.version, migration.description, time.time()),
             )
-
-    def audit_view(self, recorder: Any) -> AuditView:
-        return SQLiteAuditView(recorder.datastore, recorder.events_table_name)
-
-    def eraser(self, recorder: Any, snapshots: Any) -> Eraser:
-        return SQLiteEraser(
-            recorder.datastore, recorder.events_table_name, snapshots.events_table_name
-        )
-
-    def idempotency_keys(
-        self, recorder: Any, ttl: float, pending: float, cipher: Cipher | None
-    ) -> SQLiteIdempotencyKeys:
-        keys = SQLiteIdempotencyKeys(recorder.datastore, ttl, pending)
-        keys.cipher = cipher
-        return keys
-
-    def turns(self, recorder: Any) -> Turns:
-        return SQLiteTurns(recorder.datastore)
 
     def snapshot_versions(self, snapshots: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
         with snapshots.datastore.transaction(commit=False) as c:
