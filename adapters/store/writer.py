@@ -13,10 +13,11 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
+from uuid import uuid4
 
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
-from ctxstore.adapters.storage.codec.chain import GENESIS, anchor, unseal
+from ctxstore.adapters.storage.codec.chain import GENESIS, anchor, command_of, unseal
 from ctxstore.adapters.storage.postgres import OrderedPostgresRecorder
 from ctxstore.adapters.storage.snapshot_policy import held_messages, prune_superseded
 from ctxstore.adapters.storage.snapshot_policy import step as snapshot_step
@@ -29,6 +30,7 @@ from ctxstore.domain.errors import (
     ContextExistsError,
     ContextNotFoundError,
     CtxStoreError,
+    StoreUnavailableError,
     VersionConflictError,
 )
 from ctxstore.domain.limits import check_int
@@ -48,11 +50,15 @@ class Writer:
         self.storage = core.storage
 
     def create(self, ctx: Context) -> None:
-        """Store a new context's first events; raises ContextExistsError if its id is taken."""
+        """Store a new context's first events; raises ContextExistsError if its id is taken
+        (by another command: a creation whose reply was lost finds its own event)."""
+        command_id = uuid4().hex
         try:
-            self.store_new(ctx)
+            self.store_pending(ctx, command_id)
         except IntegrityError:
-            raise ContextExistsError(f"context {ctx.id} already exists") from None
+            if not self.stored_by(ctx.id, 1, command_id):
+                raise ContextExistsError(f"context {ctx.id} already exists") from None
+            self.core.cache.held(ctx.id).ctx = ctx
 
     def command(self, context_id: Any, expected_version: int | None, command: Command) -> Written:
         """Run one aggregate command and store its events; the command returns the ids it
@@ -61,6 +67,7 @@ class Writer:
         if expected_version is not None:
             check_int(expected_version, "expected_version")
         turns = self.storage.turns
+        command_id = uuid4().hex  # in every event it stores: its own, if a reply is lost
         refused = False  # another writer holds the turn: take one rather than race again
         for attempt in range(MAX_ATTEMPTS):
             if attempt and not refused:
@@ -99,18 +106,32 @@ class Writer:
                 except BaseException:
                     held.stale()
                     raise
+                events = ctx.collect_events()
                 try:
-                    self.put(held, cid, before, ctx.collect_events(), turn)
+                    self.put(held, cid, before, events, turn, command_id)
                 except IntegrityError as exc:
                     held.stale()
                     refused = TURN_HELD in str(exc)
                     if refused:
                         turns.saw_others(cid)
-                    if expected_version is not None and not refused:
+                        continue
+                    if self.stored_by(cid, before + 1, command_id):
+                        # The insert was committed and its reply lost; the library's retry
+                        # then met the events it had stored itself: they are this command's.
+                        held.ctx = ctx
+                    elif expected_version is not None:
                         raise VersionConflictError(
                             f"context {cid} moved past version {expected_version} while writing"
                         ) from exc
-                    continue
+                    else:
+                        continue
+                except PersistenceError as exc:
+                    held.stale()
+                    if not self.stored_by(cid, before + 1, command_id, exc):
+                        raise StoreUnavailableError(
+                            f"context {cid}: the write failed and was not stored ({exc})"
+                        ) from exc
+                    held.ctx = ctx  # stored: the reply alone was lost
                 except BaseException:
                     held.stale()
                     raise
@@ -133,8 +154,9 @@ class Writer:
         raise VersionConflictError(f"context {cid}: gave up after {MAX_ATTEMPTS} racing writes")
 
     def put(
-        self, held: Held, cid: Any, before: int, events: Sequence[Any], turn: Turn | None = None
-    ) -> None:
+        self, held: Held, cid: Any, before: int, events: Sequence[Any], turn: Turn | None = None,
+        command: str | None = None,
+    ) -> None:  # fmt: skip
         """Store a context's new events (versions before+1, ...), each chained to the last;
         a writer holding the context's turn writes where it holds it.
 
@@ -144,7 +166,7 @@ class Writer:
         if not events:
             return
         stored, head = self.storage.mapper.to_sealed_events(
-            events, self.chain_head(held, cid, before)
+            events, self.chain_head(held, cid, before), command
         )
         recorder = self.storage.recorder
         if turn is not None and turn.connection is not None:
@@ -155,6 +177,22 @@ class Writer:
             with self.storage.turns.racing(cid):
                 recorder.insert_events(stored)
         held.chain = (before + len(stored), head)
+
+    def stored_by(
+        self, cid: Any, version: int, command: str, cause: BaseException | None = None
+    ) -> bool:
+        """Whether the event at `version` was stored by `command` (a write whose reply was
+        lost). Raises StoreUnavailableError when the store cannot be read to tell."""
+        try:
+            found = self.storage.recorder.select_events(cid, gt=version - 1, lte=version, limit=1)
+        except PersistenceError as exc:
+            raise StoreUnavailableError(
+                f"context {cid}: the write's outcome is unknown, the store cannot be read "
+                f"({cause or exc})"
+            ) from exc
+        if not found:
+            return False
+        return command_of(unseal(self.storage.mapper.plaintext(found[0].state))[0]) == command
 
     def chain_head(self, held: Held, cid: Any, version: int) -> str:
         """The chain of the context's event at `version` (what the next event links to)."""
@@ -189,7 +227,7 @@ class Writer:
                 exc_info=True,
             )
 
-    def store_pending(self, ctx: Context) -> None:
+    def store_pending(self, ctx: Context, command: str | None = None) -> None:
         """Store every event an aggregate has pending, chained, in one transaction, then
         apply the snapshot policy (tools that build large contexts fast)."""
         events = ctx.collect_events()
@@ -198,13 +236,13 @@ class Writer:
         before = events[0].originator_version - 1
         held = self.core.cache.held(ctx.id)
         with held.lock:
-            self.put(held, ctx.id, before, events)
+            self.put(held, ctx.id, before, events, command=command)
             held.ctx = ctx
         self.maybe_snapshot(ctx, before)
 
     def store_new(self, ctx: Context) -> None:
         """Store every event of a context not stored before, in one transaction."""
-        self.store_pending(ctx)
+        self.create(ctx)
 
     def remember_import(self, ctx: Context, chain: str) -> None:
         """Note a context whose events an import stored, with its last chain."""

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
+import orjson
 from eventsourcing.persistence import Mapper, StoredEvent
 from eventsourcing.utils import get_topic, resolve_topic
 from pydantic import BaseModel, ConfigDict
@@ -65,6 +66,15 @@ def unseal(state: bytes) -> tuple[bytes, str | None]:
     return state[: found[0]] + b"}", found[1]
 
 
+def command_of(body: bytes) -> str | None:
+    """The id of the command that stored an event (None for events stored without one)."""
+    try:
+        found = orjson.loads(body).get("command")
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
+
+
 def anchor(state: bytes) -> str:
     """What a new event chains to when the event before it carries no chain (older data)."""
     return hashlib.sha256(state).hexdigest()
@@ -73,11 +83,17 @@ def anchor(state: bytes) -> str:
 class ChainingMapper(Mapper[UUID]):
     """The library's mapper, sealing each event with its chain before compression/cipher."""
 
-    def to_sealed_events(self, events: Sequence[Any], prev: str) -> tuple[list[StoredEvent], str]:
-        """Stored events for a run of one context's consecutive events; and the last chain."""
+    def to_sealed_events(
+        self, events: Sequence[Any], prev: str, command: str | None = None
+    ) -> tuple[list[StoredEvent], str]:
+        """Stored events for a run of one context's consecutive events; and the last chain.
+        `command` (the id of the command that made them) is stored in each, so a writer
+        whose reply was lost can tell its own events from another writer's."""
         stored = []
         for e in events:
             state = dict(vars(e))
+            if command is not None:
+                state["command"] = command
             context_id = state.pop("originator_id")
             version = state.pop("originator_version")
             class_version = getattr(type(e), "class_version", 1)
