@@ -17,13 +17,36 @@ KEY_NAMESPACE = UUID("6d1f3c52-8a0e-4c59-9d2b-7f4e0b1a2c3d")  # ids of keyed con
 
 
 def text_problem(value: Any, most: int, *, blank_ok: bool = False) -> bool:
-    """Whether `value` is not a storable string of at most `most` characters."""
+    """Whether `value` is not a storable string of at most `most` characters: a text
+    column holds no NUL (PostgreSQL refuses it) and no lone surrogate (not Unicode)."""
     return (
         not isinstance(value, str)
         or len(value) > most
         or (not blank_ok and not value.strip())
+        or "\x00" in value
         or json_problem(value) is not None
     )
+
+
+def column_text(value: str) -> str:
+    """A text as a database column can hold it: NUL and lone surrogates (which stores
+    written before they were refused may hold) replaced by U+FFFD."""
+    if value.isascii() and "\x00" not in value:
+        return value
+    return value.replace("\x00", "\ufffd").encode("utf-8", "replace").decode("utf-8")
+
+
+def check_text(value: Any, name: str, most: int = MAX_ACTOR, *, optional: bool = True) -> Any:
+    """A text a caller gives for a text column or a filter on one; raises
+    InvalidOperationError naming the field (a NUL, a lone surrogate, too long, blank)."""
+    if value is None and optional:
+        return None
+    if text_problem(value, most):
+        raise InvalidOperationError(
+            f"{name} must be a non-empty string of at most {most} characters without NUL "
+            f"or lone surrogates, got {value!r:.80}"
+        )
+    return value
 
 
 def check_actor(actor: Any) -> str:

@@ -14,6 +14,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict
 
 from ctxstore.domain.context import Context
+from ctxstore.domain.limits import column_text
 from ctxstore.projections.history import EVENT_TYPES, describe_event
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -87,11 +88,11 @@ def audit_row(event: Context.Event, position: int, tenant: str | None = None) ->
         context_id=event.originator_id,
         version=event.originator_version,
         type=EVENT_TYPES[type(event).__name__],
-        actor=str(getattr(event, "actor", "")),
+        actor=column_text(str(getattr(event, "actor", ""))),
         timestamp=to_micros(event.timestamp),
         batch=batch,
-        facts=json.dumps({"message_ids": ids, "details": details}, ensure_ascii=False),
-        tenant=tenant,
+        facts=column_text(json.dumps({"message_ids": ids, "details": details}, ensure_ascii=False)),
+        tenant=None if tenant is None else column_text(tenant),
     )
 
 

@@ -3,16 +3,20 @@ so an invalid message is named as precisely as in-process."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxstore.adapters.store.results import HistoryEntry, VisibleContext
 
+# Every integer is bounded as the query parameters are: within a database's bigint.
+LIMIT = 2**62
+Position = Annotated[int, Field(ge=-LIMIT, le=LIMIT)]
+Count = Annotated[int, Field(ge=0, le=LIMIT)]
 # A message id, or its position among the visible messages (negative counts from the end).
-Ref = str | int
-Version = int | None
+Ref = str | Position
+Version = Annotated[int, Field(ge=-LIMIT, le=LIMIT)] | None
 MessageJSON = dict[str, Any]
 
 
@@ -66,34 +70,34 @@ class CompressBody(Command):
 
 
 class BatchEndBody(Command):
-    to: int | None = Field(default=None, description="close the batches above this one")
+    to: Count | None = Field(default=None, description="close the batches above this one")
     keep: bool = Field(default=False, description="keep the changes instead of rolling back")
 
 
 class UsageBody(Body):
     model: str
-    prompt_tokens: int = Field(ge=0)
-    completion_tokens: int = Field(default=0, ge=0)
-    version: int | None = None
-    counted_tokens: int | None = Field(default=None, ge=0)
+    prompt_tokens: Count
+    completion_tokens: Count = 0
+    version: Version = None
+    counted_tokens: Count | None = None
     sent: list[str | MessageJSON] | None = Field(
         default=None, description="ids of visible messages, or messages, as sent"
     )
 
 
 class ForkBody(Body):
-    at_version: int | None = None
+    at_version: Version = None
     name: str | None = None
     metadata: dict[str, Any] | None = None
 
 
 class PromptBody(Body):
-    budget: int = Field(gt=0, description="the model's context window, in tokens")
+    budget: int = Field(gt=0, le=LIMIT, description="the model's context window, in tokens")
     strategy: Literal["full", "compressed", "adaptive", "semantic"] | None = None
     query: str | None = None
     resources: list[dict[str, Any]] = []
     safety: float | None = None
-    at_version: int | None = None
+    at_version: Version = None
 
 
 class CompactBody(Body):

@@ -16,7 +16,7 @@ from ctxstore.adapters.storage.codec.chain import ChainWalker, Verification
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import InvalidOperationError
-from ctxstore.domain.limits import strict_int
+from ctxstore.domain.limits import check_text, strict_int
 from ctxstore.projections.audit import AuditPage, audit_entry, audit_row, revert_of, to_micros
 from ctxstore.projections.history import event_type_filter
 
@@ -87,8 +87,7 @@ def audit_page(
     if not strict_int(limit) or not 1 <= limit <= MAX_PAGE:
         raise InvalidOperationError(f"limit must be between 1 and {MAX_PAGE}, got {limit!r}")
     for name, value in (("actor", actor), ("tenant", tenant)):
-        if value is not None and not isinstance(value, str):
-            raise InvalidOperationError(f"{name} must be a string, got {value!r}")
+        check_text(value, f"the {name} filter")
     for name, bound in (("from_version", from_version), ("to_version", to_version)):
         if bound is not None and (not strict_int(bound)):
             raise InvalidOperationError(f"{name} must be an integer, got {bound!r}")

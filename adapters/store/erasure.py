@@ -21,16 +21,19 @@ from uuid import UUID
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import Erasure
 from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.domain.limits import column_text, text_problem
 
 
 def erase_context(core: StoreCore, context_id: UUID | str, *, actor: str, reason: str) -> Erasure:
     """Erase a context's contents for good; returns the record left in their place."""
-    if not isinstance(reason, str) or not reason.strip() or len(reason) > 1000:
-        raise InvalidOperationError("an erasure needs a reason (1-1000 characters)")
+    if text_problem(reason, 1000):
+        raise InvalidOperationError(
+            "an erasure needs a reason (1-1000 characters, no NUL or lone surrogates)"
+        )
     cid = core.id(context_id)
     tenant = core.tenant_of(cid)  # raises ContextNotFoundError
     record = Erasure(
-        context_id=cid, tenant=tenant, erased_at=datetime.now(UTC), actor=actor,
+        context_id=cid, tenant=None if tenant is None else column_text(tenant), erased_at=datetime.now(UTC), actor=actor,
         reason=reason.strip(), events=0, snapshots=0,
     )  # fmt: skip
     events, snapshots = core.storage.eraser().erase(record)

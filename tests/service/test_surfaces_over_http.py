@@ -57,3 +57,25 @@ def test_another_tenants_contexts_stay_out_of_reach(service):
         assert globex.usage_report() == [] and globex.erasures() == []
         acme.erase(cid, reason="done")
         assert globex.erasures() == []
+
+
+def test_huge_numbers_in_bodies_are_422_not_500(service):
+    with service.client() as acme:
+        cid = acme.create()
+        acme.insert(cid, [user("hi")])
+        base = f"/v1/contexts/{cid}"
+        for path, body in [
+            ("fork", {"at_version": 2**63}),
+            ("prompt", {"budget": 100, "at_version": 2**63}),
+            ("prompt", {"budget": 2**64}),
+            ("prompt", {"budget": 100, "resources": [{"id": "r", "tokens": 2**70}]}),
+            ("usage", {"model": "m", "prompt_tokens": 2**63}),
+            ("usage", {"model": "m", "prompt_tokens": 1, "version": 2**63}),
+            ("batch-end", {"to": 2**63}),
+            ("insert", {"messages": [user("x")], "after": 2**64}),
+            ("delete", {"ids": [2**64]}),
+            ("insert", {"messages": [user("x")], "expected_version": 2**63}),
+        ]:
+            response = acme.http.post(f"{base}/{path}", json=body)
+            assert response.status_code == 422, (path, body, response.text)
+        assert acme.visible(cid).version == 2
