@@ -330,6 +330,12 @@ def import_(
         bool, typer.Option("--new-id", help="Give an exported context a fresh id.")
     ] = False,
     name: Annotated[str | None, typer.Option(help="With --openai: the new context's name.")] = None,
+    without_trailer: Annotated[
+        bool,
+        typer.Option(
+            "--without-trailer", help="Accept an export without its trailer (older releases)."
+        ),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Import an export of `ctxstore export`, or (--openai) a transcript as a new context."""
@@ -343,7 +349,10 @@ def import_(
         if openai:
             cid = store.import_transcript(text, name=name, actor=actor(ctx), progress=progress)
         else:
-            cid = store.import_events(text.splitlines(), new_id=new_id, progress=progress)
+            cid = store.import_events(
+                text.splitlines(), new_id=new_id, without_trailer=without_trailer,
+                progress=progress,
+            )  # fmt: skip
     print_json({"context_id": str(cid)}) if as_json else out.print(str(cid), highlight=False)
 
 

@@ -452,9 +452,13 @@ class CtxStoreClient(ContextOperations):
         return iter(response.text.splitlines())
 
     def import_events(
-        self, lines: Iterable[str], *, new_id: bool = False, idempotency_key: str | None = None
-    ) -> UUID:
-        body = {"lines": [line.rstrip("\n") for line in lines if line.strip()], "new_id": new_id}
+        self, lines: Iterable[str], *, new_id: bool = False, without_trailer: bool = False,
+        idempotency_key: str | None = None,
+    ) -> UUID:  # fmt: skip
+        body = {
+            "lines": [line.rstrip("\n") for line in lines if line.strip()], "new_id": new_id,
+            "without_trailer": without_trailer,
+        }  # fmt: skip
         response = self._send(
             "POST", "/v1/contexts/import", json=body, headers=self._key(idempotency_key)
         )

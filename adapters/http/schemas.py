@@ -113,6 +113,9 @@ class Health(BaseModel):
 class ImportBody(Body):
     lines: list[str] = Field(description="an export's JSON lines, in order")
     new_id: bool = Field(default=False, description="store it under a new id")
+    without_trailer: bool = Field(
+        default=False, description="accept an export without a trailer (written before them)"
+    )
 
 
 class TranscriptBody(Body):

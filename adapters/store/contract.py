@@ -148,7 +148,9 @@ class ContextOperations(Protocol):
     # ---- transfer ----------------------------------------------------------------------
     def export_events(self, context_id: UUID | str) -> Iterator[str]: ...
 
-    def import_events(self, lines: Iterable[str], *, new_id: bool = False) -> UUID: ...
+    def import_events(
+        self, lines: Iterable[str], *, new_id: bool = False, without_trailer: bool = False
+    ) -> UUID: ...
 
     def import_transcript(
         self, messages: str | Sequence[JSON], *, name: str | None = None

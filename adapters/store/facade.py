@@ -439,15 +439,16 @@ class ContextStore(ContextOperations):
         return transfer.export_lines(self._core, context_id)
 
     def import_events(
-        self, lines: Iterable[str], *, new_id: bool = False,
+        self, lines: Iterable[str], *, new_id: bool = False, without_trailer: bool = False,
         progress: Callable[[int, int], None] | None = None, tenant: str | None = None,
     ) -> UUID:  # fmt: skip
         """Store an exported context's events; returns its id. All or nothing. With
         `tenant`, only that tenant's context is accepted. Raises InvalidImportError (naming
         the line), ContextExistsError."""
         return transfer.import_lines(
-            self._writer, lines, new_id=new_id, progress=progress, tenant=tenant
-        )
+            self._writer, lines, new_id=new_id, progress=progress, tenant=tenant,
+            without_trailer=without_trailer,
+        )  # fmt: skip
 
     def import_transcript(
         self, messages: str | Sequence[JSON], *, name: str | None = None,

@@ -43,7 +43,7 @@ def export_lines(core: StoreCore, context_id: UUID | str) -> Iterator[str]:
     """The context's events as JSON lines, oldest first."""
     cid = core.id(context_id)
     mapper = core.storage.mapper
-    version, seen = 0, False
+    version, seen, last_chain = 0, False, None
     while True:
         page = core.storage.recorder.select_events(cid, gt=version, limit=5000)
         if not page:
@@ -58,8 +58,12 @@ def export_lines(core: StoreCore, context_id: UUID | str) -> Iterator[str]:
                 f'"chain":{json.dumps(chain)}}}'
             )
         version = page[-1].originator_version
+        last_chain = chain
     if not seen:
         core.require(cid)
+    # The trailer: an export cut short (a lost tail) is refused on import, not taken for an
+    # older version of the context.
+    yield json.dumps({"trailer": {"context_id": str(cid), "events": version, "chain": last_chain}})
 
 
 STATE_START = ',"state":'
@@ -91,8 +95,11 @@ def import_lines(
     new_id: bool = False,
     progress: Progress | None = None,
     tenant: str | None = None,
+    without_trailer: bool = False,
 ) -> UUID:
     """Store an exported context's events (same ids, versions, chains); returns its id.
+    An export ends with a trailer (its event count and last chain); one without is refused
+    unless `without_trailer` (exports written before trailers).
     With `tenant`, the context must be that tenant's (a service's caller imports only its own).
 
     With new_id the context gets a fresh id (and so new chains). Raises InvalidImportError
@@ -102,8 +109,16 @@ def import_lines(
     mapper = core.storage.mapper
     line_texts = list(lines)
     records = list(_records(line_texts))
+    trailer = None
+    if records and isinstance(records[-1][1], dict) and "trailer" in records[-1][1]:
+        trailer = records.pop()[1]["trailer"]
     if not records:
         raise InvalidImportError("the export is empty")
+    if trailer is None and not without_trailer:
+        raise InvalidImportError(
+            "the export has no trailer: it may have been cut short (an export written before "
+            "trailers imports with without_trailer, on the command line --without-trailer)"
+        )
     source: UUID | None = None
     target: UUID | None = None
     prev_file, prev_new = GENESIS, GENESIS
@@ -168,6 +183,16 @@ def import_lines(
         if progress:
             progress(done, len(records))
     assert ctx is not None and target is not None
+    if trailer is not None and (
+        not isinstance(trailer, dict)
+        or trailer.get("events") != len(stored)
+        or trailer.get("chain") not in (None, prev_file)
+        or trailer.get("context_id") != str(source)
+    ):
+        raise InvalidImportError(
+            f"the trailer does not match the {len(stored)} events before it (the export was "
+            "cut short or altered)"
+        )
     if tenant is not None and ctx.tenant != tenant:
         raise InvalidImportError("the export is another tenant's context")
     for i in ctx.order:  # the result must be a context ctxstore itself could have written

@@ -260,7 +260,9 @@ def test_export_import_round_trip_is_exact(store, tmp_path):
     cid, _ = scripted(store)
     store.record_usage(cid, model="m", prompt_tokens=10)
     lines = list(store.export_events(cid))
-    assert [json.loads(x)["version"] for x in lines] == list(range(1, 10))
+    assert [json.loads(x)["version"] for x in lines[:-1]] == list(range(1, 10))
+    trailer = json.loads(lines[-1])["trailer"]
+    assert trailer["events"] == 9 and trailer["context_id"] == str(cid)
     with ContextStore.from_url(f"sqlite:///{tmp_path / 'other.db'}") as other:
         assert other.import_events(lines) == cid
         assert list(other.export_events(cid)) == lines
@@ -287,7 +289,7 @@ def test_a_reformatted_export_with_floats_imports_with_its_chains(store, monkeyp
     store.insert(cid, [user("a") | {"metadata": {"p": [2.5e-07, 0.5, 1e22]}}])
     monkeypatch.undo()
     lines = [json.dumps(json.loads(x)) for x in store.export_events(cid)]
-    assert all('"state": {' in x for x in lines)  # laid out otherwise: encoded again
+    assert all('"state": {' in x for x in lines[:-1])  # laid out otherwise: encoded again
     copy = store.import_events(lines, new_id=True)
     assert store.visible(copy).messages == store.visible(cid).messages
     assert store.verify(copy).ok
@@ -315,6 +317,21 @@ def test_an_altered_export_is_refused_and_nothing_written(store, edit, needle):
     assert store.audit(limit=1000).entries == before
 
 
+def test_a_truncated_export_is_refused_and_nothing_written(store):
+    """An export cut short (its tail lost) would import as an older version of the context:
+    its trailer is missing or does not match, and nothing is written."""
+    cid, _ = scripted(store)
+    lines = list(store.export_events(cid))
+    before = store.audit(limit=1000).entries
+    for cut in (lines[:-1], lines[:-3], [*lines[:-3], lines[-1]], lines[:-1] + [lines[-1][:20]]):
+        with pytest.raises(InvalidImportError):
+            store.import_events(cut, new_id=True)
+    assert store.audit(limit=1000).entries == before
+    # an export written before trailers imports when asked to
+    copy = store.import_events(lines[:-1], new_id=True, without_trailer=True)
+    assert store.visible(copy).messages == store.visible(cid).messages
+
+
 def test_an_export_whose_result_breaks_the_transcript_is_refused(store):
     cid = store.create()
     store.insert(cid, [call("c1"), tool("c1")])
@@ -324,7 +341,7 @@ def test_an_export_whose_result_breaks_the_transcript_is_refused(store):
     rec["state"]["tokens"] = rec["state"]["tokens"][1:]
     rec["chain"] = None
     with pytest.raises(MalformedTranscriptError):
-        store.import_events([lines[0], json.dumps(rec)], new_id=True)
+        store.import_events([lines[0], json.dumps(rec)], new_id=True, without_trailer=True)
 
 
 def test_import_an_openai_transcript(store):

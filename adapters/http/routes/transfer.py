@@ -24,7 +24,10 @@ def export_events(ctx: Owned) -> Response:
 def import_events(ctx: Requester, body: ImportBody) -> Created:
     """Store an exported context (its JSON lines); all or nothing. A caller with a tenant
     imports only its own tenant's contexts."""
-    cid = ctx.store.import_events(body.lines, new_id=body.new_id, tenant=ctx.who.tenant)
+    cid = ctx.store.import_events(
+        body.lines, new_id=body.new_id, without_trailer=body.without_trailer,
+        tenant=ctx.who.tenant,
+    )  # fmt: skip
     return Created(context_id=cid, version=ctx.store.visible(cid).version)
 
 
