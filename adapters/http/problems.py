@@ -88,7 +88,11 @@ def for_error(exc: CtxStoreError, instance: str | None = None) -> JSONResponse:
     status, slug = next(
         ((s, g) for c, s, g in STATUS if isinstance(exc, c)), (422, "invalid-operation")
     )
-    return problem(status, slug, str(exc), instance=instance, error=type(exc).__name__)
+    # A database outage passes: a client may try again shortly.
+    headers = {"Retry-After": "1"} if status == 503 else None
+    return problem(
+        status, slug, str(exc), instance=instance, headers=headers, error=type(exc).__name__
+    )
 
 
 def install(app: FastAPI) -> None:

@@ -22,6 +22,7 @@ from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.store import audit, compaction, debug, erasure, reads, transfer, usage
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.core import StoreCore
+from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.results import (
     AuditPage,
     BatchFrame,
@@ -51,6 +52,7 @@ from ctxstore.domain.summarize import Summarizer
 from ctxstore.projections.listing import list_contexts
 
 
+@type_faults
 class ContextStore(ContextOperations):
     """Stores contexts as event streams; every public method is one command or one read."""
 
