@@ -50,3 +50,8 @@ class PromptDoesNotFitError(CtxStoreError, ValueError):
 
 class StoreUnavailableError(CtxStoreError):
     """The database behind the store cannot be reached or opened."""
+
+
+class DamagedContextError(CtxStoreError):
+    """A context's stored events cannot be read back as a context: one is missing, or its
+    type or state is not what was written. Names the context and the version."""

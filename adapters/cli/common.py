@@ -21,6 +21,7 @@ from ctxstore.domain.context import MessageRef
 from ctxstore.domain.errors import (
     ContextNotFoundError,
     CtxStoreError,
+    DamagedContextError,
     InvalidMessageError,
     StoreUnavailableError,
     UnknownMessageError,
@@ -38,6 +39,7 @@ EXIT_CODES: list[tuple[type[CtxStoreError], int]] = [
     (UnknownMessageError, 3),
     (VersionConflictError, 4),
     (StoreUnavailableError, 5),
+    (DamagedContextError, 7),
     (CtxStoreError, 1),
 ]
 

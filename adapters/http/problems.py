@@ -20,6 +20,7 @@ from ctxstore.domain.errors import (
     ContextExistsError,
     ContextNotFoundError,
     CtxStoreError,
+    DamagedContextError,
     InvalidMessageError,
     LimitExceededError,
     MalformedTranscriptError,
@@ -46,6 +47,7 @@ STATUS: list[tuple[type[CtxStoreError], int, str]] = [
     (LimitExceededError, 422, "limit-exceeded"),
     (NothingToSummarizeError, 422, "nothing-to-summarize"),
     (StoreUnavailableError, 503, "store-unavailable"),
+    (DamagedContextError, 500, "damaged-context"),
 ]
 TITLES = {
     400: "Bad request",

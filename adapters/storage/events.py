@@ -14,6 +14,7 @@ from uuid import UUID
 
 import psycopg
 from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.domain import OriginatorVersionError
 from eventsourcing.persistence import (
     ApplicationRecorder,
     EventStore,
@@ -21,7 +22,7 @@ from eventsourcing.persistence import (
     PersistenceError,
     Transcoder,
 )
-from eventsourcing.utils import Environment
+from eventsourcing.utils import Environment, TopicError
 
 from ctxstore.adapters.settings import Settings, library_env, redact
 from ctxstore.adapters.storage.audit_index import AuditView
@@ -34,9 +35,28 @@ from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration, current, pending, refuse_outdated
 from ctxstore.adapters.storage.snapshot_store import SnapshotStore
 from ctxstore.domain.context import Context
-from ctxstore.domain.errors import ContextNotFoundError, StoreUnavailableError
+from ctxstore.domain.errors import (
+    ContextNotFoundError,
+    DamagedContextError,
+    StoreUnavailableError,
+)
 
 log = logging.getLogger(__name__)
+# What replaying a damaged stream raises: a missing version, an unknown or wrong event
+# type, a first event that is not a creation, a state its event cannot apply.
+DAMAGE = (OriginatorVersionError, TopicError, AssertionError, TypeError, KeyError, AttributeError)
+
+
+def damaged(cid: UUID, exc: BaseException, version: int | None = None) -> DamagedContextError:
+    """The typed error for a context whose stored events cannot be replayed."""
+    if isinstance(exc, OriginatorVersionError) and len(exc.args) == 2:
+        found, wanted = exc.args
+        where = f"version {wanted} is missing (the next stored is {found})"
+    elif isinstance(exc, AssertionError) or (version == 1):
+        where = "its first event (its creation) is missing"
+    else:
+        where = f"{'version ' + str(version) + ': ' if version else ''}{type(exc).__name__}: {exc}"
+    return DamagedContextError(f"context {cid}'s stored events are damaged: {where}"[:500])
 
 
 class _Library(Application[UUID]):
@@ -164,6 +184,8 @@ class EventStorage:
             ctx: Any = self._library.repository.get(cid, version=version)
         except AggregateNotFoundError as exc:
             raise ContextNotFoundError(f"no context with id {cid}") from exc
+        except DAMAGE as exc:
+            raise damaged(cid, exc) from exc
         if not isinstance(ctx, Context):
             raise ContextNotFoundError(f"no context with id {cid}")
         return ctx

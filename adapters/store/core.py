@@ -12,10 +12,14 @@ from eventsourcing.utils import get_topic
 
 from ctxstore.adapters.llm.tokenizer import Tokenizers
 from ctxstore.adapters.settings import Settings
-from ctxstore.adapters.storage.events import EventStorage
+from ctxstore.adapters.storage.events import DAMAGE, EventStorage, damaged
 from ctxstore.adapters.store.cache import UNKNOWN, ContextCache, Held
 from ctxstore.domain.context import Context
-from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
+from ctxstore.domain.errors import (
+    ContextNotFoundError,
+    DamagedContextError,
+    InvalidOperationError,
+)
 from ctxstore.domain.limits import check_actor, check_count, strict_int
 from ctxstore.domain.messages import Message
 from ctxstore.domain.prompt import PromptItem
@@ -67,8 +71,12 @@ class StoreCore:
         Callers hold the context's lock."""
         ctx, loaded = self.cached_or_loaded(cid, held)
         if not loaded:
-            for e in self.storage.events.get(cid, gt=ctx.version):
-                cast(Context.Event, e).mutate(ctx)
+            try:
+                for e in self.storage.events.get(cid, gt=ctx.version):
+                    cast(Context.Event, e).mutate(ctx)
+            except DAMAGE as exc:
+                (held or self.cache.held(cid)).stale()
+                raise damaged(cid, exc) from exc
         return ctx
 
     def head(self, cid: UUID) -> Context:
@@ -89,12 +97,26 @@ class StoreCore:
         return ctx
 
     def events(self, cid: UUID) -> Iterator[Context.Event]:
-        """Every event of a context in order; raises ContextNotFoundError."""
-        first = True
-        for e in self.storage.events.get(cid):
-            first = False
-            yield cast(Context.Event, e)
-        if first:
+        """Every event of a context in order; raises ContextNotFoundError, and
+        DamagedContextError where a version is missing or an event cannot be read."""
+        expected = 1
+        try:
+            for e in self.storage.events.get(cid):
+                if e.originator_version != expected:
+                    raise DamagedContextError(
+                        f"context {cid}'s stored events are damaged: version {expected} is "
+                        f"missing (the next stored is {e.originator_version})"
+                    )
+                if expected == 1 and not isinstance(e, Context.ContextCreated):
+                    raise DamagedContextError(
+                        f"context {cid}'s stored events are damaged: its first event is not "
+                        "its creation"
+                    )
+                expected += 1
+                yield cast(Context.Event, e)
+        except DAMAGE as exc:
+            raise damaged(cid, exc, expected) from exc
+        if expected == 1:
             raise ContextNotFoundError(f"no context with id {cid}")
 
     def all_of(self, *event_classes: type[Context.Event]) -> Iterator[Context.Event]:
