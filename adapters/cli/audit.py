@@ -407,6 +407,8 @@ def erase(
             f"deleted; recorded as erased by {record.actor} ({record.reason})",
             highlight=False,
         )
+        for left in record.residue:
+            err.print(f"residue: {left}", highlight=False)
 
 
 @handles_errors

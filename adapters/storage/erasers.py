@@ -4,6 +4,7 @@ says what erasure guarantees."""
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from datetime import UTC, datetime
 from typing import Any
@@ -12,7 +13,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict
 
 TABLE = "ctxstore_erasures"
-COLUMNS = "context_id, tenant, erased_at, actor, reason, events, snapshots"
+COLUMNS = "context_id, tenant, erased_at, actor, reason, events, snapshots, residue"
 
 
 class Erasure(BaseModel):
@@ -27,14 +28,17 @@ class Erasure(BaseModel):
     reason: str
     events: int  # rows deleted
     snapshots: int
+    # What may still hold the erased content, and why (empty: nothing this store can see).
+    residue: list[str] = []
 
 
 class Eraser(ABC):
     """Deletes one context's rows in one transaction, and keeps the erasure records."""
 
     @abstractmethod
-    def erase(self, record: Erasure) -> tuple[int, int]:
-        """Delete the context's rows and store the record; (events, snapshots) deleted."""
+    def erase(self, record: Erasure) -> Erasure:
+        """Delete the context's rows, store the record and return it with the rows deleted
+        and what residue may remain."""
 
     @abstractmethod
     def records(self) -> list[Erasure]:
@@ -45,5 +49,5 @@ def erasure_record(row: Any) -> Erasure:
     return Erasure(
         context_id=UUID(row[0]), tenant=row[1],
         erased_at=datetime.fromtimestamp(row[2], UTC), actor=row[3], reason=row[4],
-        events=row[5], snapshots=row[6],
+        events=row[5], snapshots=row[6], residue=json.loads(row[7]) if row[7] else [],
     )  # fmt: skip

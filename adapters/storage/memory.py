@@ -117,7 +117,10 @@ class MemoryBackend(Backend):
     """Everything in this process's memory; snapshots are all kept (nothing to reclaim)."""
 
     name = "memory"
-    migrations = (Migration(1, "nothing to create in memory", _nothing_to_create),)
+    migrations = (
+        Migration(1, "nothing to create in memory", _nothing_to_create),
+        Migration(2, "erasure records say what residue may remain", _nothing_to_create),
+    )
 
     def __init__(self, env: dict[str, str]) -> None:
         super().__init__(env)

@@ -10,6 +10,7 @@ recorders (its schema, tuning and provisioning are in postgres_schema.py).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -62,6 +63,12 @@ from ctxstore.adapters.storage.turns import (
 from ctxstore.projections.audit import AuditRow, Revert
 
 CHUNK = 500  # versions per query
+POSTGRES_RESIDUE = (
+    "PostgreSQL: the write-ahead log, streaming replicas and base backups keep the deleted "
+    "rows until they are recycled, and VACUUM marks the rows' space free without zeroing it: "
+    "the table files hold the bytes until the space is reused (encrypt at rest to rely on "
+    "erasure)"
+)
 
 
 class OrderedPostgresRecorder(PostgresApplicationRecorder):
@@ -279,7 +286,7 @@ class PostgresEraser(Eraser):
         self.keys = SQL("{0}.ctxstore_idempotency").format(schema)
         self.table = SQL("{0}.{1}").format(schema, Identifier(TABLE))
 
-    def erase(self, record: Erasure) -> tuple[int, int]:
+    def erase(self, record: Erasure) -> Erasure:
         cid = record.context_id
         with self.datastore.transaction(commit=True) as c:
             c.execute(SQL("DELETE FROM {0} WHERE originator_id = %s").format(self.events), (cid,))
@@ -290,16 +297,34 @@ class PostgresEraser(Eraser):
             snapshots = c.rowcount
             c.execute(SQL("DELETE FROM {0} WHERE context_id = %s").format(self.audit), (cid.hex,))
             c.execute(SQL("DELETE FROM {0} WHERE context = %s").format(self.keys), (str(cid),))
+        residue = [POSTGRES_RESIDUE, *self._vacuum()]
+        done = record.model_copy(
+            update={"events": events, "snapshots": snapshots, "residue": residue}
+        )
+        with self.datastore.transaction(commit=True) as c:
             c.execute(
-                SQL("INSERT INTO {0} (" + ERASURE_COLUMNS + ") VALUES (%s, %s, %s, %s, %s, %s, %s)")
-                .format(self.table),
-                (cid.hex, record.tenant, record.erased_at.timestamp(), record.actor,
-                 record.reason, events, snapshots),
+                SQL("INSERT INTO {0} (" + ERASURE_COLUMNS + ") VALUES "
+                    "(%s, %s, %s, %s, %s, %s, %s, %s)").format(self.table),
+                (cid.hex, done.tenant, done.erased_at.timestamp(), done.actor, done.reason,
+                 events, snapshots, json.dumps(residue)),
             )  # fmt: skip
-        with self.datastore.get_connection() as conn:  # autocommit: VACUUM runs outside one
-            for table in (self.events, self.snapshots, self.audit):
-                conn.execute(SQL("VACUUM {0}").format(table))
-        return events, snapshots
+        return done
+
+    def _vacuum(self) -> list[str]:
+        """VACUUM every table that held the content (outside a transaction); what could not
+        be vacuumed, and why."""
+        left = []
+        with self.datastore.get_connection() as conn:
+            for table in (self.events, self.snapshots, self.audit, self.keys):
+                try:
+                    conn.execute(SQL("VACUUM {0}").format(table))
+                except psycopg.Error as exc:
+                    left.append(
+                        f"PostgreSQL: {table.as_string(conn)} was not vacuumed "
+                        f"({str(exc).strip().splitlines()[0]}): its deleted rows stay in the "
+                        "table files until autovacuum or the tables' owner vacuums it"
+                    )
+        return left
 
     def records(self) -> list[Erasure]:
         with self.datastore.transaction(commit=False) as c:

@@ -183,6 +183,26 @@ def _base_tables(backend: Any, events: Any, snapshots: Any) -> None:
     tune_tables(events, snapshots)
 
 
+def _erasure_residue(backend: Any, events: Any, snapshots: Any) -> None:
+    """Erasure records say what residue may remain; the events table is autovacuumed at
+    PostgreSQL's defaults (the library's setting waits for 100 million deleted rows, so an
+    erasure's dead rows would stay in the table files until the next manual VACUUM)."""
+    schema = Identifier(events.datastore.schema)
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(
+            SQL("ALTER TABLE {0}.ctxstore_erasures ADD COLUMN IF NOT EXISTS residue text").format(
+                schema
+            )
+        )
+        c.execute(
+            SQL(
+                "ALTER TABLE {0}.{1} RESET (autovacuum_vacuum_threshold, "
+                "autovacuum_vacuum_scale_factor)"
+            ).format(schema, Identifier(events.events_table_name))
+        )
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
+    Migration(2, "erasure records say what residue may remain", _erasure_residue),
 )

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -29,6 +30,7 @@ from eventsourcing.persistence import (
     Tracking,
 )
 from eventsourcing.sqlite import (
+    SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteApplicationRecorder,
     SQLiteDatastore,
     SQLiteTrackingRecorder,
@@ -66,6 +68,12 @@ from ctxstore.adapters.storage.turns import Turn, Turns
 from ctxstore.projections.audit import AuditRow, Revert
 
 CHUNK = 500  # versions per query (SQLite allows 999 parameters in its oldest builds)
+CHECKPOINT_ATTEMPTS = 10  # an erasure's tries to empty the write-ahead log
+WAL_RESIDUE = (
+    "SQLite: the write-ahead log (the -wal file) still holds the erased pages: another "
+    "connection was reading the database; they leave it at the next checkpoint that no "
+    "reader holds up"
+)
 
 
 class SQLiteEventsRecorder(SQLiteApplicationRecorder):
@@ -209,7 +217,7 @@ class SQLiteEraser(Eraser):
     def __init__(self, datastore: SQLiteDatastore, events: str, snapshots: str) -> None:
         self.datastore, self.events, self.snapshots = datastore, events, snapshots
 
-    def erase(self, record: Erasure) -> tuple[int, int]:
+    def erase(self, record: Erasure) -> Erasure:
         hex_id = record.context_id.hex
         with self.datastore.transaction(commit=True) as c:
             c.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left as they were
@@ -221,14 +229,35 @@ class SQLiteEraser(Eraser):
             c.execute(
                 "DELETE FROM ctxstore_idempotency WHERE context = ?", (str(record.context_id),)
             )
+        residue = self._checkpoint()
+        done = record.model_copy(
+            update={"events": events, "snapshots": snapshots, "residue": residue}
+        )
+        with self.datastore.transaction(commit=True) as c:
             c.execute(
-                f"INSERT INTO {TABLE} ({ERASURE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (hex_id, record.tenant, record.erased_at.timestamp(), record.actor,
-                 record.reason, events, snapshots),
+                f"INSERT INTO {TABLE} ({ERASURE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (hex_id, done.tenant, done.erased_at.timestamp(), done.actor, done.reason,
+                 events, snapshots, json.dumps(residue)),
             )  # fmt: skip
-        with self.datastore.transaction(commit=False) as c:
-            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the old pages leave the log too
-        return events, snapshots
+        return done
+
+    def _checkpoint(self) -> list[str]:
+        """Move the log's pages into the file and truncate the log, so the erased pages leave
+        it; a reader holding an old snapshot of the file prevents that: try a few times,
+        then say so."""
+        for attempt in range(CHECKPOINT_ATTEMPTS):
+            with self.datastore.transaction(commit=False) as c:
+                c.execute("PRAGMA busy_timeout = 200")
+                try:
+                    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                    busy = c.fetchone()[0]
+                finally:
+                    waits = self.datastore.pool.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT
+                    c.execute(f"PRAGMA busy_timeout = {int(waits * 1000)}")
+            if not busy:
+                return []
+            time.sleep(0.05 * (attempt + 1))
+        return [WAL_RESIDUE]
 
     def records(self) -> list[Erasure]:
         with self.datastore.transaction(commit=False) as c:
@@ -332,8 +361,23 @@ def _base_tables(backend: Backend, events: Any, snapshots: Any) -> None:
         c.execute(IDEMPOTENCY_DDL)
 
 
+def _erasure_residue(backend: Backend, events: Any, snapshots: Any) -> None:
+    """Erasure records say what residue may remain."""
+    with events.datastore.transaction(commit=False) as c:
+        c.execute(f"PRAGMA table_info({TABLE})")
+        missing = "residue" not in {r[1] for r in c.fetchall()}
+    if missing:
+        try:
+            with events.datastore.transaction(commit=True) as c:
+                c.execute(f"ALTER TABLE {TABLE} ADD COLUMN residue TEXT")
+        except OperationalError as exc:
+            if "duplicate column" not in str(exc):  # another process added it first
+                raise
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
+    Migration(2, "erasure records say what residue may remain", _erasure_residue),
 )
 
 

@@ -36,6 +36,6 @@ def erase_context(core: StoreCore, context_id: UUID | str, *, actor: str, reason
         context_id=cid, tenant=None if tenant is None else column_text(tenant), erased_at=datetime.now(UTC), actor=actor,
         reason=reason.strip(), events=0, snapshots=0,
     )  # fmt: skip
-    events, snapshots = core.storage.eraser().erase(record)
+    done = core.storage.eraser().erase(record)
     core.forget(cid)
-    return record.model_copy(update={"events": events, "snapshots": snapshots})
+    return done

@@ -102,3 +102,31 @@ def test_erasure_works_in_a_process_that_never_loaded_the_service(tmp_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "2"
+
+
+def test_erasure_says_what_residue_remains(durable_url, tmp_path):
+    """SQLite: a reader holding the database open keeps the erased pages in the -wal; the
+    erasure tries the checkpoint again, returns within seconds and says so. PostgreSQL: the
+    record names what PostgreSQL keeps by design (WAL, replicas, backups, unzeroed space)."""
+    import sqlite3
+    import time
+
+    with ContextStore.from_url(durable_url, Settings(actor="t")) as store:
+        clean = store.create()
+        store.insert(clean, [{"role": "user", "content": SECRET}])
+        held = store.create()
+        store.insert(held, [{"role": "user", "content": SECRET}])
+        if durable_url.startswith("sqlite"):
+            assert store.erase(clean, reason="nothing holds the log").residue == []
+            reader = sqlite3.connect(durable_url.removeprefix("sqlite:///"))
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM stored_events").fetchone()  # a snapshot held
+            started = time.monotonic()
+            record = store.erase(held, reason="a reader holds the log")
+            reader.close()
+            assert time.monotonic() - started < 10
+            assert len(record.residue) == 1 and "-wal" in record.residue[0]
+        else:
+            record = store.erase(held, reason="postgres")
+            assert [r[:35] for r in record.residue] == ["PostgreSQL: the write-ahead log, st"]
+        assert store.erasures()[-1].residue == record.residue
