@@ -14,6 +14,7 @@ MAX_NAME = 500  # characters of a context's name
 MAX_INT = 2**63 - 1  # the largest integer a database column (bigint) holds
 MAX_KEY = 500  # characters of a caller's own key for a context (a session id)
 KEY_NAMESPACE = UUID("6d1f3c52-8a0e-4c59-9d2b-7f4e0b1a2c3d")  # ids of keyed contexts
+CHOSEN_NAMESPACE = UUID("b3f0e7a4-2c1d-4e8f-9a6b-5d4c3b2a1f0e")  # tenants' chosen ids
 
 
 def text_problem(value: Any, most: int, *, blank_ok: bool = False) -> bool:
@@ -166,3 +167,9 @@ def check_usage(model: Any, counts: dict[str, Any], for_version: Any, head: int,
         raise InvalidOperationError(
             'sent must list {"id": ...} or {"message": {...}} items, one per message sent'
         )
+
+
+def tenant_scoped_id(tenant: str, chosen: UUID) -> UUID:
+    """The id of the context a tenant creates under an id of its choosing: derived from both,
+    so one tenant's ids never meet another's and cannot be probed from another tenant."""
+    return uuid5(CHOSEN_NAMESPACE, f"{tenant}\x00{chosen}")

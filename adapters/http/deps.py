@@ -19,6 +19,7 @@ from ctxstore.adapters.http.schemas import Command
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.results import Written
 from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
+from ctxstore.domain.limits import tenant_scoped_id
 
 API = "/v1"
 ETAG = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
@@ -90,11 +91,22 @@ class Target:
     def cid(self) -> UUID:
         if self._checked is None:
             cid = self.store.context_uuid(self.context_id)
-            owner = self.store.tenant_of(cid)  # raises ContextNotFoundError
-            if self.who.tenant is not None and owner != self.who.tenant:
-                raise ContextNotFoundError(f"no context with id {cid}")
+            tenant = self.who.tenant
+            if tenant is None:
+                self.store.tenant_of(cid)  # raises ContextNotFoundError
+            elif not self._owns(cid):
+                # An id the tenant chose names the context created under it (see create).
+                if not self._owns(tenant_scoped_id(tenant, cid)):
+                    raise ContextNotFoundError(f"no context with id {cid}")
+                cid = tenant_scoped_id(tenant, cid)
             self._checked = cid
         return self._checked
+
+    def _owns(self, cid: UUID) -> bool:
+        try:
+            return self.store.tenant_of(cid) == self.who.tenant
+        except ContextNotFoundError:
+            return False
 
     def owned(self, context_id: str | None) -> UUID | None:
         """Another context the request names (a query parameter), checked the same way."""

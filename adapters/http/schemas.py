@@ -35,7 +35,11 @@ class CreateBody(Body):
     name: str | None = None
     metadata: dict[str, Any] | None = None
     encoding: str | None = Field(default=None, description="token encoding, e.g. o200k_base")
-    context_id: UUID | None = Field(default=None, description="choose the id (409 if taken)")
+    context_id: UUID | None = Field(
+        default=None,
+        description="choose the id (409 if you took it before); with tokens it is scoped to "
+        "your tenant: the context's id is derived from it and your tenant",
+    )
 
 
 class KeyBody(Body):

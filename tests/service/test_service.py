@@ -130,8 +130,15 @@ def test_tenants_see_only_their_own_contexts(service):
     assert all(e.context_id != cid for e in globex.audit(limit=1000).entries)
     assert {e.context_id for e in acme.audit(limit=1000).entries} == {cid}
     assert service.store.visible(cid).version == 2  # globex wrote nothing
-    with pytest.raises(ContextExistsError):  # a chosen id that is taken, whoever owns it
-        globex.create(context_id=cid)
+    # Choosing an id another tenant holds behaves as choosing an unused one: the chosen id
+    # is scoped to the tenant (the context's id derived from both), and keeps naming it.
+    for chosen in (cid, unknown):
+        made = globex.create(context_id=chosen)
+        assert made not in (cid, unknown)
+        assert globex.visible(chosen).context_id == made == globex.visible(made).context_id
+        with pytest.raises(ContextExistsError):  # its own, taken before
+            globex.create(context_id=chosen)
+    assert service.store.visible(cid).version == 2 and acme.visible(cid).version == 2
 
 
 def test_an_idempotency_key_makes_a_retry_write_once(service):

@@ -10,6 +10,7 @@ from fastapi import APIRouter, Query, Response
 from ctxstore.adapters.http.deps import API, Owned, Requester, pooled
 from ctxstore.adapters.http.schemas import CreateBody, Created, ForkBody, KeyBody
 from ctxstore.adapters.store.results import ContextSummary, Erasure, VisibleContext
+from ctxstore.domain.limits import tenant_scoped_id
 
 router = APIRouter(prefix=f"{API}/contexts", tags=["contexts"])
 MAX_VERSION = 2**62
@@ -18,10 +19,15 @@ MAX_VERSION = 2**62
 @router.post("", status_code=201, response_model=Created)
 @pooled
 def create(body: CreateBody, ctx: Requester, response: Response) -> Created:
-    """Create an empty context."""
+    """Create an empty context. With tokens, an id of your choosing is scoped to your tenant:
+    the context's id is derived from both (returned here), and the chosen id keeps naming it
+    in your requests; another tenant's ids can neither be taken nor told apart from unused."""
+    chosen = body.context_id
+    if chosen is not None and ctx.who.tenant is not None:
+        chosen = tenant_scoped_id(ctx.who.tenant, chosen)
     cid = ctx.store.create(
         name=body.name, metadata=body.metadata, encoding=body.encoding, actor=ctx.who.actor,
-        tenant=ctx.who.tenant, context_id=body.context_id,
+        tenant=ctx.who.tenant, context_id=chosen,
     )  # fmt: skip
     response.headers["Location"] = f"{API}/contexts/{cid}"
     response.headers["ETag"] = '"1"'
