@@ -170,6 +170,59 @@ def run_crashes(url: str, kills: int, seed: int = 0) -> dict[str, Any]:
             "compactions": compactions, "lost": len(lost)}  # fmt: skip
 
 
+def run_lost_replies(url: str, commands: int, every: int = 5, seed: int = 0) -> dict[str, Any]:
+    """Commands through a proxy that loses the reply to one commit in `every` (PostgreSQL):
+    inserts, conditional inserts and compactions; counts what was acknowledged, stored,
+    doubled and lost. Raises AssertionError naming any violation."""
+    from pg_proxy import LosingProxy
+
+    rng = random.Random(seed)
+    proxy = LosingProxy()
+    host_port = url.split("@", 1)[1].split("/", 1)[0]
+    try:
+        with ContextStore.from_url(url.replace(host_port, f"127.0.0.1:{proxy.port}")) as store:
+            cid = store.create(name="lost replies")
+            acknowledged: list[str] = []  # the contents of acknowledged inserts, in order
+            compactions = 0
+            started = time.perf_counter()
+            for n in range(commands):
+                if rng.randrange(every) == 0:
+                    proxy.arm()
+                if n % 50 == 49:
+                    done = store.compact(cid)
+                    compactions += done.summary_id is not None
+                    continue
+                text = f"command {n}"
+                expected = store.visible(cid).version if n % 3 == 0 else None
+                store.insert(cid, [{"role": "user", "content": text}], expected_version=expected)
+                acknowledged.append(text)
+            seconds = time.perf_counter() - started
+            proxy.armed.clear()
+            inserted = [
+                m["content"]
+                for e in store._core.events(cid)
+                if isinstance(e, Context.MessagesInserted)
+                for m in e.messages
+            ]
+            compressed = sum(
+                isinstance(e, Context.MessagesCompressed) for e in store._core.events(cid)
+            )
+            doubled = len(inserted) - len(set(inserted))
+            lost = len(set(acknowledged) - set(inserted))
+            assert doubled == 0, f"{doubled} inserts stored twice"
+            assert lost == 0, f"{lost} acknowledged inserts missing"
+            assert inserted == acknowledged, "stored inserts differ from the acknowledged ones"
+            assert compressed == compactions, f"{compressed} compactions stored, {compactions} done"
+            assert store.verify(cid).ok
+    finally:
+        proxy.close()
+    return {
+        "commands": commands, "replies_lost": proxy.lost, "acknowledged": len(acknowledged),
+        "stored": len(inserted), "doubled": doubled, "lost": lost, "compactions": compactions,
+        "commands_per_second": commands / seconds,
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writers", type=int, default=8)
@@ -197,6 +250,15 @@ def main() -> None:
                 f"{crashes['acknowledged']} acknowledged writes, {crashes['lost']} lost; "
                 f"{crashes['compactions']} compactions, none half written; "
                 "the audit index caught up; chain verified"
+            )
+        if not args.skip_pg:
+            lost = run_lost_replies(fresh(), args.commands)
+            print(
+                f"PostgreSQL: {lost['commands']} commands, {lost['replies_lost']} replies to "
+                f"committed writes lost on the way back: {lost['acknowledged']} inserts "
+                f"acknowledged, {lost['stored']} stored, {lost['doubled']} doubled, "
+                f"{lost['lost']} lost; {lost['compactions']} compactions, each written once; "
+                f"{lost['commands_per_second']:.0f} commands/s; chain verified"
             )
 
 

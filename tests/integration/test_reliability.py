@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-from bench_reliability import run_crashes, run_mixed
+from bench_reliability import run_crashes, run_lost_replies, run_mixed
 
 
 def test_writer_processes_racing_on_one_context_lose_and_duplicate_nothing(durable_url):
@@ -21,6 +21,15 @@ def test_writer_processes_racing_on_one_context_lose_and_duplicate_nothing(durab
 def test_sigkilled_writers_lose_no_acknowledged_event(durable_url):
     result = run_crashes(durable_url, kills=6, seed=2)
     assert result["acknowledged"] > 0 and result["lost"] == 0
+
+
+@pytest.mark.postgres
+def test_lost_replies_neither_double_nor_lose_a_command(pg_url):
+    """One reply in four to a committed write is lost on its way back: every acknowledged
+    insert is stored once, every compaction written once, the chain verifies."""
+    result = run_lost_replies(pg_url, commands=60, every=4, seed=3)
+    assert result["replies_lost"] > 5 and result["doubled"] == result["lost"] == 0
+    assert result["stored"] == result["acknowledged"]
 
 
 @pytest.mark.postgres
