@@ -37,6 +37,7 @@ from ctxstore.adapters.storage.snapshot_store import SnapshotStore
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
     ContextNotFoundError,
+    CtxStoreError,
     DamagedContextError,
     StoreUnavailableError,
 )
@@ -184,6 +185,8 @@ class EventStorage:
             ctx: Any = self._library.repository.get(cid, version=version)
         except AggregateNotFoundError as exc:
             raise ContextNotFoundError(f"no context with id {cid}") from exc
+        except CtxStoreError:
+            raise
         except DAMAGE as exc:
             raise damaged(cid, exc) from exc
         if not isinstance(ctx, Context):

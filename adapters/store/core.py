@@ -17,6 +17,7 @@ from ctxstore.adapters.store.cache import UNKNOWN, ContextCache, Held
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
     ContextNotFoundError,
+    CtxStoreError,
     DamagedContextError,
     InvalidOperationError,
 )
@@ -74,6 +75,8 @@ class StoreCore:
             try:
                 for e in self.storage.events.get(cid, gt=ctx.version):
                     cast(Context.Event, e).mutate(ctx)
+            except CtxStoreError:
+                raise
             except DAMAGE as exc:
                 (held or self.cache.held(cid)).stale()
                 raise damaged(cid, exc) from exc
@@ -114,6 +117,8 @@ class StoreCore:
                     )
                 expected += 1
                 yield cast(Context.Event, e)
+        except CtxStoreError:
+            raise
         except DAMAGE as exc:
             raise damaged(cid, exc, expected) from exc
         if expected == 1:
