@@ -182,15 +182,9 @@ class Context(ContextReads, Aggregate):
 
     @classmethod
     def start(
-        cls,
-        *,
-        name: str | None,
-        metadata: JSON | None,
-        actor: str,
-        encoding: str = "cl100k_base",
-        tenant: str | None = None,
-        context_id: UUID | None = None,
-    ) -> Context:
+        cls, *, name: str | None, metadata: JSON | None, actor: str,
+        encoding: str = "cl100k_base", tenant: str | None = None, context_id: UUID | None = None,
+    ) -> Context:  # fmt: skip
         """A new, empty context; raises InvalidOperationError for a bad name or metadata."""
         check_tenant(tenant)
         check_name(name)
@@ -365,17 +359,9 @@ class Context(ContextReads, Aggregate):
         return self.batch
 
     def record_usage(
-        self,
-        *,
-        for_version: int,
-        model: str,
-        prompt_tokens: int,
-        completion_tokens: int,
-        counted_tokens: int,
-        estimated: bool,
-        sent: list[JSON] | None = None,
-        actor: str,
-    ) -> None:
+        self, *, for_version: int, model: str, prompt_tokens: int, completion_tokens: int,
+        counted_tokens: int, estimated: bool, sent: list[JSON] | None = None, actor: str,
+    ) -> None:  # fmt: skip
         """Record a provider's usage for a call made with the context at `for_version`."""
         check_usage(
             model, {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
