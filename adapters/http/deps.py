@@ -96,9 +96,10 @@ class Target:
                 self.store.tenant_of(cid)  # raises ContextNotFoundError
             elif not self._owns(cid):
                 # An id the tenant chose names the context created under it (see create).
-                if not self._owns(tenant_scoped_id(tenant, cid)):
+                scoped = tenant_scoped_id(tenant, cid)
+                if not self._owns(scoped):
                     raise ContextNotFoundError(f"no context with id {cid}")
-                cid = tenant_scoped_id(tenant, cid)
+                cid = scoped
             self._checked = cid
         return self._checked
 

@@ -1,5 +1,5 @@
 """What a storage backend provides; each backend module (sqlite, postgres, memory) holds
-one implementation, chosen once by the store's URL (`backend_for`)."""
+one implementation, chosen once by the store's URL (storage/events.py, `backend_for`)."""
 
 from __future__ import annotations
 
@@ -116,19 +116,3 @@ class SQLBackend(Backend, ABC):
     def turns(self, recorder: Any) -> Turns:
         found: Turns = self.turns_class(recorder.datastore)
         return found
-
-
-def backend_for(env: dict[str, str]) -> Backend:
-    """The backend of the library environment a store URL gave."""
-    module = env.get("PERSISTENCE_MODULE")
-    if module == "eventsourcing.postgres":
-        from ctxstore.adapters.storage.postgres import PostgresBackend
-
-        return PostgresBackend(env)
-    if module == "eventsourcing.sqlite":
-        from ctxstore.adapters.storage.sqlite import SQLiteBackend
-
-        return SQLiteBackend(env)
-    from ctxstore.adapters.storage.memory import MemoryBackend
-
-    return MemoryBackend(env)

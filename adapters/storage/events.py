@@ -26,14 +26,17 @@ from eventsourcing.utils import Environment, TopicError
 
 from ctxstore.adapters.settings import Settings, library_env, redact
 from ctxstore.adapters.storage.audit_index import AuditView
-from ctxstore.adapters.storage.backend import Backend, backend_for
+from ctxstore.adapters.storage.backend import Backend
 from ctxstore.adapters.storage.codec.chain import ChainingMapper
 from ctxstore.adapters.storage.codec.compression import compressor
 from ctxstore.adapters.storage.codec.transcoder import ContextTranscoder
 from ctxstore.adapters.storage.erasers import Eraser
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
+from ctxstore.adapters.storage.memory import MemoryBackend
 from ctxstore.adapters.storage.migrations import Migration, current, pending, refuse_outdated
+from ctxstore.adapters.storage.postgres import PostgresBackend
 from ctxstore.adapters.storage.snapshot_store import SnapshotStore
+from ctxstore.adapters.storage.sqlite import SQLiteBackend
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
     ContextNotFoundError,
@@ -46,6 +49,18 @@ log = logging.getLogger(__name__)
 # What replaying a damaged stream raises: a missing version, an unknown or wrong event
 # type, a first event that is not a creation, a state its event cannot apply.
 DAMAGE = (OriginatorVersionError, TopicError, AssertionError, TypeError, KeyError, AttributeError)
+
+
+BACKENDS: dict[str | None, type[Backend]] = {
+    "eventsourcing.postgres": PostgresBackend,
+    "eventsourcing.sqlite": SQLiteBackend,
+    "eventsourcing.popo": MemoryBackend,
+}
+
+
+def backend_for(env: dict[str, str]) -> Backend:
+    """The backend of the library environment a store URL gave."""
+    return BACKENDS[env.get("PERSISTENCE_MODULE")](env)
 
 
 def damaged(cid: UUID, exc: BaseException, version: int | None = None) -> DamagedContextError:

@@ -134,19 +134,7 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
 
     def create_table(self) -> None:
         super().create_table()
-        # Tables from before tenants gain the column. Read first, then write in a transaction
-        # of its own: a read that turns into a write inside one transaction fails at once
-        # ("database is locked") when another process is writing, instead of waiting.
-        with self.datastore.transaction(commit=False) as c:
-            c.execute("PRAGMA table_info(ctxstore_audit)")
-            missing = "tenant" not in {r[1] for r in c.fetchall()}
-        if missing:
-            try:
-                with self.datastore.transaction(commit=True) as c:
-                    c.execute("ALTER TABLE ctxstore_audit ADD COLUMN tenant TEXT")
-            except OperationalError as exc:
-                if "duplicate column" not in str(exc):  # another process added it first
-                    raise
+        add_column(self.datastore, "ctxstore_audit", "tenant")  # tables from before tenants
         with self.datastore.transaction(commit=True) as c:
             c.execute(
                 f"CREATE INDEX IF NOT EXISTS {TENANT_INDEX[0]} ON ctxstore_audit {TENANT_INDEX[1]}"
@@ -361,18 +349,25 @@ def _base_tables(backend: Backend, events: Any, snapshots: Any) -> None:
         c.execute(IDEMPOTENCY_DDL)
 
 
-def _erasure_residue(backend: Backend, events: Any, snapshots: Any) -> None:
-    """Erasure records say what residue may remain."""
-    with events.datastore.transaction(commit=False) as c:
-        c.execute(f"PRAGMA table_info({TABLE})")
-        missing = "residue" not in {r[1] for r in c.fetchall()}
+def add_column(datastore: SQLiteDatastore, table: str, column: str) -> None:
+    """Add a TEXT column to a table that lacks it. Read first, then write in a transaction of
+    its own: a read that turns into a write inside one transaction fails at once ("database
+    is locked") when another process is writing, instead of waiting."""
+    with datastore.transaction(commit=False) as c:
+        c.execute(f"PRAGMA table_info({table})")
+        missing = column not in {r[1] for r in c.fetchall()}
     if missing:
         try:
-            with events.datastore.transaction(commit=True) as c:
-                c.execute(f"ALTER TABLE {TABLE} ADD COLUMN residue TEXT")
+            with datastore.transaction(commit=True) as c:
+                c.execute(f"ALTER TABLE {table} ADD COLUMN {column} TEXT")
         except OperationalError as exc:
             if "duplicate column" not in str(exc):  # another process added it first
                 raise
+
+
+def _erasure_residue(backend: Backend, events: Any, snapshots: Any) -> None:
+    """Erasure records say what residue may remain."""
+    add_column(events.datastore, TABLE, "residue")
 
 
 MIGRATIONS = (

@@ -39,10 +39,10 @@ def compact(
     cid: UUID,
     *,
     trigger: str,
-    dry_run: bool,
-    summarizer: Summarizer | None,
-    in_batch: bool | None,
     actor: str,
+    dry_run: bool = False,
+    summarizer: Summarizer | None = None,
+    in_batch: bool | None = None,
 ) -> Compaction:
     """Summarize the older half of the rounds since the latest summary (ContextStore.compact)."""
     cfg = core.settings.compaction
@@ -102,10 +102,7 @@ def compact_proactively(
     core: StoreCore, writer: Writer, cid: UUID, actor: str
 ) -> Compaction | None:
     try:
-        done = compact(
-            core, writer, cid, trigger="proactive", dry_run=False, summarizer=None,
-            in_batch=None, actor=actor,
-        )  # fmt: skip
+        done = compact(core, writer, cid, trigger="proactive", actor=actor)
     except NothingToSummarizeError:
         return None
     return None if done.skipped else done
@@ -126,16 +123,9 @@ def recover(
         if reads.head_size(core, cid)[0] <= int(budget * safety):
             break
         try:
-            done = compact(
-                core, writer, cid, trigger="overflow_retry", dry_run=False, summarizer=None,
-                in_batch=None, actor=actor,
-            )  # fmt: skip
+            done = compact(core, writer, cid, trigger="overflow_retry", actor=actor)
         except NothingToSummarizeError:
             break
         if done.skipped:
             break
-    options = {
-        "query": None, "resources": (), "safety": None, "at_version": None, "similarity": None,
-        **prompt_options,
-    }  # fmt: skip
-    return reads.prompt(core, cid, budget, strategy, **options)
+    return reads.prompt(core, cid, budget, strategy, **prompt_options)

@@ -79,11 +79,11 @@ def prompt(
     budget: int,
     strategy: Strategy | None,
     *,
-    query: str | None,
-    resources: Sequence[Resource | JSON],
-    safety: float | None,
-    at_version: int | None,
-    similarity: Similarity | None,
+    query: str | None = None,
+    resources: Sequence[Resource | JSON] = (),
+    safety: float | None = None,
+    at_version: int | None = None,
+    similarity: Similarity | None = None,
 ) -> Prompt:
     """What to send under `budget` tokens (see ContextStore.build_prompt)."""
     config = core.settings.prompt

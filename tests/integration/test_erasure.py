@@ -106,10 +106,9 @@ def test_erasure_works_in_a_process_that_never_loaded_the_service(tmp_path):
 
 def test_erasure_says_what_residue_remains(durable_url, tmp_path):
     """SQLite: a reader holding the database open keeps the erased pages in the -wal; the
-    erasure tries the checkpoint again, returns within seconds and says so. PostgreSQL: the
+    erasure sees the checkpoint held up and says so. PostgreSQL: the
     record names what PostgreSQL keeps by design (WAL, replicas, backups, unzeroed space)."""
     import sqlite3
-    import time
 
     with ContextStore.from_url(durable_url, Settings(actor="t")) as store:
         clean = store.create()
@@ -121,10 +120,8 @@ def test_erasure_says_what_residue_remains(durable_url, tmp_path):
             reader = sqlite3.connect(durable_url.removeprefix("sqlite:///"))
             reader.execute("BEGIN")
             reader.execute("SELECT count(*) FROM stored_events").fetchone()  # a snapshot held
-            started = time.monotonic()
             record = store.erase(held, reason="a reader holds the log")
             reader.close()
-            assert time.monotonic() - started < 10
             assert len(record.residue) == 1 and "-wal" in record.residue[0]
         else:
             record = store.erase(held, reason="postgres")
