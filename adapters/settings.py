@@ -77,7 +77,15 @@ class Settings(BaseSettings):
     )
     snapshot_interval: int = Field(default=32, ge=2, description="events between snapshots")
     cache_size: int = Field(default=256, ge=1, description="contexts kept in memory per store")
-    connect_timeout: int = Field(default=10, ge=1, description="seconds to wait for PostgreSQL")
+    connect_timeout: int = Field(
+        default=10, ge=1, description="seconds to wait for a PostgreSQL connection"
+    )
+    statement_timeout: int = Field(
+        default=30,
+        ge=1,
+        description="seconds a PostgreSQL statement may run; a server silent for this plus "
+        "the connect timeout is given up on",
+    )
     encoding: str = Field(default="cl100k_base", description="token encoding of new contexts")
     encryption_key: SecretStr | None = Field(
         default=None,
@@ -175,7 +183,7 @@ def redact(url: str) -> str:
     return url.replace(f":{parts.password}@", ":***@", 1)
 
 
-def library_env(url: str, connect_timeout: int = 10) -> dict[str, str]:
+def library_env(url: str, connect_timeout: int = 10, statement_timeout: int = 30) -> dict[str, str]:
     """The eventsourcing environment for a store URL; raises StoreURLError."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
@@ -211,6 +219,7 @@ def library_env(url: str, connect_timeout: int = 10) -> dict[str, str]:
             "POSTGRES_USER": unquote(parts.username or "postgres"),
             "POSTGRES_PASSWORD": unquote(parts.password or ""),
             "POSTGRES_CONNECT_TIMEOUT": str(connect_timeout),
+            "POSTGRES_STATEMENT_TIMEOUT": str(statement_timeout),  # ours, not the library's
             # The database-function write path doubles the append rate.
             "POSTGRES_ENABLE_DB_FUNCTIONS": "y",
             # Its insert function also takes the table lock: positions commit in order.

@@ -223,6 +223,65 @@ def run_lost_replies(url: str, commands: int, every: int = 5, seed: int = 0) -> 
     }  # fmt: skip
 
 
+def _timed(call: Any) -> tuple[float, BaseException | None]:
+    started = time.perf_counter()
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - the caller judges what it is
+        return time.perf_counter() - started, exc
+    return time.perf_counter() - started, None
+
+
+def _until_written(store: ContextStore, cid: Any, limit: float) -> float:
+    """Seconds until an insert succeeds again (tried back to back), at most `limit`."""
+    started = time.perf_counter()
+    while True:
+        _, failed = _timed(lambda: store.insert(cid, [{"role": "user", "content": "back"}]))
+        waited = time.perf_counter() - started
+        if failed is None or waited > limit:
+            return waited
+
+
+def run_outages(connect_timeout: int = 2, statement_timeout: int = 2) -> dict[str, Any]:
+    """A store on a private PostgreSQL cluster whose server is stopped, started again,
+    frozen (SIGSTOP) and thawed: how long a write and an uncached read take to fail, and how
+    soon writes work again. Every failure must be a StoreUnavailableError."""
+    from pg_cluster import private_cluster
+
+    from ctxstore.adapters.settings import Settings
+    from ctxstore.domain.errors import StoreUnavailableError
+
+    settings = Settings(connect_timeout=connect_timeout, statement_timeout=statement_timeout)
+    found: dict[str, Any] = {"connect_timeout": connect_timeout,
+                             "statement_timeout": statement_timeout}  # fmt: skip
+    with private_cluster() as cluster, ContextStore.from_url(cluster.url, settings) as store:
+        cid = store.create(name="outages")
+        other = store.create(name="read while down")
+        store.insert(cid, [{"role": "user", "content": "before"}])
+        store._core.cache.held(other).stale()  # its next read goes to the server
+        cluster.stop()
+        for name, call in (
+            ("stopped_write", lambda: store.insert(cid, [{"role": "user", "content": "x"}])),
+            ("stopped_read", lambda: store.visible(other)),
+        ):
+            found[name], exc = _timed(call)
+            assert isinstance(exc, StoreUnavailableError), f"{name}: {exc!r}"
+        time.sleep(3 * connect_timeout)  # a longer outage: the pool's backoff grows
+        cluster.start()
+        found["restart_to_write"] = _until_written(store, cid, 60)
+        cluster.freeze()
+        try:
+            found["frozen_write"], exc = _timed(
+                lambda: store.insert(cid, [{"role": "user", "content": "y"}])
+            )
+            assert isinstance(exc, StoreUnavailableError), f"frozen write: {exc!r}"
+        finally:
+            cluster.thaw()
+        found["thaw_to_write"] = _until_written(store, cid, 60)
+        assert store.verify(cid).ok
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--writers", type=int, default=8)
@@ -259,6 +318,16 @@ def main() -> None:
                 f"acknowledged, {lost['stored']} stored, {lost['doubled']} doubled, "
                 f"{lost['lost']} lost; {lost['compactions']} compactions, each written once; "
                 f"{lost['commands_per_second']:.0f} commands/s; chain verified"
+            )
+            out = run_outages(connect_timeout=10, statement_timeout=30)
+            print(
+                f"PostgreSQL outages (connect timeout {out['connect_timeout']} s, statement "
+                f"timeout {out['statement_timeout']} s): a write against a stopped server "
+                f"failed (typed) after {out['stopped_write']:.1f} s, an uncached read after "
+                f"{out['stopped_read']:.1f} s; writes worked {out['restart_to_write']:.1f} s "
+                f"after the server started again; a write against a frozen server failed "
+                f"after {out['frozen_write']:.1f} s, and writes worked "
+                f"{out['thaw_to_write']:.1f} s after it thawed"
             )
 
 

@@ -132,7 +132,10 @@ class EventStorage:
         may (unless not `migrate`: then an outdated schema is refused); raises
         StoreUnavailableError when it cannot be opened, its schema is newer than this
         release, or its newest event cannot be read with these settings (another key)."""
-        env = {**library_env(url, settings.connect_timeout), **settings.at_rest()}
+        env = {
+            **library_env(url, settings.connect_timeout, settings.statement_timeout),
+            **settings.at_rest(),
+        }
         backend = backend_for(env)
         try:
             with backend.schema_lock():

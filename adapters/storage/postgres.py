@@ -51,6 +51,7 @@ from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
 from ctxstore.adapters.storage.erasers import TABLE, Eraser, Erasure, erasure_record
 from ctxstore.adapters.storage.idempotency import SQLIdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
+from ctxstore.adapters.storage.postgres_bounds import bound_datastore, bound_retries
 from ctxstore.adapters.storage.turns import (
     TURN_HELD,
     TURN_HELD_SQLSTATE,
@@ -429,6 +430,18 @@ class PostgresBackend(SQLBackend):
 
     def prepare(self, recorder: Any, snapshots: Any) -> None:
         binary_snapshot_inserts(snapshots)
+        bound_datastore(
+            recorder.datastore,
+            connect_timeout=float(self.env.get("POSTGRES_CONNECT_TIMEOUT", "10")),
+            statement_timeout=float(self.env.get("POSTGRES_STATEMENT_TIMEOUT", "30")),
+        )
+        bound_retries(recorder)
+        bound_retries(snapshots)
+
+    def audit_view(self, recorder: Any) -> AuditView:
+        view = super().audit_view(recorder)
+        bound_retries(view)
+        return view
 
     def snapshot_versions(self, snapshots: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
         with snapshots.datastore.transaction(commit=False) as c:

@@ -19,6 +19,7 @@ from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from ctxstore.adapters.storage.codec.chain import GENESIS, anchor, command_of, unseal
 from ctxstore.adapters.storage.postgres import OrderedPostgresRecorder
+from ctxstore.adapters.storage.postgres_bounds import never_sent
 from ctxstore.adapters.storage.snapshot_policy import held_messages, prune_superseded
 from ctxstore.adapters.storage.snapshot_policy import step as snapshot_step
 from ctxstore.adapters.storage.turns import TURN_HELD, Turn
@@ -183,6 +184,8 @@ class Writer:
     ) -> bool:
         """Whether the event at `version` was stored by `command` (a write whose reply was
         lost). Raises StoreUnavailableError when the store cannot be read to tell."""
+        if never_sent(cause):
+            return False  # no connection was had: nothing reached the server
         try:
             found = self.storage.recorder.select_events(cid, gt=version - 1, lte=version, limit=1)
         except PersistenceError as exc:

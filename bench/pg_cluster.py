@@ -1,0 +1,117 @@
+"""A private PostgreSQL cluster, started in a temporary folder on its own port, that a test or
+a benchmark may stop, start again, freeze (SIGSTOP) and thaw — never the shared server.
+
+Used by tests/integration/test_outages.py and bench_reliability.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+def available() -> bool:
+    """Whether this machine can start a private cluster (PostgreSQL 15's binaries)."""
+    return (BIN / "initdb").exists() and (BIN / "pg_ctl").exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _as_owner() -> list[str]:
+    """PostgreSQL refuses to run as root: run its tools as the postgres user then."""
+    return ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+
+
+class Cluster:
+    def __init__(self, folder: Path) -> None:
+        self.data = folder / "data"
+        self.port = _free_port()
+        self.log = folder / "server.log"
+        self.frozen: list[int] = []
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def _ctl(self, *args: str) -> None:
+        subprocess.run(
+            [*_as_owner(), str(BIN / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), *args],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def init(self) -> None:
+        subprocess.run(
+            [*_as_owner(), str(BIN / "initdb"), "-D", str(self.data), "-A", "trust", "-U",
+             "postgres", "--no-sync"],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write(
+                f"\nport = {self.port}\nlisten_addresses = '127.0.0.1'\n"
+                f"unix_socket_directories = '{self.data}'\nfsync = off\n"
+            )
+
+    def start(self) -> None:
+        self._ctl("-w", "-t", "30", "start")
+
+    def stop(self) -> None:
+        """A fast shutdown: sessions are ended, the server is gone until start()."""
+        self._ctl("-w", "-m", "fast", "stop")
+
+    def _processes(self) -> list[int]:
+        postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        found = [postmaster]
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                except OSError:
+                    continue
+                if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:
+                    found.append(int(entry.name))
+        return found
+
+    def freeze(self) -> None:
+        """SIGSTOP the server and its backends: connections stay open, nothing answers."""
+        self.frozen = self._processes()
+        for pid in self.frozen:
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in self.frozen:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self.frozen = []
+
+
+@contextmanager
+def private_cluster() -> Iterator[Cluster]:
+    """A running private cluster, stopped and removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix="ctxstore-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(folder, "postgres", "postgres")
+    cluster = Cluster(folder)
+    try:
+        cluster.init()
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.thaw()
+        with suppress(subprocess.CalledProcessError):
+            cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)
