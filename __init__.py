@@ -4,35 +4,47 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ctxstore.domain.compaction import NothingToSummarizeError
 from ctxstore.domain.errors import (
+    ConfigurationError,
     ContextExistsError,
     ContextNotFoundError,
     CtxStoreError,
+    DamagedContextError,
+    InvalidImportError,
     InvalidMessageError,
     InvalidOperationError,
     LimitExceededError,
     MalformedTranscriptError,
     PromptDoesNotFitError,
     StoreUnavailableError,
+    StoreURLError,
     UnknownBatchError,
     UnknownMessageError,
     VersionConflictError,
 )
 from ctxstore.domain.messages import Message
+from ctxstore.domain.summarize import ContextOverflowError
 
 if TYPE_CHECKING:
     from ctxstore.adapters.store.facade import ContextStore
 
 __all__ = [
+    "ConfigurationError",
     "ContextExistsError",
     "ContextNotFoundError",
+    "ContextOverflowError",
     "CtxStoreError",
+    "DamagedContextError",
+    "InvalidImportError",
     "InvalidMessageError",
     "InvalidOperationError",
     "LimitExceededError",
     "MalformedTranscriptError",
     "Message",
+    "NothingToSummarizeError",
     "PromptDoesNotFitError",
+    "StoreURLError",
     "StoreUnavailableError",
     "UnknownBatchError",
     "UnknownMessageError",

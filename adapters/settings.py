@@ -4,27 +4,26 @@ from __future__ import annotations
 
 import base64
 import os
+import re
+import tomllib
 from pathlib import Path
 from typing import Literal
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from pydantic import BaseModel, Field, SecretStr, field_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
 from ctxstore.domain.compaction import CompactionConfig
-from ctxstore.domain.errors import CtxStoreError
+from ctxstore.domain.errors import ConfigurationError, StoreURLError
 from ctxstore.domain.prompt import PromptConfig
 
 CONFIG_FILE = "ctxstore.toml"
-
-
-class StoreURLError(CtxStoreError, ValueError):
-    """The store URL names no backend ctxstore knows, or is incomplete."""
 
 
 def default_data_dir() -> Path:
@@ -231,3 +230,37 @@ def library_env(url: str, connect_timeout: int = 10, statement_timeout: int = 30
     raise StoreURLError(
         f"unknown store URL {url!r}: use sqlite:///path.db, postgresql://user@host/db or memory://"
     )
+
+
+def load_settings(**given: object) -> Settings:
+    """The settings in force (arguments, CTXSTORE_* variables, the config file); raises
+    ConfigurationError naming the setting or file that is wrong, in one line."""
+    named = os.environ.get("CTXSTORE_CONFIG")
+    if named is not None and not Path(named).is_file():
+        raise ConfigurationError(f"CTXSTORE_CONFIG names {named}, which is not a file")
+    path = named or CONFIG_FILE
+    try:
+        return Settings(**given)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        raise ConfigurationError(_invalid(exc, path)) from None
+    except SettingsError as exc:  # a nested setting's value is not JSON
+        field = re.search(r'field "([^"]+)"', str(exc))
+        prefix = f"CTXSTORE_{(field.group(1) if field else '').upper()}"
+        names = sorted(k for k in os.environ if k.upper().startswith(prefix)) or [prefix]
+        cause = exc.__cause__ or exc
+        raise ConfigurationError(f"{', '.join(names)}: not valid JSON ({cause})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"config file {path}: not valid TOML ({exc})") from None
+    except OSError as exc:
+        raise ConfigurationError(f"config file {path}: {exc.strerror or exc}") from None
+
+
+def _invalid(exc: ValidationError, path: str) -> str:
+    """The first problem of a validation error, named as the variable that sets it."""
+    first = exc.errors()[0]
+    loc = [str(p) for p in first["loc"]]
+    variable = "CTXSTORE_" + "__".join(p.upper() for p in loc)
+    where = f"{variable} (or {'.'.join(loc)} in {path})" if Path(path).is_file() else variable
+    got = repr(first.get("input"))[:60]
+    more = f"; and {len(exc.errors()) - 1} more" if len(exc.errors()) > 1 else ""
+    return f"{where}: {first['msg']}, got {got}{more}"

@@ -216,15 +216,23 @@ class CompactionConfig(BaseModel):
     max_depth: int = Field(default=6, ge=0)
     min_chunk_messages: int = Field(default=4, ge=1)
     min_rounds: int = Field(default=MIN_ROUNDS, ge=2)
-    in_batch: bool = True  # each compaction opens a batch, so one batch_end undoes it
 
 
 SUMMARY_MARK = {"ctxstore": "summary"}  # the metadata that marks a message as a summary
 
 
+SUMMARY_ROLE = "system"
+
+
 def summary_message(
-    text: str, *, role: str = "user", metadata: dict[str, Any] | None = None
+    text: str, *, role: str = SUMMARY_ROLE, metadata: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """The message a compaction (or a caller's plain-text summary) writes in place of the
-    messages it covers, marked as a summary in its metadata (beside any other `metadata`)."""
+    messages it covers, marked as a summary in its metadata (beside any other `metadata`).
+
+    Its role is `system`: context for the model, not words of the user or of the model
+    itself. Chat Completions accepts a system message at any position; it never breaks the
+    user/assistant alternation some providers require; and Anthropic's shape takes it into
+    the request's `system`. The prompt builder tells it from the user's request by the mark,
+    never by its role."""
     return {"role": role, "content": text, "metadata": {**(metadata or {}), **SUMMARY_MARK}}

@@ -30,6 +30,11 @@ from ctxstore.domain.errors import (
 )
 from ctxstore.domain.limits import check_name, check_tenant, check_usage, strict_int
 from ctxstore.domain.messages import Message, parse_json_object, parse_message
+from ctxstore.domain.summaries import (
+    covered_run,
+    expanded_order,
+    summary_payload,
+)
 from ctxstore.domain.tokens import ESTIMATE, TextCounter, message_tokens
 from ctxstore.domain.transcript import (
     check_transcript,
@@ -117,6 +122,17 @@ class Context(ContextReads, Aggregate):
         estimated: bool
         tokens_before: int  # the covered messages' sum
         stats: JSON
+        batch: int
+        actor: str
+
+    class SummaryExpanded(Aggregate.Event):
+        """A summary gives back the messages it covered, in its place."""
+
+        class_version = 1
+        id: str  # the summary's
+        # In order: {"message", "tokens", "estimated", "summary_of", "from"}, "from" naming
+        # the context and version of the event that first wrote the message.
+        entries: list[JSON]
         batch: int
         actor: str
 
@@ -305,22 +321,8 @@ class Context(ContextReads, Aggregate):
         counter: TextCounter = ESTIMATE,
     ) -> str:
         """Put one summary message in place of a contiguous run; returns the summary's id."""
-        ids = self._resolve_distinct(refs, "compress")
-        positions = sorted(self.order.index(i) for i in ids)
-        if positions[-1] - positions[0] + 1 != len(positions):
-            gaps = [self.order[p] for p in range(positions[0], positions[-1]) if p not in positions]
-            raise InvalidOperationError(
-                f"compress needs a contiguous run of visible messages; {gaps} lie between"
-            )
-        covered = self.order[positions[0] : positions[-1] + 1]
-        problem = pairing_closure_violation(set(covered), self.order, self._messages_by_id())
-        if problem:
-            raise MalformedTranscriptError(
-                f"compress would split a tool call from its result: {problem}"
-            )
-        parsed = parse_message(summary)
-        if parsed.role == "tool" or parsed.tool_calls:
-            raise InvalidOperationError("a summary cannot be a tool message or make tool calls")
+        covered = covered_run(self, self._resolve_distinct(refs, "compress"))
+        parsed = summary_payload(summary)
         summary_id = parsed.id or new_message_id()
         if self._id_in_use(summary_id):
             raise InvalidOperationError(f"message id {summary_id!r} is already in use")
@@ -332,6 +334,14 @@ class Context(ContextReads, Aggregate):
             covered, payload, tokens, not counter.exact, before, clean_stats, self.batch, actor
         )
         return summary_id
+
+    def expand(self, ref: MessageRef, covered: Sequence[JSON], *, actor: str) -> list[str]:
+        """Put the messages a summary covers back in its place, keeping everything around
+        it; `covered` are their entries as the summary found them (the store reads them from
+        the history). Returns their ids."""
+        expanded_order(self, ref, covered)
+        self._summary_expanded(self.resolve(ref), list(covered), self.batch, actor)
+        return [e["message"]["id"] for e in covered]
 
     def batch_start(self, *, actor: str) -> int:
         """Open batch n+1 on top of the current batch n; returns the new number."""
@@ -424,6 +434,15 @@ class Context(ContextReads, Aggregate):
         for i in ids:
             self._drop_entry(i)
         self._add_entry(summary, tokens, estimated, summary_of=ids)
+
+    @event(SummaryExpanded)
+    def _summary_expanded(self, id: str, entries: list[JSON], batch: int, actor: str) -> None:
+        at = self.order.index(id)
+        self.order[at : at + 1] = [e["message"]["id"] for e in entries]
+        self._drop_entry(id)
+        for e in entries:  # carried by this event; "from" says where each was first written
+            self._add_entry(e["message"], e["tokens"], e["estimated"], summary_of=e["summary_of"])
+            self.entries[e["message"]["id"]]["from"] = e["from"]
 
     @event(BatchStarted)
     def _batch_started(self, batch: int, actor: str) -> None:

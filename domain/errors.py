@@ -55,3 +55,15 @@ class StoreUnavailableError(CtxStoreError):
 class DamagedContextError(CtxStoreError):
     """A context's stored events cannot be read back as a context: one is missing, or its
     type or state is not what was written. Names the context and the version."""
+
+
+class ConfigurationError(CtxStoreError, ValueError):
+    """A setting, the configuration file or a path given to ctxstore is wrong (CLI exit 8)."""
+
+
+class StoreURLError(ConfigurationError):
+    """The store URL names no backend ctxstore knows, or is incomplete."""
+
+
+class InvalidImportError(InvalidOperationError):
+    """An import file is not a well-formed export or transcript; nothing was written."""

@@ -2,7 +2,8 @@
 
 Every strategy works on units — a single message, or an assistant message with its tool
 calls together with their results — so no call is ever separated from its result. The
-system and developer messages and the newest user message are always kept; the result
+system and developer messages and the newest message the user wrote (never a summary,
+whatever its role) are always kept; summaries are kept as room allows; the result
 never exceeds floor(budget x safety) tokens, counting the reply priming and any message
 the strategy adds (a truncation marker, a topic summary).
 """
@@ -149,8 +150,8 @@ def _units(items: Sequence[PromptItem]) -> list[_Unit]:
     turn = -1
     newest_user = -1
     for n in range(len(items) - 1, -1, -1):
-        if items[n].message.role == "user":
-            newest_user = n
+        if items[n].message.role == "user" and not items[n].summary:
+            newest_user = n  # the newest message the user wrote: a summary never is one
             break
     for n, item in enumerate(items):
         role = item.message.role
@@ -161,7 +162,7 @@ def _units(items: Sequence[PromptItem]) -> list[_Unit]:
             continue
         if role == "user":
             turn = n
-        must = role in ("system", "developer") or n == newest_user
+        must = (role in ("system", "developer") and not item.summary) or n == newest_user
         units.append(_Unit([item], len(units), turn, must, item.tokens))
     return units
 

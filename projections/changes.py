@@ -111,6 +111,8 @@ def apply_event(ctx: Context | None, event: Context.Event) -> tuple[Context, Cha
     if ctx is not None:
         if isinstance(event, Context.MessagesDeleted | Context.MessagesCompressed):
             gone = [brief(ctx.entries[i]) for i in event.ids]
+        elif isinstance(event, Context.SummaryExpanded):
+            gone = [brief(ctx.entries[event.id])]
         elif isinstance(event, Context.BatchEnded) and not event.keep:
             saved = (list(ctx.order), dict(ctx.entries))
     after = event.mutate(ctx)
@@ -126,6 +128,9 @@ def apply_event(ctx: Context | None, event: Context.Event) -> tuple[Context, Cha
         change = Change(removed=gone)
     elif isinstance(event, Context.MessagesCompressed):
         change = Change(added=[brief(entries[event.summary["id"]])], removed=gone)
+    elif isinstance(event, Context.SummaryExpanded):
+        restored = [brief(entries[x["message"]["id"]]) for x in event.entries]
+        change = Change(added=restored, removed=gone)
     elif saved is not None:
         added, removed, changed = compare(saved, (after.order, entries))
         change = Change(added=added, removed=removed, changed=[a for _, a in changed])

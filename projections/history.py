@@ -18,6 +18,7 @@ EVENT_TYPES: dict[str, str] = {
     "MessagesDeleted": "delete",
     "MessageReplaced": "replace",
     "MessagesCompressed": "compress",
+    "SummaryExpanded": "expand",
     "BatchStarted": "batch_start",
     "BatchEnded": "batch_end",
     "UsageRecorded": "usage",
@@ -46,7 +47,7 @@ class HistoryEntry(BaseModel):
 
     version: int
     timestamp: datetime
-    type: str  # create, insert, delete, replace, compress, batch_start, batch_end, usage
+    type: str  # create, insert, delete, replace, compress, expand, batch_start, batch_end, usage
     actor: str
     batch: int
     reverted: bool  # a later batch_end rolled it back
@@ -82,6 +83,13 @@ def describe_event(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
                 "estimated": e.estimated,
                 "stats": e.stats,
             },
+        )
+    if isinstance(e, Context.SummaryExpanded):
+        restored = [x["message"]["id"] for x in e.entries]
+        return (
+            e.batch,
+            restored,
+            {"summary_id": e.id, "tokens": sum(x["tokens"] for x in e.entries)},
         )
     if isinstance(e, Context.BatchStarted):
         return e.batch - 1, [], {"opened": e.batch}

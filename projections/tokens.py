@@ -36,7 +36,7 @@ class TokenMark(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     version: int
-    type: str  # "compress" or "rollback"
+    type: str  # "compress", "expand" or "rollback"
     reverted: bool  # a later rollback undid this compaction
 
 
@@ -76,6 +76,8 @@ def fold_tokens(events: Iterable[Context.Event], start: Folded | None = None) ->
         steps.append((version, ctx.tokens + REPLY_PRIMING, len(ctx.order)))
         if isinstance(e, Context.MessagesCompressed):
             marks.append(TokenMark(version=version, type="compress", reverted=False))
+        elif isinstance(e, Context.SummaryExpanded):
+            marks.append(TokenMark(version=version, type="expand", reverted=False))
         elif isinstance(e, Context.BatchEnded) and e.reverts_from is not None:
             for i in range(len(marks) - 1, -1, -1):
                 if marks[i].version < e.reverts_from:

@@ -41,6 +41,11 @@ class VisibleContext(BaseModel):
     tokens: int  # what sending these messages costs: their sum plus the reply priming
     estimated: bool  # some counts are estimates (the encoding's file was not available)
 
+    @property
+    def ids(self) -> list[str]:
+        """The visible messages' ids, in order."""
+        return [m.id for m in self.messages if m.id is not None]  # every visible one has one
+
     def to_openai(self) -> list[dict[str, Any]]:
         """The messages as the chat-completions API takes them."""
         return [m.to_openai() for m in self.messages]

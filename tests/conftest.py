@@ -99,6 +99,7 @@ class ReferenceModel:
     def __init__(self) -> None:
         self.items: list[tuple[str, dict]] = []
         self.saved: list[list[tuple[str, dict]]] = []
+        self.covers: dict[str, list[tuple[str, dict]]] = {}  # summary id -> what it replaced
 
     @property
     def batch(self) -> int:
@@ -160,6 +161,8 @@ class ReferenceModel:
             if not self.well_formed(new):
                 return "MalformedTranscriptError"
             self.items = new
+            for m in msgs:
+                self.covers.pop(m["id"], None)
         elif kind in ("delete", "compress"):
             refs = op[1]
             if not refs:
@@ -181,6 +184,22 @@ class ReferenceModel:
                 if summary["id"] in in_use:
                     return "InvalidOperationError"
                 new = self.items[: pos[0]] + [(summary["id"], summary)] + self.items[pos[-1] + 1 :]
+            if not self.well_formed(new):
+                return "MalformedTranscriptError"
+            if kind == "compress":
+                self.covers[summary["id"]] = self.items[pos[0] : pos[-1] + 1]
+            self.items = new
+        elif kind == "expand":
+            ref = op[1]
+            if ref not in ids:
+                return "UnknownMessageError"
+            if ref not in self.covers:
+                return "InvalidOperationError"  # not a summary
+            covered = self.covers[ref]
+            if any(i in ids for i, _ in covered):
+                return "InvalidOperationError"  # a covered message is visible again
+            at = ids.index(ref)
+            new = self.items[:at] + covered + self.items[at + 1 :]
             if not self.well_formed(new):
                 return "MalformedTranscriptError"
             self.items = new
@@ -273,6 +292,8 @@ def draw_op(data, model: ReferenceModel, counter: list[int]) -> tuple:
                 "replace",
                 "compress",
                 "compress",
+                "expand",
+                "expand",
                 "batch_start",
                 "batch_start",
                 "batch_end",
@@ -316,6 +337,11 @@ def draw_op(data, model: ReferenceModel, counter: list[int]) -> tuple:
         if data.draw(st.integers(0, 5)) == 0 and len(ids) > 2:
             run = [ids[0], ids[-1]]  # usually not contiguous
         return ("compress", run, {"id": fresh("s"), "role": "user", "content": fresh("summary")})
+    if kind == "expand":
+        summaries = [i for i in ids if i in model.covers]
+        if summaries and data.draw(st.integers(0, 5)) > 0:
+            return ("expand", data.draw(st.sampled_from(summaries)))
+        return ("expand", ref())
     if kind == "batch_start":
         return ("batch_start",)
     return ("batch_end", data.draw(st.integers(-1, model.batch)), data.draw(st.booleans()))
@@ -337,6 +363,8 @@ def apply_op(store, cid, op):
         return store.replace(cid, op[1], op[2])
     if kind == "compress":
         return store.compress(cid, op[1], op[2])
+    if kind == "expand":
+        return store.expand(cid, op[1])
     if kind == "batch_start":
         return store.batch_start(cid)
     return store.batch_end(cid, to=op[1], keep=op[2])

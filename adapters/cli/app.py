@@ -25,6 +25,7 @@ COMMANDS = (
     (commands.delete, "delete"),
     (commands.replace, "replace"),
     (commands.compress, "compress"),
+    (commands.expand, "expand"),
     (commands.batch_start, "batch-start"),
     (commands.batch_end, "batch-end"),
     (reads.show, "show"),

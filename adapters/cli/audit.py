@@ -6,9 +6,10 @@ import json
 import re
 import sys
 import time
+from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TextIO
 
 import typer
 from rich.panel import Panel
@@ -30,7 +31,7 @@ from ctxstore.adapters.cli.common import (
     token_label,
 )
 from ctxstore.adapters.store.results import ReplayStep
-from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.domain.errors import ConfigurationError, InvalidOperationError
 from ctxstore.projections.audit import AuditEntry
 from ctxstore.projections.changes import Change, Diff
 
@@ -298,15 +299,15 @@ def export(
     ] = None,
 ) -> None:
     """Write a context's events as JSON lines (import takes them back exactly)."""
-    with open_store(ctx) as store:
-        lines = store.export_events(context)
-        if output is None:
-            for line in lines:
-                sys.stdout.write(line + "\n")
-        else:
-            with output.open("w", encoding="utf-8") as f:
-                for line in lines:
-                    f.write(line + "\n")
+    try:  # before anything is read: a wrong path is said at once
+        sink: AbstractContextManager[TextIO] = (
+            nullcontext(sys.stdout) if output is None else output.open("w", encoding="utf-8")
+        )
+    except OSError as exc:
+        raise ConfigurationError(f"cannot write {output}: {exc.strerror or exc}") from None
+    with open_store(ctx) as store, sink as f:
+        for line in store.export_events(context):
+            f.write(line + "\n")
 
 
 def read_input(path: Path | None) -> str:

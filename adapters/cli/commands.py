@@ -27,7 +27,7 @@ from ctxstore.adapters.cli.common import (
     render_history,
     render_visible,
 )
-from ctxstore.domain.compaction import summary_message
+from ctxstore.domain.compaction import SUMMARY_ROLE, summary_message
 from ctxstore.domain.errors import InvalidMessageError
 
 
@@ -158,7 +158,7 @@ def compress(
         list[str], typer.Argument(help="The contiguous run: message ids or #positions.")
     ],
     summary: Annotated[str, typer.Option(help="Text of the summary message.")],
-    role: Annotated[str, typer.Option(help="Role of the summary message.")] = "user",
+    role: Annotated[str, typer.Option(help="Role of the summary message.")] = SUMMARY_ROLE,
     stats: Annotated[str | None, typer.Option(help="Free-form stats as a JSON object.")] = None,
     expected_version: ExpectedVersion = None,
     as_json: JsonFlag = False,
@@ -174,6 +174,22 @@ def compress(
             stats=parsed_stats,
             actor=actor(ctx),
             expected_version=expected_version,
+        )
+    print_written(w, as_json)
+
+
+@handles_errors
+def expand(
+    ctx: typer.Context,
+    context: str,
+    summary: Annotated[str, typer.Argument(help="The summary: its id or #position.")],
+    expected_version: ExpectedVersion = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Put the messages a summary covers back in its place; later messages stay."""
+    with open_store(ctx) as store:
+        w = store.expand(
+            context, parse_ref(summary), actor=actor(ctx), expected_version=expected_version
         )
     print_written(w, as_json)
 
@@ -278,18 +294,15 @@ def compact(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
     ] = False,
-    no_batch: Annotated[
-        bool, typer.Option("--no-batch", help="Do not open a batch for it.")
-    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Summarize the older half of the conversation (the half-window rule)."""
     with open_store(ctx) as store:
         if dry_run or as_json:
-            done = store.compact(context, dry_run=dry_run, in_batch=not no_batch, actor=actor(ctx))
+            done = store.compact(context, dry_run=dry_run, actor=actor(ctx))
         else:
             with err.status("summarizing..."):
-                done = store.compact(context, in_batch=not no_batch, actor=actor(ctx))
+                done = store.compact(context, actor=actor(ctx))
     if as_json:
         print_json(done.model_dump(mode="json"))
         return

@@ -19,6 +19,7 @@ from ctxstore.adapters.store.results import Written
 from ctxstore.adapters.store.transfer import transcript_messages
 from ctxstore.domain.context import MessageRef
 from ctxstore.domain.errors import (
+    ConfigurationError,
     ContextNotFoundError,
     CtxStoreError,
     DamagedContextError,
@@ -40,6 +41,7 @@ EXIT_CODES: list[tuple[type[CtxStoreError], int]] = [
     (VersionConflictError, 4),
     (StoreUnavailableError, 5),
     (DamagedContextError, 7),
+    (ConfigurationError, 8),
     (CtxStoreError, 1),
 ]
 

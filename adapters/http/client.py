@@ -38,10 +38,11 @@ from ctxstore.adapters.store.results import (
     VisibleContext,
     Written,
 )
-from ctxstore.adapters.store.transfer import InvalidImportError, transcript_messages
+from ctxstore.adapters.store.transfer import transcript_messages
 from ctxstore.domain import errors
 from ctxstore.domain.compaction import NothingToSummarizeError
 from ctxstore.domain.context import JSON, MessageRef
+from ctxstore.domain.errors import InvalidImportError
 from ctxstore.domain.prompt import Strategy
 
 REPLAY_PAGE = 500  # versions a replay request asks for
@@ -260,6 +261,19 @@ class CtxStoreClient(ContextOperations):
             Written, if_match=expected_version, key=idempotency_key,
         )  # fmt: skip
 
+    def expand(
+        self,
+        context_id: UUID | str,
+        summary_id: MessageRef,
+        *,
+        expected_version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Written:
+        return self._post(
+            f"{self._ctx(context_id)}/expand", {"summary_id": summary_id},
+            Written, if_match=expected_version, key=idempotency_key,
+        )  # fmt: skip
+
     def batch_start(
         self,
         context_id: UUID | str,
@@ -328,11 +342,10 @@ class CtxStoreClient(ContextOperations):
         context_id: UUID | str,
         *,
         dry_run: bool = False,
-        in_batch: bool | None = None,
         idempotency_key: str | None = None,
     ) -> Compaction:
         return self._post(
-            f"{self._ctx(context_id)}/compact", {"dry_run": dry_run, "in_batch": in_batch},
+            f"{self._ctx(context_id)}/compact", {"dry_run": dry_run},
             Compaction, key=idempotency_key,
         )  # fmt: skip
 

@@ -25,7 +25,7 @@ HEADERS = {
         "description": "a retry with the same key gets the first response, not a second write",
     },
 }  # fmt: skip
-CONDITIONAL = ("insert", "delete", "replace", "compress", "batch-start", "batch-end")
+CONDITIONAL = ("insert", "delete", "replace", "compress", "expand", "batch-start", "batch-end")
 
 
 def document_headers(app: FastAPI) -> None:

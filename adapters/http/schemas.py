@@ -73,6 +73,10 @@ class CompressBody(Command):
     stats: dict[str, Any] | None = None
 
 
+class ExpandBody(Command):
+    summary_id: Ref = Field(description="the visible summary to put its messages back for")
+
+
 class BatchEndBody(Command):
     to: Count | None = Field(default=None, description="close the batches above this one")
     keep: bool = Field(default=False, description="keep the changes instead of rolling back")
@@ -106,7 +110,6 @@ class PromptBody(Body):
 
 class CompactBody(Body):
     dry_run: bool = False
-    in_batch: bool | None = None
 
 
 class Health(BaseModel):

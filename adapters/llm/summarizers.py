@@ -20,9 +20,15 @@ SYSTEM_PROMPT = (
 _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 
 
+FIRST_REQUEST_CHARS = 600  # of the first user request, at most (within half the budget)
+MIN_REQUEST_CHARS = 48  # shorter than this, a clipped request says too little to keep
+
+
 @dataclass(frozen=True)
 class ExtractiveSummarizer:
-    """Deterministic, offline: the first sentence of each message, and what each tool call did.
+    """Deterministic, offline: the first user request (the task and its constraints), then
+    the first sentence of each later message and what each tool call did, the most recent
+    first to be kept; the summary says how many points it left out, and whose.
 
     No model, no network: compaction works out of the box and in tests.
     """
@@ -33,28 +39,76 @@ class ExtractiveSummarizer:
     prompt_version: str = PROMPT_VERSION
 
     def summarize(self, messages: Sequence[Message], *, target_tokens: int) -> str:
-        lines = []
-        for m in messages:
-            if m.tool_calls:
-                calls = ", ".join(f"{c.tool_name}({_clip(c.tool_input, 60)})" for c in m.tool_calls)
-                lines.append(f"assistant called {calls}")
-            text = " ".join(m.text().split())
-            if text:
-                first = _SENTENCE.split(text, maxsplit=1)[0]
-                lines.append(f"{m.role}: {_clip(first, 200)}")
+        points = _points(messages)
         head = "Summary of earlier conversation:"
         budget = target_tokens - self.counter.count(head)
-        chosen: list[str] = []
-        for line in reversed(lines):  # the most recent points matter most
-            cost = self.counter.count(line) + 2
+        first = next((n for n, (kind, _) in enumerate(points) if kind == "request"), None)
+        budget -= self.counter.count(_left_out(points, range(len(points))))  # room to say so
+        kept: dict[int, str] = {}
+        if first is not None:
+            line = self._fitting(f"user (first request): {points[first][1]}", budget // 2)
+            if line:
+                kept[first] = line
+                budget -= self.counter.count(line) + 2
+        for n in range(len(points) - 1, -1, -1):  # then the most recent points
+            if n in kept:
+                continue
+            cost = self.counter.count(points[n][1]) + 2
             if cost > budget:
                 break
-            chosen.append(line)
+            kept[n] = points[n][1]
             budget -= cost
-        omitted = len(lines) - len(chosen)
-        body = [f"- ({omitted} earlier points omitted)"] if omitted else []
-        body += [f"- {line}" for line in reversed(chosen)]
+        body: list[str] = []
+        left_out: list[int] = []
+        for n in range(len(points)):
+            if n not in kept:
+                left_out.append(n)
+                continue
+            if left_out:
+                body.append(f"- {_left_out(points, left_out)}")
+                left_out = []
+            body.append(f"- {kept[n]}")
+        if left_out:
+            body.append(f"- {_left_out(points, left_out)}")
         return "\n".join([head, *body])
+
+    def _fitting(self, line: str, tokens: int) -> str:
+        """The line, clipped to FIRST_REQUEST_CHARS and then to `tokens`; "" when what would
+        fit is too short to say anything."""
+        line = _clip(line, FIRST_REQUEST_CHARS)
+        while line and self.counter.count(line) + 2 > tokens:
+            line = _clip(line, len(line) * 3 // 4) if len(line) > MIN_REQUEST_CHARS else ""
+        return line
+
+
+def _points(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    """(kind, line) per point: "request" for a message the user wrote (the first of them is
+    kept whole), "call" for tool calls, else the speaker's role."""
+    points: list[tuple[str, str]] = []
+    for m in messages:
+        if m.tool_calls:
+            calls = ", ".join(f"{c.tool_name}({_clip(c.tool_input, 60)})" for c in m.tool_calls)
+            points.append(("call", f"assistant called {calls}"))
+        text = " ".join(m.text().split())
+        if not text:
+            continue
+        summary = (m.metadata or {}).get("ctxstore") == "summary"
+        if m.role == "user" and not summary and not any(k == "request" for k, _ in points):
+            points.append(("request", text))
+            continue
+        first = _SENTENCE.split(text, maxsplit=1)[0]
+        points.append((m.role, f"{m.role}: {_clip(first, 200)}"))
+    return points
+
+
+def _left_out(points: Sequence[tuple[str, str]], indices: Sequence[int] | range) -> str:
+    """What a run of left-out points held: how many, and whose."""
+    kinds: dict[str, int] = {}
+    for n in indices:
+        kind = {"request": "user", "call": "tool call"}.get(points[n][0], points[n][0])
+        kinds[kind] = kinds.get(kind, 0) + 1
+    whose = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+    return f"({len(indices)} points left out here: {whose})"
 
 
 def _clip(text: str, n: int) -> str:

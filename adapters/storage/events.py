@@ -9,6 +9,7 @@ a command into stored events, with their chain links and the snapshot policy.
 from __future__ import annotations
 
 import logging
+import sqlite3
 from typing import Any, cast
 from uuid import UUID
 
@@ -39,6 +40,7 @@ from ctxstore.adapters.storage.snapshot_store import SnapshotStore
 from ctxstore.adapters.storage.sqlite import SQLiteBackend
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
+    ConfigurationError,
     ContextNotFoundError,
     CtxStoreError,
     DamagedContextError,
@@ -146,6 +148,12 @@ class EventStorage:
                 except BaseException:
                     storage.close()
                     raise
+        except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc):
+                raise ConfigurationError(
+                    f"{redact(url)} names a file that is not a SQLite database"
+                ) from None
+            raise StoreUnavailableError(f"cannot open the store at {redact(url)}: {exc}") from exc
         except (PersistenceError, psycopg.Error, OSError) as exc:
             raise StoreUnavailableError(f"cannot open the store at {redact(url)}: {exc}") from exc
         storage.check_readable(url)

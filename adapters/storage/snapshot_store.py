@@ -43,11 +43,13 @@ INSERTED = get_topic(Context.MessagesInserted)
 REPLACED = get_topic(Context.MessageReplaced)
 COMPRESSED = get_topic(Context.MessagesCompressed)
 FORKED = get_topic(Context.ContextForked)
+EXPANDED = get_topic(Context.SummaryExpanded)
 CARRIERS = {  # the events that add messages, and the schema version each is written in
     INSERTED: Context.MessagesInserted,
     REPLACED: Context.MessageReplaced,
     COMPRESSED: Context.MessagesCompressed,
     FORKED: Context.ContextForked,
+    EXPANDED: Context.SummaryExpanded,
 }
 log = logging.getLogger(__name__)
 
@@ -165,7 +167,7 @@ def carried_messages(topic: str, body: JSON) -> list[JSON]:
         return [body["message"]]
     if topic == COMPRESSED:
         return [body["summary"]]
-    if topic == FORKED:
+    if topic in (FORKED, EXPANDED):
         return [e["message"] for e in body["entries"]]
     return []
 

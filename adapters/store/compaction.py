@@ -1,6 +1,6 @@
 """Compaction orchestration: plan from the cached context, summarize outside its lock,
-write one compress event (in a batch of its own unless told otherwise), plan again if the
-context moved meanwhile."""
+write one compress event in whatever batch is current (it opens and leaves no batch), plan
+again if the context moved meanwhile."""
 
 from __future__ import annotations
 
@@ -42,12 +42,10 @@ def compact(
     actor: str,
     dry_run: bool = False,
     summarizer: Summarizer | None = None,
-    in_batch: bool | None = None,
 ) -> Compaction:
     """Summarize the older half of the rounds since the latest summary (ContextStore.compact)."""
     cfg = core.settings.compaction
     writes = summarizer or configured_summarizer(core)
-    batch = cfg.in_batch if in_batch is None else in_batch
     for _ in range(MAX_ATTEMPTS):
         held = core.cache.held(cid)
         with held.lock:
@@ -77,8 +75,6 @@ def compact(
         def write(
             c: Context, ids: list[str] = plan.summarize, text: JSON = summary, facts: JSON = stats
         ) -> str:
-            if batch:
-                c.batch_start(actor=actor)
             return c.compress(ids, text, stats=facts, actor=actor, counter=core.counter(c))
 
         try:

@@ -81,6 +81,11 @@ class ContextOperations(Protocol):
         stats: JSON | None = None, expected_version: int | None = None,
     ) -> Written: ...  # fmt: skip
 
+    def expand(
+        self, context_id: UUID | str, summary_id: MessageRef, *,
+        expected_version: int | None = None,
+    ) -> Written: ...  # fmt: skip
+
     def batch_start(
         self, context_id: UUID | str, *, expected_version: int | None = None
     ) -> Written: ...
@@ -96,9 +101,7 @@ class ContextOperations(Protocol):
         counted_tokens: int | None = None, sent: Sequence[str | JSON] | None = None,
     ) -> Written: ...  # fmt: skip
 
-    def compact(
-        self, context_id: UUID | str, *, dry_run: bool = False, in_batch: bool | None = None
-    ) -> Compaction: ...
+    def compact(self, context_id: UUID | str, *, dry_run: bool = False) -> Compaction: ...
 
     # ---- reads -------------------------------------------------------------------------
     def visible(

@@ -15,11 +15,19 @@ from typing import Any, Self
 from uuid import UUID
 
 from ctxstore.adapters.llm.tokenizer import Tokenizers, check_encoding_name
-from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.settings import Settings, load_settings
 from ctxstore.adapters.storage.events import EventStorage
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
-from ctxstore.adapters.store import audit, compaction, debug, erasure, reads, transfer, usage
+from ctxstore.adapters.store import (
+    audit,
+    compaction,
+    debug,
+    erasure,
+    reads,
+    transfer,
+    usage,
+)
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
@@ -48,6 +56,7 @@ from ctxstore.domain.limits import check_message_sizes, chosen_id, key_context_i
 from ctxstore.domain.messages import Message
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import Similarity, Strategy
+from ctxstore.domain.summaries import covered_entries
 from ctxstore.domain.summarize import Summarizer
 from ctxstore.projections.listing import list_contexts
 
@@ -67,7 +76,7 @@ class ContextStore(ContextOperations):
     ) -> ContextStore:
         """Open the store at `url`, else CTXSTORE_URL, else the embedded SQLite file. An
         outdated schema is upgraded when this role may (unless not `migrate`: then refused)."""
-        settings = settings or Settings()
+        settings = settings or load_settings()
         resolved = url or settings.resolved_url()
         return cls(EventStorage.open(resolved, settings, migrate=migrate), settings, url=resolved)
 
@@ -187,6 +196,25 @@ class ContextStore(ContextOperations):
             ),
         )
 
+    def expand(
+        self, context_id: UUID | str, summary_id: MessageRef, *, actor: str | None = None,
+        expected_version: int | None = None,
+    ) -> Written:  # fmt: skip
+        """Put the messages a summary covers back in its place, keeping everything written
+        after it (one event). Raises InvalidOperationError when it is not a summary or a
+        covered message is visible again, MalformedTranscriptError when the result would not
+        be a well-formed transcript."""
+        who = self._core.actor(actor)
+        cid = self._core.id(context_id)
+
+        def command(c: Context) -> list[str]:
+            found = c.resolve(summary_id)
+            covered = covered_entries(cid, c, found, self._core.storage.get)
+            self._core.check_count(c, len(covered) - 1)
+            return c.expand(found, covered, actor=who)
+
+        return self._writer.command(cid, expected_version, command)
+
     def batch_start(
         self, context_id: UUID | str, *, actor: str | None = None,
         expected_version: int | None = None,
@@ -228,17 +256,17 @@ class ContextStore(ContextOperations):
 
     def compact(
         self, context_id: UUID | str, *, trigger: str = "manual", dry_run: bool = False,
-        summarizer: Summarizer | None = None, in_batch: bool | None = None,
-        actor: str | None = None,
+        summarizer: Summarizer | None = None, actor: str | None = None,
     ) -> Compaction:  # fmt: skip
         """Summarize the older half of the rounds since the latest summary (half window,
-        bisecting summarizer). Writes one batch_start (unless in_batch=False) and one
-        compress, together; a failed summarization writes nothing. Raises
+        bisecting summarizer). Writes one compress event in the current batch (it opens
+        and closes none: a rollback of an enclosing batch undoes it, expand() undoes it
+        alone); a failed summarization writes nothing. Raises
         NothingToSummarizeError, and what the summarizer raises that is not an overflow."""
         who = self._core.actor(actor)
         return compaction.compact(
             self._core, self._writer, self._core.id(context_id), trigger=trigger,
-            dry_run=dry_run, summarizer=summarizer, in_batch=in_batch, actor=who,
+            dry_run=dry_run, summarizer=summarizer, actor=who,
         )  # fmt: skip
 
     def maybe_compact(

@@ -22,7 +22,7 @@ from ctxstore.adapters.storage.codec.transcoder import ContextTranscoder
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.context import JSON, Context
-from ctxstore.domain.errors import ContextExistsError, CtxStoreError, InvalidOperationError
+from ctxstore.domain.errors import ContextExistsError, CtxStoreError, InvalidImportError
 from ctxstore.domain.messages import parse_message
 from ctxstore.domain.transcript import check_transcript
 
@@ -33,10 +33,6 @@ TOPICS = {
     if isinstance(cls, type) and issubclass(cls, Context.Event) and cls is not Context.Event
 }
 CHUNK = 500  # transcript messages per insert event
-
-
-class InvalidImportError(InvalidOperationError):
-    """An import file is not a well-formed export or transcript; nothing was written."""
 
 
 def export_lines(core: StoreCore, context_id: UUID | str) -> Iterator[str]:

@@ -71,7 +71,7 @@ def test_a_session_through_the_cli(cli):
     api = json.loads(cli("show", cid, "--json", "--openai").stdout)
     assert api == [
         {"role": "system", "content": "be brief"},
-        {"role": "user", "content": "asked about Paris: sunny"},
+        {"role": "system", "content": "asked about Paris: sunny"},  # a summary's role
     ]
     old = json.loads(cli("show", cid, "--json", "--at-version", "3").stdout)
     assert len(old["messages"]) == 4
@@ -170,7 +170,7 @@ def test_compact_through_the_cli(cli):
     assert "plan: half-window" in dry and "dry run: nothing written" in dry
     assert len(json.loads(cli("log", cid, "--json").stdout)) == 6
     done = json.loads(cli("compact", cid, "--json").stdout)
-    assert done["summary_id"] and done["batch"] == 1 and done["stats"]["algorithm"] == "bisect_v1"
+    assert done["summary_id"] and done["batch"] == 0 and done["stats"]["algorithm"] == "bisect_v1"
     again = cli("compact", cid).stdout  # 3 rounds left since that summary: too few
     assert "skipped:" in again and "latest summary" in again
     tiny = cli("create").stdout.strip()

@@ -22,6 +22,7 @@ SURFACES = {
     "delete": (f"POST {C}/delete", "delete"),
     "replace": (f"POST {C}/replace", "replace"),
     "compress": (f"POST {C}/compress", "compress"),
+    "expand": (f"POST {C}/expand", "expand"),
     "batch_start": (f"POST {C}/batch-start", "batch-start"),
     "batch_end": (f"POST {C}/batch-end", "batch-end"),
     "record_usage": (f"POST {C}/usage", "usage"),

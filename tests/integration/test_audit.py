@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
-from ctxstore.adapters.store.transfer import InvalidImportError
 from ctxstore.domain.errors import (
     ContextExistsError,
     ContextNotFoundError,
     CtxStoreError,
+    InvalidImportError,
     InvalidMessageError,
     InvalidOperationError,
     MalformedTranscriptError,

@@ -13,7 +13,7 @@ from ctxstore.adapters.llm.summarizers import OpenAISummarizer
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.compaction import CompactionConfig, NothingToSummarizeError
-from ctxstore.domain.errors import PromptDoesNotFitError
+from ctxstore.domain.errors import PromptDoesNotFitError, UnknownBatchError
 
 
 def agent_turns(store, cid, turns, words=20):
@@ -26,7 +26,7 @@ def agent_turns(store, cid, turns, words=20):
         ])  # fmt: skip
 
 
-def test_compaction_writes_one_batch_and_one_compress_and_is_undone_by_one_batch_end(store):
+def test_compaction_writes_one_compress_in_the_current_batch_and_leaves_the_stack_alone(store):
     cid = store.create()
     store.insert(cid, {"role": "system", "content": "You are a CI assistant."})
     agent_turns(store, cid, 6)
@@ -37,8 +37,8 @@ def test_compaction_writes_one_batch_and_one_compress_and_is_undone_by_one_batch
     done = store.compact(cid)
     assert done.plan["mode"] == "half-window" and done.replaced == dry.replaced
     history = store.history(cid)
-    assert [h.type for h in history[events:]] == ["batch_start", "compress"]
-    assert history[-1].version == history[-2].version + 1
+    assert [h.type for h in history[events:]] == ["compress"]
+    assert store.visible(cid).batch == 0
     stats = history[-1].details["stats"]
     assert stats["algorithm"] == "bisect_v1" and stats["trigger"] == "manual"
     assert {"chunk_count", "max_depth", "truncated", "summarizer", "planner"} <= set(stats)
@@ -48,8 +48,38 @@ def test_compaction_writes_one_batch_and_one_compress_and_is_undone_by_one_batch
     assert after.tokens == done.tokens_after < done.tokens_before == before.tokens
     assert after.messages[0].role == "system" and after.summaries[done.summary_id] == done.replaced
     assert after.messages[-1] == before.messages[-1]
-    store.batch_end(cid)
+    with pytest.raises(UnknownBatchError):  # no batch was opened: nothing to end
+        store.batch_end(cid)
+    store.expand(cid, done.summary_id)
     assert store.visible(cid).messages == before.messages
+
+
+def test_an_agents_savepoint_survives_a_compaction_inside_it(store):
+    """The agent opens a savepoint, auto-compaction runs inside it, the agent rolls back:
+    its own speculative turns go, and so does the compaction made inside the batch; the
+    batch the agent opened is the one that closes."""
+    cid = store.create()
+    agent_turns(store, cid, 6)
+    before = store.visible(cid)
+    opened = store.batch_start(cid).batch
+    store.insert(cid, {"role": "user", "content": "speculative"})
+    store.compact(cid)
+    agent_turns(store, cid, 1)
+    assert store.visible(cid).batch == opened
+    assert store.batch_end(cid).batch == opened - 1
+    assert store.visible(cid).messages == before.messages
+
+
+def test_a_compaction_kept_when_the_agent_keeps_its_batch(store):
+    cid = store.create()
+    agent_turns(store, cid, 6)
+    store.batch_start(cid)
+    done = store.compact(cid)
+    last = store.insert(cid, {"role": "user", "content": "and now the release"}).ids[0]
+    store.batch_end(cid, keep=True)
+    after = store.visible(cid)
+    assert after.batch == 0 and done.summary_id in after.summaries
+    assert after.messages[-1].id == last
 
 
 def test_nothing_to_summarize_and_summary_boundary(store):
@@ -58,7 +88,7 @@ def test_nothing_to_summarize_and_summary_boundary(store):
     with pytest.raises(NothingToSummarizeError):
         store.compact(cid)
     agent_turns(store, cid, 2)  # 4 rounds: keep 2, summarize 2
-    store.compact(cid, in_batch=False)
+    store.compact(cid)
     skipped = store.compact(cid)  # too few rounds since that summary
     assert skipped.skipped and "latest summary" in skipped.skipped
 
@@ -181,3 +211,39 @@ def test_openai_compatible_summarizer_bisects_on_the_providers_overflow(provider
                 cid, summarizer=OpenAISummarizer("small-model", base_url=provider, api_key="wrong")
             )
         assert len(store.history(cid)) == events
+
+
+def long_task(store, cid, rounds=8):
+    """One user request, then many rounds of tool calls in the same (active) turn."""
+    store.insert(cid, {"role": "system", "content": "You deploy services."})
+    request = store.insert(cid, {"role": "user", "content": "Deploy billing to eu-west."}).ids[0]
+    for r in range(rounds):
+        store.insert(cid, [
+            {"role": "assistant", "tool_calls": [{"id": f"k{r}", "type": "function", "function": {"name": "kubectl", "arguments": json.dumps({"step": r})}}]},
+            {"role": "tool", "tool_call_id": f"k{r}", "content": f"step {r} ok " + "log " * 30},
+        ])  # fmt: skip
+    return request
+
+
+@pytest.mark.parametrize("strategy", ["full", "compressed", "adaptive", "semantic"])
+def test_the_users_request_is_kept_after_a_compaction_not_the_summary(store, strategy):
+    """A compaction inside the active turn writes its summary right after the request; the
+    prompt keeps the request (the newest message the user wrote), whatever the budget."""
+    cid = store.create()
+    request = long_task(store, cid)
+    done = store.compact(cid)
+    head = store.visible(cid)
+    summary = next(m for m in head.messages if m.id == done.summary_id)
+    assert summary.role == "system" and summary.metadata["ctxstore"] == "summary"
+    assert head.ids.index(done.summary_id) == head.ids.index(request) + 1
+    must = head.token_counts[head.ids[0]] + head.token_counts[request] + 3
+    prompt = store.build_prompt(cid, int((must + 40) / 0.9) + 1, strategy=strategy)
+    assert request in [m.id for m in prompt.messages]
+
+
+def test_recover_from_overflow_keeps_the_request(store):
+    cid = store.create()
+    request = long_task(store, cid, rounds=12)
+    prompt = store.recover_from_overflow(cid, 300)
+    assert request in [m.id for m in prompt.messages]
+    assert store.history(cid, types=["compress"])

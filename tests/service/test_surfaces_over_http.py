@@ -2,13 +2,27 @@
 replay, one call, usage per model; each answers as the store does in process, and each stays
 within the caller's tenant."""
 
-import pytest
+import json
 
+import pytest
+from typer.testing import CliRunner
+
+from ctxstore.adapters.cli.app import app
 from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
 
 
 def user(text):
     return {"role": "user", "content": text}
+
+
+def TURN(n: int) -> list[dict]:
+    return [
+        user(f"question {n}"),
+        {"role": "assistant", "tool_calls": [{"id": f"c{n}", "type": "function",
+         "function": {"name": "look", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": f"c{n}", "content": f"found {n}"},
+        {"role": "assistant", "content": f"answer {n}"},
+    ]  # fmt: skip
 
 
 def test_transfer_replay_calls_usage_and_erasure_over_http(service):
@@ -79,3 +93,27 @@ def test_huge_numbers_in_bodies_are_422_not_500(service):
             response = acme.http.post(f"{base}/{path}", json=body)
             assert response.status_code == 422, (path, body, response.text)
         assert acme.visible(cid).version == 2
+
+
+def test_expand_through_the_http_client_and_the_cli(service, tmp_path):
+    client = service.client()
+    cid = client.create()
+    client.insert(cid, TURN(0) + TURN(1))
+    ids = client.visible(cid).ids
+    summary = client.compress(cid, ids[:4], "q0").ids[0]
+    done = client.expand(cid, summary, expected_version=client.visible(cid).version)
+    assert done.ids == ids[:4] and client.visible(cid).ids == ids
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    runner = CliRunner()
+
+    def cli(*args: str, stdin: str | None = None) -> str:
+        result = runner.invoke(app, ["--url", url, *args], input=stdin)
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    cid = json.loads(cli("create", "--json"))["context_id"]
+    cli("insert", cid, "--json", stdin="\n".join(json.dumps(m) for m in TURN(0)))
+    summary = json.loads(cli("compress", cid, "#0", "#1", "#2", "--summary", "s", "--json"))
+    out = json.loads(cli("expand", cid, summary["ids"][0], "--json"))
+    assert len(out["ids"]) == 3

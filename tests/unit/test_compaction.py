@@ -200,3 +200,38 @@ def test_other_errors_propagate_unchanged_without_recursion():
     with pytest.raises(RateLimitedError) as info:
         summarize_with_bisect(long_conversation(8), fake)
     assert info.value is boom and len(fake.inputs) == 1
+
+
+def _conversation(turns: int, words: int = 3) -> list:
+    from ctxstore.domain.messages import Message
+
+    msgs = [Message(role="user", content="Migrate the orders table. Keep it online. Budget 2h.")]
+    for t in range(turns):
+        msgs.append(Message(role="assistant", content=f"Step {t} done. " + "detail " * words))
+        msgs.append(Message(role="user", content=f"Fine {t}. Go on."))
+    return msgs
+
+
+def test_the_extractive_summary_keeps_the_first_request_and_the_latest_points():
+    from ctxstore.adapters.llm.summarizers import ExtractiveSummarizer
+
+    text = ExtractiveSummarizer().summarize(_conversation(60), target_tokens=200)
+    lines = text.splitlines()
+    assert "Migrate the orders table. Keep it online. Budget 2h." in lines[1]
+    assert "points left out here" in lines[2] and "assistant" in lines[2] and "user" in lines[2]
+    assert lines[-1] == "- user: Fine 59."
+
+
+@given(turns=st.integers(0, 80), words=st.integers(0, 60), target=st.integers(16, 600))
+def test_the_extractive_summary_stays_within_its_budget(turns, words, target):
+    from ctxstore.adapters.llm.summarizers import ExtractiveSummarizer
+    from ctxstore.domain.tokens import ESTIMATE
+
+    text = ExtractiveSummarizer().summarize(_conversation(turns, words), target_tokens=target)
+    head = "Summary of earlier conversation:"
+    assert text.startswith(head)
+    assert ESTIMATE.count(text) <= max(
+        target,
+        ESTIMATE.count(head)
+        + ESTIMATE.count("- (161 points left out here: 80 assistant, 81 user)"),
+    )

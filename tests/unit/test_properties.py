@@ -1,11 +1,14 @@
 """Random operation sequences on the aggregate, checked against a plain reference model."""
 
+from typing import cast
+
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import CtxStoreError
 from ctxstore.domain.messages import Message
+from ctxstore.domain.summaries import covered_entries
 from ctxstore.domain.tokens import ESTIMATE, message_tokens
 from ctxstore.projections.history import fold_history
 from ctxstore.projections.visible import replay, visible_of
@@ -25,6 +28,14 @@ def apply(ctx: Context, op: tuple) -> None:
         ctx.replace(op[1], op[2], actor="p")
     elif kind == "compress":
         ctx.compress(op[1], op[2], actor="p")
+    elif kind == "expand":
+        # The store reads what a summary covers from the stored history; here, from the
+        # aggregate's own events replayed up to a version.
+        def state_at(_: object, version: int) -> Context:
+            return replay(cast(list[Context.Event], ctx.pending_events[:version]))
+
+        found = ctx.resolve(op[1])
+        ctx.expand(found, covered_entries(ctx.id, ctx, found, state_at), actor="p")
     elif kind == "batch_start":
         ctx.batch_start(actor="p")
     else:

@@ -12,6 +12,7 @@ from ctxstore.adapters.http.schemas import (
     CompactBody,
     CompressBody,
     DeleteBody,
+    ExpandBody,
     InsertBody,
     ReplaceBody,
     UsageBody,
@@ -60,6 +61,16 @@ def compress(ctx: Owned, body: CompressBody) -> Response:
     ))  # fmt: skip
 
 
+@router.post("/expand", response_model=Written)
+@pooled
+def expand(ctx: Owned, body: ExpandBody) -> Response:
+    """Put the messages a summary covers back in its place, keeping later messages."""
+    return written(ctx.store.expand(
+        ctx.cid, body.summary_id, actor=ctx.who.actor,
+        expected_version=expected(body, ctx.who.if_match),
+    ))  # fmt: skip
+
+
 @router.post("/batch-start", response_model=Written)
 @pooled
 def batch_start(ctx: Owned, body: Command | None = None) -> Response:
@@ -96,6 +107,4 @@ def record_usage(ctx: Owned, body: UsageBody) -> Response:
 def compact(ctx: Owned, body: CompactBody | None = None) -> Compaction:
     """Summarize the older half of the rounds since the latest summary."""
     body = body or CompactBody()
-    return ctx.store.compact(
-        ctx.cid, dry_run=body.dry_run, in_batch=body.in_batch, actor=ctx.who.actor
-    )
+    return ctx.store.compact(ctx.cid, dry_run=body.dry_run, actor=ctx.who.actor)

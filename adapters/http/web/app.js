@@ -7,7 +7,7 @@ const API = "/v1";
 const PAGE = 100; // timeline events per page
 const CHART_POINTS = 600;
 const CONTEXTS = 500; // listed at most: the first created (newest of them on top); search narrows
-const TYPES = ["create", "insert", "delete", "replace", "compress", "batch_start",
+const TYPES = ["create", "insert", "delete", "replace", "compress", "expand", "batch_start",
   "batch_end", "usage", "fork"];
 const TOKEN_KEY = "ctxstore.token";
 

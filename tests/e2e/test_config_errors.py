@@ -1,0 +1,64 @@
+"""Configuration mistakes: one line naming the setting or path, exit 8, nothing written;
+`ctxstore.open()` raises ConfigurationError."""
+
+import pytest
+from typer.testing import CliRunner
+
+import ctxstore
+from ctxstore.adapters.cli.app import app
+
+CASES = {
+    "tokens not JSON": ({"CTXSTORE_SERVICE__TOKENS": "{bad"}, "CTXSTORE_SERVICE__TOKENS"),
+    "interval not a number": ({"CTXSTORE_SNAPSHOT_INTERVAL": "abc"}, "CTXSTORE_SNAPSHOT_INTERVAL"),
+    "safety above 1": ({"CTXSTORE_PROMPT__SAFETY": "2"}, "CTXSTORE_PROMPT__SAFETY"),
+    "unknown compaction key": ({"CTXSTORE_COMPACTION__IN_BATCH": "true"}, "IN_BATCH"),
+}
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CTXSTORE_URL", f"sqlite:///{tmp_path / 'store.db'}")
+    for name in ("CTXSTORE_CONFIG", "CTXSTORE_SERVICE__TOKENS"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def run(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(app, list(args), env=env)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_bad_setting_is_one_line_naming_it(isolated, case, monkeypatch):
+    env, named = CASES[case]
+    result = run("contexts", env=env)
+    assert result.exit_code == 8, result.output
+    assert result.stderr.count("\n") == 1 and named in result.stderr, result.stderr
+    assert "Traceback" not in result.output
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(ctxstore.ConfigurationError, match=named):
+        ctxstore.open("memory://")
+    assert not (isolated / "store.db").exists()
+
+
+def test_config_file_mistakes(isolated):
+    bad = isolated / "bad.toml"
+    bad.write_text("url = [")
+    result = run("contexts", env={"CTXSTORE_CONFIG": str(bad)})
+    assert result.exit_code == 8 and "bad.toml" in result.stderr and "TOML" in result.stderr
+    result = run("contexts", env={"CTXSTORE_CONFIG": str(isolated / "missing.toml")})
+    assert result.exit_code == 8 and "missing.toml" in result.stderr
+    (isolated / "ctxstore.toml").write_text("[prompt]\nsafety = 3\n")
+    result = run("contexts")
+    assert result.exit_code == 8 and "prompt.safety in ctxstore.toml" in result.stderr
+
+
+def test_paths_that_are_wrong(isolated):
+    cid = run("create", "--json").stdout.split('"context_id": "')[1].split('"')[0]
+    result = run("export", cid, "-o", str(isolated / "missing" / "x.jsonl"))
+    assert result.exit_code == 8 and "missing/x.jsonl" in result.stderr
+    assert not (isolated / "missing").exists()
+    (isolated / "text.db").write_text("hello, not a database")
+    result = run("--url", f"sqlite:///{isolated / 'text.db'}", "contexts")
+    assert result.exit_code == 8 and "not a SQLite database" in result.stderr
