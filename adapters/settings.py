@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import re
 import tomllib
@@ -182,34 +183,21 @@ def redact(url: str) -> str:
     return url.replace(f":{parts.password}@", ":***@", 1)
 
 
-def library_env(url: str, connect_timeout: int = 10, statement_timeout: int = 30) -> dict[str, str]:
-    """The eventsourcing environment for a store URL; raises StoreURLError."""
+def library_env(
+    url: str, connect_timeout: int = 10, statement_timeout: int = 30, *, create: bool = True
+) -> dict[str, str]:
+    """The eventsourcing environment for a store URL; raises StoreURLError. Without
+    `create`, a SQLite file that does not exist is refused, and no folder is made."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "memory":
         return {"PERSISTENCE_MODULE": "eventsourcing.popo"}
     if scheme == "sqlite":
-        path = unquote(url[len("sqlite://") :])
-        if path.startswith("/") and not path.startswith("//"):
-            path = path[1:]  # sqlite:///rel.db -> rel.db; sqlite:////abs.db -> /abs.db
-        elif path.startswith("//"):
-            path = path[1:]
-        if not path:
-            raise StoreURLError(f"sqlite URL names no file: {url!r} (use sqlite:///path.db)")
-        if path != ":memory:":
-            Path(path).expanduser().parent.mkdir(parents=True, exist_ok=True)
-            path = str(Path(path).expanduser())
-        return {
-            "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-            "SQLITE_DBNAME": path,
-            "SQLITE_LOCK_TIMEOUT": "30",
-            # The library's recorder with a shorter path into its write transaction.
-            "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.sqlite:SQLiteEventsRecorder",
-        }
+        return _sqlite_env(url, create=create)
     if scheme.split("+")[0] in ("postgresql", "postgres"):  # postgresql+psycopg:// too
         if not parts.path.strip("/"):
-            raise StoreURLError(f"postgresql URL names no database: {url!r}")
-        query = parse_qs(parts.query)
+            raise StoreURLError(f"postgresql URL names no database: {redact(url)!r}")
+        query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         env = {
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
             "POSTGRES_DBNAME": unquote(parts.path.strip("/")),
@@ -225,11 +213,65 @@ def library_env(url: str, connect_timeout: int = 10, statement_timeout: int = 30
             "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.postgres:OrderedPostgresRecorder",
         }
         if "schema" in query:
-            env["POSTGRES_SCHEMA"] = query["schema"][0]
+            env["POSTGRES_SCHEMA"] = query.pop("schema")
+        env[LIBPQ_PARAMS] = json.dumps(libpq_params(query))
         return env
     raise StoreURLError(
-        f"unknown store URL {url!r}: use sqlite:///path.db, postgresql://user@host/db or memory://"
+        f"unknown store URL {redact(url)!r}: use sqlite:///path.db, postgresql://user@host/db "
+        "or memory://"
     )
+
+
+LIBPQ_PARAMS = "CTXSTORE_LIBPQ"  # the URL's libpq parameters, as JSON, in the library env
+
+
+def libpq_params(query: dict[str, str]) -> dict[str, str]:
+    """The URL's query parameters, each a libpq connection keyword (sslmode, sslrootcert,
+    connect_timeout, application_name, host=/socket/dir, options, ...); raises
+    StoreURLError naming one libpq does not know: none is ever dropped."""
+    from psycopg.pq import Conninfo  # only for PostgreSQL URLs: the CLI starts faster
+
+    known = {d.keyword.decode() for d in Conninfo.get_defaults()}
+    unknown = sorted(set(query) - known)
+    if unknown:
+        raise StoreURLError(
+            f"unknown PostgreSQL URL parameter(s) {unknown}: use libpq's connection keywords "
+            "(sslmode, sslrootcert, connect_timeout, application_name, host, ...) or schema"
+        )
+    return query
+
+
+def _sqlite_env(url: str, *, create: bool) -> dict[str, str]:
+    """SQLite URLs as SQLAlchemy spells them: sqlite:///relative.db, sqlite:////abs.db,
+    sqlite:///:memory:; anything else is refused with the right spelling."""
+    rest = url[len("sqlite:") :]
+    if not rest.startswith("//"):
+        raise StoreURLError(
+            f"{url!r} is not a SQLite URL: write sqlite:///{rest or 'path.db'} (relative) or "
+            f"sqlite:////absolute/{Path(rest).name or 'path.db'}"
+        )
+    if rest in ("//", "///"):
+        raise StoreURLError(f"sqlite URL names no file: {url!r} (use sqlite:///path.db)")
+    if rest[2:3] != "/":
+        raise StoreURLError(
+            f"{url!r} names a host; SQLite takes none: write sqlite:///path.db (three slashes)"
+        )
+    path = unquote(rest[3:].split("?", 1)[0])
+    if not path:
+        raise StoreURLError(f"sqlite URL names no file: {url!r} (use sqlite:///path.db)")
+    if path != ":memory:":
+        file = Path(path).expanduser()
+        if not create and not file.is_file():
+            raise StoreURLError(f"no store at {file}: nothing was created (check the URL)")
+        file.parent.mkdir(parents=True, exist_ok=True)
+        path = str(file)
+    return {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "SQLITE_DBNAME": path,
+        "SQLITE_LOCK_TIMEOUT": "30",
+        # The library's recorder with a shorter path into its write transaction.
+        "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.sqlite:SQLiteEventsRecorder",
+    }
 
 
 def load_settings(**given: object) -> Settings:

@@ -67,3 +67,10 @@ class StoreURLError(ConfigurationError):
 
 class InvalidImportError(InvalidOperationError):
     """An import file is not a well-formed export or transcript; nothing was written."""
+
+
+class MissingExtraError(ConfigurationError, ImportError):
+    """A feature needs an optional extra that is not installed; the message names it."""
+
+    def __init__(self, feature: str, extra: str) -> None:
+        super().__init__(f"{feature} needs the extra: pip install 'ctxstore[{extra}]'")

@@ -98,9 +98,17 @@ def handles_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+# Commands that only read: on a SQLite path that does not exist they make nothing (a typo
+# in --url says so instead of creating folders and an empty store).
+READ_ONLY = {
+    "show", "log", "batches", "tokens", "contexts", "diff", "replay", "calls", "export",
+    "verify", "audit", "erasures", "usage-report", "prompt",
+}  # fmt: skip
+
+
 def open_store(ctx: typer.Context) -> ContextStore:
     """The store the command's --url names (default: CTXSTORE_URL, else the SQLite file)."""
-    return ContextStore.from_url(options(ctx).url)
+    return ContextStore.from_url(options(ctx).url, create=ctx.command.name not in READ_ONLY)
 
 
 def parse_ref(token: str) -> MessageRef:

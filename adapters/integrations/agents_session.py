@@ -31,13 +31,18 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 from uuid import UUID
 
-from agents.items import TResponseInputItem
-from agents.memory.session import SessionABC
-from agents.memory.session_settings import (
-    SessionSettings,
-    coerce_session_settings,
-    resolve_session_limit,
-)
+from ctxstore.domain.errors import MissingExtraError
+
+try:
+    from agents.items import TResponseInputItem
+    from agents.memory.session import SessionABC
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
+except ModuleNotFoundError as exc:  # the extra is not installed: say which
+    raise MissingExtraError("the OpenAI Agents SDK session", "agents") from exc
 
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.results import VisibleContext

@@ -16,17 +16,22 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.messages import (
-    AIMessage,
-    BaseMessage,
-    ChatMessage,
-    SystemMessage,
-    ToolMessage,
-    convert_to_messages,
-    message_to_dict,
-    messages_from_dict,
-)
+from ctxstore.domain.errors import MissingExtraError
+
+try:
+    from langchain_core.chat_history import BaseChatMessageHistory
+    from langchain_core.messages import (
+        AIMessage,
+        BaseMessage,
+        ChatMessage,
+        SystemMessage,
+        ToolMessage,
+        convert_to_messages,
+        message_to_dict,
+        messages_from_dict,
+    )
+except ModuleNotFoundError as exc:  # the extra is not installed: say which
+    raise MissingExtraError("the LangChain chat history", "langchain") from exc
 
 from ctxstore.adapters.store.contract import ContextOperations as ContextBackend
 from ctxstore.domain.context import JSON

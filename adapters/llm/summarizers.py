@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxstore.domain.errors import MissingExtraError
 from ctxstore.domain.messages import Message
 from ctxstore.domain.summarize import ContextOverflowError
 from ctxstore.domain.tokens import ESTIMATE, TextCounter
@@ -131,10 +132,8 @@ class OpenAISummarizer:
     ) -> None:
         try:
             import openai
-        except ImportError as exc:  # pragma: no cover - depends on the extra
-            raise ImportError(
-                "the OpenAI summarizer needs the extra: pip install 'ctxstore[openai]'"
-            ) from exc
+        except ModuleNotFoundError as exc:
+            raise MissingExtraError("the OpenAI summarizer", "openai") from exc
         self._openai = openai
         self.model = model
         self._client = openai.OpenAI(

@@ -50,6 +50,10 @@ class Backend(ABC):
     def bind(self, recorder: Any) -> None:  # noqa: B027 - optional hook
         """Note the events recorder (its connections read and record the schema version)."""
 
+    def configure(self, factory: Any) -> None:  # noqa: B027 - optional hook
+        """Set up the library's factory before any recorder connects (PostgreSQL: how its
+        connections are made and bounded)."""
+
     def prepare(self, recorder: Any, snapshots: Any) -> None:  # noqa: B027 - optional hook
         """Per-process setup of the library's recorders (no DDL)."""
 

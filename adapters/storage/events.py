@@ -19,6 +19,7 @@ from eventsourcing.domain import OriginatorVersionError
 from eventsourcing.persistence import (
     ApplicationRecorder,
     EventStore,
+    InfrastructureFactory,
     Mapper,
     PersistenceError,
     Transcoder,
@@ -88,6 +89,12 @@ class _Library(Application[UUID]):
         self._backend = backend
         super().__init__(env)
 
+    def construct_factory(self, env: Environment) -> InfrastructureFactory:
+        # Before any recorder connects: the backend sets up how connections are made.
+        factory = super().construct_factory(env)
+        self._backend.configure(factory)
+        return factory
+
     def construct_transcoder(self) -> Transcoder:
         return ContextTranscoder()
 
@@ -129,13 +136,15 @@ class EventStorage:
         self.applied: list[Migration] = []  # what opening this storage migrated
 
     @classmethod
-    def open(cls, url: str, settings: Settings, *, migrate: bool = True) -> EventStorage:
+    def open(
+        cls, url: str, settings: Settings, *, migrate: bool = True, create: bool = True
+    ) -> EventStorage:
         """The storage at `url`, its schema brought to this release's version when its role
         may (unless not `migrate`: then an outdated schema is refused); raises
         StoreUnavailableError when it cannot be opened, its schema is newer than this
         release, or its newest event cannot be read with these settings (another key)."""
         env = {
-            **library_env(url, settings.connect_timeout, settings.statement_timeout),
+            **library_env(url, settings.connect_timeout, settings.statement_timeout, create=create),
             **settings.at_rest(),
         }
         backend = backend_for(env)

@@ -428,13 +428,16 @@ class PostgresBackend(SQLBackend):
         assert self._conn is not None
         postgres_schema.record_version(self._conn, self.schema, migration)
 
-    def prepare(self, recorder: Any, snapshots: Any) -> None:
-        binary_snapshot_inserts(snapshots)
+    def configure(self, factory: Any) -> None:
         bound_datastore(
-            recorder.datastore,
+            factory.datastore,
             connect_timeout=float(self.env.get("POSTGRES_CONNECT_TIMEOUT", "10")),
             statement_timeout=float(self.env.get("POSTGRES_STATEMENT_TIMEOUT", "30")),
+            libpq=postgres_schema.libpq_params(self.env),
         )
+
+    def prepare(self, recorder: Any, snapshots: Any) -> None:
+        binary_snapshot_inserts(snapshots)
         bound_retries(recorder)
         bound_retries(snapshots)
 

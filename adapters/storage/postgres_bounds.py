@@ -143,18 +143,20 @@ class BoundedPool(ConnectionPool[Any]):
         super().close(timeout)
 
 
-def bound_datastore(datastore: Any, connect_timeout: float, statement_timeout: float) -> None:
-    """Give the library's datastore the bounded pool, and its connections a server-side
-    statement timeout (the connections opened while the recorders were made are
-    replaced)."""
+def bound_datastore(
+    datastore: Any, connect_timeout: float, statement_timeout: float, libpq: dict[str, str]
+) -> None:
+    """Give the library's datastore (before its pool opens) the bounded pool, its
+    connections the URL's libpq parameters and a server-side statement timeout."""
     pool = datastore.pool
+    assert pool.closed, "configured before the first connection"
     BoundedPool.bound(pool, statement_timeout + connect_timeout)
     pool.__class__ = BoundedPool
     kwargs = pool.kwargs
     assert isinstance(kwargs, dict)
-    kwargs["options"] = f"-c statement_timeout={int(statement_timeout * 1000)}"
-    if not pool.closed:
-        pool.drain()
+    kwargs.update(libpq)
+    timeout = f"-c statement_timeout={int(statement_timeout * 1000)}"
+    kwargs["options"] = f"{libpq['options']} {timeout}" if libpq.get("options") else timeout
 
 
 def bound_retries(recorder: Any) -> None:

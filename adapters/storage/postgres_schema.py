@@ -20,6 +20,7 @@ the same and PostgreSQL logs a warning.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from typing import Any
 import psycopg
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
+from ctxstore.adapters.settings import LIBPQ_PARAMS
 from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.domain.errors import StoreUnavailableError
@@ -92,6 +94,12 @@ def reloptions_statement(schema: str, table: str, options: Mapping[str, str]) ->
     )
 
 
+def libpq_params(env: dict[str, str]) -> dict[str, str]:
+    """The libpq parameters the store URL gave (settings.libpq_params checked them)."""
+    found: dict[str, str] = json.loads(env.get(LIBPQ_PARAMS, "{}"))
+    return found
+
+
 @contextmanager
 def schema_lock(env: dict[str, str]) -> Iterator[psycopg.Connection[Any] | None]:
     """On PostgreSQL, hold an advisory lock while the library creates tables and functions;
@@ -103,15 +111,16 @@ def schema_lock(env: dict[str, str]) -> Iterator[psycopg.Connection[Any] | None]
     if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
         yield None
         return
-    with psycopg.connect(
-        dbname=env["POSTGRES_DBNAME"],
-        host=env["POSTGRES_HOST"],
-        port=env["POSTGRES_PORT"],
-        user=env["POSTGRES_USER"],
-        password=env["POSTGRES_PASSWORD"] or None,
-        connect_timeout=int(env.get("POSTGRES_CONNECT_TIMEOUT", "10")),
-        autocommit=True,
-    ) as conn:
+    params: dict[str, Any] = {
+        "dbname": env["POSTGRES_DBNAME"],
+        "host": env["POSTGRES_HOST"],
+        "port": env["POSTGRES_PORT"],
+        "user": env["POSTGRES_USER"],
+        "password": env["POSTGRES_PASSWORD"] or None,
+        "connect_timeout": int(env.get("POSTGRES_CONNECT_TIMEOUT", "10")),
+        **libpq_params(env),  # the URL's own: sslmode, host=/socket/dir, ...
+    }
+    with psycopg.connect(psycopg.conninfo.make_conninfo("", **params), autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
         try:
             yield conn

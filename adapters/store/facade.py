@@ -72,13 +72,17 @@ class ContextStore(ContextOperations):
 
     @classmethod
     def from_url(
-        cls, url: str | None = None, settings: Settings | None = None, *, migrate: bool = True
-    ) -> ContextStore:
+        cls, url: str | None = None, settings: Settings | None = None, *, migrate: bool = True,
+        create: bool = True,
+    ) -> ContextStore:  # fmt: skip
         """Open the store at `url`, else CTXSTORE_URL, else the embedded SQLite file. An
-        outdated schema is upgraded when this role may (unless not `migrate`: then refused)."""
+        outdated schema is upgraded when this role may (unless not `migrate`: then refused).
+        Without `create`, a SQLite file that does not exist is refused (StoreURLError)
+        instead of made."""
         settings = settings or load_settings()
         resolved = url or settings.resolved_url()
-        return cls(EventStorage.open(resolved, settings, migrate=migrate), settings, url=resolved)
+        storage = EventStorage.open(resolved, settings, migrate=migrate, create=create)
+        return cls(storage, settings, url=resolved)
 
     @classmethod
     def setup(cls, url: str | None = None, settings: Settings | None = None) -> list[Migration]:
