@@ -29,7 +29,7 @@ from ctxstore.domain.errors import (
     UnknownBatchError,
 )
 from ctxstore.domain.limits import check_name, check_tenant, check_usage, strict_int
-from ctxstore.domain.messages import Message, parse_json_object, parse_message
+from ctxstore.domain.messages import Message, is_one_message, parse_json_object, parse_message
 from ctxstore.domain.summaries import (
     covered_run,
     expanded_order,
@@ -245,10 +245,13 @@ class Context(ContextReads, Aggregate):
         counter: TextCounter = ESTIMATE,
     ) -> list[str]:
         """Append messages, or place them after a visible message; returns their ids."""
-        if isinstance(messages, Message | dict):
-            messages = [messages]  # one message on its own
+        if is_one_message(messages):
+            messages = [messages]  # type: ignore[list-item]  # one message on its own
         if isinstance(messages, str) or not isinstance(messages, Sequence) or not messages:
-            raise InvalidOperationError("insert needs a message or a non-empty list of messages")
+            kind = type(messages).__qualname__
+            raise InvalidOperationError(
+                f"insert needs a message or a non-empty list of messages, got {kind}"
+            )
         parsed = [parse_message(m) for m in messages]
         after_id = None if after is None else self.resolve(after)
         payload: list[JSON] = []

@@ -7,7 +7,7 @@ from typing import Any, TypeGuard
 from uuid import UUID, uuid5
 
 from ctxstore.domain.errors import InvalidOperationError, LimitExceededError
-from ctxstore.domain.messages import Message, json_problem, json_size_bound
+from ctxstore.domain.messages import Message, as_plain, json_problem, json_size_bound
 
 MAX_ACTOR = 200  # characters of an actor, tenant or model name
 MAX_NAME = 500  # characters of a context's name
@@ -102,7 +102,8 @@ def check_count(visible: int, adding: int, limit: int, cid: UUID) -> None:
 
 def check_message_sizes(messages: Any, limit: int) -> None:
     """Refuse a message whose JSON (UTF-8) is over `limit` bytes, before any other work."""
-    for i, m in enumerate(messages):
+    for i, value in enumerate(messages):
+        m = as_plain(value)
         if isinstance(m, str):
             size = len(m.encode("utf-8", "surrogatepass"))
         elif isinstance(m, Message):

@@ -126,17 +126,37 @@ AnyToolCall = Annotated[
 
 
 class AudioRef(BaseModel):
-    """An assistant's earlier audio reply, referred to by the id the model gave it."""
+    """An assistant's earlier audio reply, referred to by the id the model gave it (what
+    the SDK returns beside it — data, transcript, expires_at — is kept, not sent back)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     id: str = Field(min_length=1)
 
+    @model_validator(mode="after")
+    def _extras_are_json(self) -> AudioRef:
+        for value in (self.model_extra or {}).values():
+            _JSON.validate_python(value)
+        return self
+
+
+# What Chat Completions takes back in a request; the rest (annotations, a provider's own
+# fields such as reasoning_content) is kept with the message and never sent.
+REQUEST_FIELDS = {
+    "role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio", "function_call",
+}  # fmt: skip
+OPTIONAL_FIELDS = ("audio", "annotations", "function_call")  # stored only when set
+
 
 class Message(BaseModel):
-    """One chat message; `id` is given by the store at insert unless the caller chose one."""
+    """One chat message; `id` is given by the store at insert unless the caller chose one.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    Everything the OpenAI SDK returns for a chat completion is accepted and kept:
+    `annotations`, `refusal`, `audio`, the legacy `function_call`, and fields a compatible
+    server adds (`reasoning_content`, ...), kept as they came (plain JSON). `to_openai()`
+    sends back only what the API takes."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
 
     id: str | None = Field(default=None, min_length=1, max_length=200)
     role: Role
@@ -146,7 +166,18 @@ class Message(BaseModel):
     tool_call_id: str | None = None
     refusal: str | None = None
     audio: AudioRef | None = None
+    annotations: list[dict[str, JsonValue]] | None = None
+    function_call: FunctionCall | None = None  # the legacy single call (before tool_calls)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _provider_fields_are_json(self) -> Message:
+        for name, value in (self.model_extra or {}).items():
+            try:
+                _JSON.validate_python(value)
+            except ValidationError:
+                raise ValueError(f"{name} must be plain JSON") from None
+        return self
 
     @model_validator(mode="after")
     def _shape_fits_role(self) -> Message:
@@ -167,14 +198,20 @@ class Message(BaseModel):
             raise ValueError(f"only tool messages carry tool_call_id, not {self.role}")
         if self.audio is not None and self.role != "assistant":
             raise ValueError(f"only assistant messages carry audio, not {self.role}")
+        if self.function_call is not None and self.role != "assistant":
+            raise ValueError(f"only assistant messages carry function_call, not {self.role}")
         if self.role == "assistant":
             if (
                 self.content is None
                 and not self.tool_calls
                 and self.refusal is None
                 and self.audio is None
+                and self.function_call is None
             ):
-                raise ValueError("an assistant message needs content, tool_calls, refusal or audio")
+                raise ValueError(
+                    "an assistant message needs content, tool_calls, function_call, refusal "
+                    "or audio"
+                )
         elif self.content is None:
             raise ValueError(f"a {self.role} message needs content")
         return self
@@ -197,13 +234,18 @@ class Message(BaseModel):
         release (audio) is held only when set: other messages are stored as before, and
         read back with it as null."""
         held = self.model_dump(mode="json")
-        if held["audio"] is None:
-            del held["audio"]  # (cheaper than asking the serializer to leave it out)
+        for name in OPTIONAL_FIELDS:
+            if held[name] is None:
+                del held[name]  # (cheaper than asking the serializer to leave it out)
         return held
 
     def to_openai(self) -> dict[str, Any]:
-        """The message as the chat-completions API takes it (no id, no metadata)."""
-        return self.model_dump(mode="json", exclude={"id", "metadata"}, exclude_none=True)
+        """The message as the chat-completions API takes it: no id, metadata, annotations or
+        provider fields; an audio reply by its id."""
+        sent = self.model_dump(mode="json", include=REQUEST_FIELDS, exclude_none=True)
+        if "audio" in sent:
+            sent["audio"] = {"id": sent["audio"]["id"]}
+        return sent
 
 
 MAX_DEPTH = 64  # JSON nested deeper than this is refused, not recursed into
@@ -300,12 +342,36 @@ def _short(where: str) -> str:
     return (where[:40] + "..." + where[-20:] if len(where) > 64 else where) or "value"
 
 
+def is_one_message(value: Any) -> bool:
+    """Whether a value is one message (not a list of them): a dict, a Message, or an SDK's
+    pydantic message object."""
+    return isinstance(value, Message | dict) or callable(getattr(value, "model_dump", None))
+
+
+def as_plain(value: Any) -> Any:
+    """An SDK's pydantic message object (the OpenAI SDK's ChatCompletionMessage, ...) as the
+    JSON it was made from; anything else unchanged."""
+    if isinstance(value, Message | dict) or not callable(getattr(value, "model_dump", None)):
+        return value
+    try:
+        return value.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    except (TypeError, ValueError) as exc:
+        name = f"{type(value).__module__}.{type(value).__qualname__}"
+        raise InvalidMessageError(f"cannot read a message from a {name}: {exc}") from None
+
+
 def parse_message(data: Message | dict[str, Any]) -> Message:
     """Validate one message; raises InvalidMessageError naming every problem."""
     if isinstance(data, Message):
         return data
+    data = as_plain(data)
     if not isinstance(data, dict):
-        raise InvalidMessageError(f"a message must be a JSON object, got {type(data).__name__}")
+        name = type(data).__qualname__
+        where = type(data).__module__
+        kind = name if where == "builtins" else f"{where}.{name}"
+        raise InvalidMessageError(
+            f"a message must be a JSON object (or an SDK's message object), got {kind}"
+        )
     problem = json_problem(data)
     if problem is not None:
         raise InvalidMessageError(f"invalid message: {problem}")

@@ -60,11 +60,17 @@ class Diff(BaseModel):
     tokens_delta: int
 
 
+def part_preview(part: JSON) -> str:
+    """One content part in a line: its text, else its type in brackets ([image_url])."""
+    text = part.get("text")
+    return text if isinstance(text, str) else f"[{part.get('type') or 'part'}]"
+
+
 def preview(message: JSON) -> str:
     """The message's text in one line, or the calls it makes."""
     content = message.get("content")
-    if isinstance(content, list):
-        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if isinstance(content, list):  # text parts as they read, other parts by their type
+        content = " ".join(part_preview(p) for p in content if isinstance(p, dict))
     text = " ".join(str(content or "").split())
     calls = [stored_call_parts(c)[0] for c in message.get("tool_calls") or []]
     if calls:

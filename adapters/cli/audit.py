@@ -15,7 +15,6 @@ import typer
 from rich.panel import Panel
 from rich.progress import Progress
 from rich.table import Table
-from rich.text import Text
 
 from ctxstore.adapters.cli.common import (
     JsonFlag,
@@ -30,6 +29,7 @@ from ctxstore.adapters.cli.common import (
     render_visible,
     token_label,
 )
+from ctxstore.adapters.cli.terminal import json_shown, shown_text
 from ctxstore.adapters.store.results import ReplayStep
 from ctxstore.domain.errors import ConfigurationError, InvalidOperationError
 from ctxstore.projections.audit import AuditEntry
@@ -64,7 +64,7 @@ def render_change(c: Change) -> None:
     ):
         for m in items:
             line = f"  {mark} {m.id} {m.role} ({m.tokens} tokens) {m.preview}"
-            out.print(Text(line, style=style))
+            out.print(shown_text(line, style=style))
     if not c.empty:
         out.print(f"  tokens {c.tokens_delta:+d}", style="dim", highlight=False)
 
@@ -82,7 +82,7 @@ def audit_table(entries: list[AuditEntry]) -> Table:
             e.type,
             e.actor,
             str(e.batch),
-            Text(event_summary(e.type, e.message_ids, e.details)),
+            shown_text(event_summary(e.type, e.message_ids, e.details)),
             f"by v{e.reverted_by}" if e.reverted else "",
             style="dim" if e.reverted else None,
         )
@@ -128,7 +128,10 @@ def audit(
             page = store.audit(after=cursor, **kwargs)  # type: ignore[arg-type]
             if as_json:
                 for e in page.entries:
-                    print(json.dumps(e.model_dump(mode="json"), ensure_ascii=False), flush=True)
+                    print(
+                        json_shown(json.dumps(e.model_dump(mode="json"), ensure_ascii=False)),
+                        flush=True,
+                    )
             elif page.entries or not follow:
                 out.print(audit_table(page.entries))
             cursor = page.cursor
@@ -169,12 +172,16 @@ def render_diff(d: Diff) -> None:
         highlight=False,
     )
     for m in d.removed:
-        out.print(Text(f"- {m.id} {m.role} ({m.tokens}) {m.preview}", style="red"))
+        out.print(shown_text(f"- {m.id} {m.role} ({m.tokens}) {m.preview}", style="red"))
     for m in d.added:
-        out.print(Text(f"+ {m.id} {m.role} ({m.tokens}) {m.preview}", style="green"))
+        out.print(shown_text(f"+ {m.id} {m.role} ({m.tokens}) {m.preview}", style="green"))
     for before, after in d.changed:
-        out.print(Text(f"~ {before.id} {before.role} ({before.tokens}) {before.preview}", "red"))
-        out.print(Text(f"  {after.id} {after.role} ({after.tokens}) {after.preview}", "green"))
+        out.print(
+            shown_text(f"~ {before.id} {before.role} ({before.tokens}) {before.preview}", "red")
+        )
+        out.print(
+            shown_text(f"  {after.id} {after.role} ({after.tokens}) {after.preview}", "green")
+        )
     if not (d.added or d.removed or d.changed):
         out.print("no difference in the visible messages", style="dim")
 
@@ -204,7 +211,7 @@ def replay(
                     "visible": s.visible.model_dump(mode="json", exclude_none=True),
                     "calls": s.calls,
                 }
-                print(json.dumps(line, ensure_ascii=False), flush=True)
+                print(json_shown(json.dumps(line, ensure_ascii=False)), flush=True)
                 continue
             render_step(s)
             if step and sys.stdin.isatty() and input("Enter: next, q: quit ").strip() == "q":
@@ -219,7 +226,7 @@ def render_step(s: ReplayStep) -> None:
     if e.type == "usage":
         d = e.details
         head += f"  call #{d['call']} {d['model']} sent v{d['for_version']}"
-    out.print(Panel(Text(head, style="dim" if e.reverted else "bold"), expand=False))
+    out.print(Panel(shown_text(head, style="dim" if e.reverted else "bold"), expand=False))
     if e.changes is not None:
         render_change(e.changes)
     if s.calls:
@@ -250,7 +257,9 @@ def show_call(ctx: typer.Context, context: str, number: int, openai: bool, as_js
     for col in ("#", "id", "role", "content"):
         table.add_column(col, overflow="fold")
     for n, m in enumerate(messages):
-        table.add_row(str(n), m.id or "", m.role, Text(preview(m.text()) or ", ".join(m.call_ids)))
+        table.add_row(
+            str(n), m.id or "", m.role, shown_text(preview(m.text()) or ", ".join(m.call_ids))
+        )
     out.print(table)
 
 
@@ -378,7 +387,9 @@ def verify(
         )
         for b in result.broken:
             out.print(
-                Text(f"BROKEN context {b.context_id} at version {b.version}: {b.reason}", "red")
+                shown_text(
+                    f"BROKEN context {b.context_id} at version {b.version}: {b.reason}", "red"
+                )
             )
     if not result.ok:
         raise typer.Exit(BROKEN_EXIT)

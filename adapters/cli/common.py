@@ -10,10 +10,9 @@ from functools import wraps
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
+from ctxstore.adapters.cli.terminal import SafeConsole, json_shown, shown_text
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.results import Written
 from ctxstore.adapters.store.transfer import transcript_messages
@@ -31,8 +30,8 @@ from ctxstore.domain.errors import (
 from ctxstore.projections.history import HistoryEntry
 from ctxstore.projections.visible import VisibleContext
 
-out = Console(width=None if sys.stdout.isatty() else 120)
-err = Console(stderr=True, soft_wrap=True)
+out = SafeConsole(width=None if sys.stdout.isatty() else 120)
+err = SafeConsole(stderr=True, soft_wrap=True)
 
 # One table maps error classes to exit codes (usage errors from typer exit with 2).
 EXIT_CODES: list[tuple[type[CtxStoreError], int]] = [
@@ -153,7 +152,10 @@ def message_from_flags(
 
 
 def print_json(data: Any) -> None:
-    out.print_json(json.dumps(data, default=str, ensure_ascii=False))
+    # Written as it is (rich's highlighter would decode the escapes json_shown wrote).
+    text = json.dumps(data, default=str, ensure_ascii=False, indent=2)
+    sys.stdout.write(json_shown(text) + "\n")
+    sys.stdout.flush()
 
 
 def print_written(w: Written, as_json: bool) -> None:
@@ -194,7 +196,7 @@ def render_visible(v: VisibleContext) -> None:
         if m.id in v.summaries:
             body = f"[summary of {len(v.summaries[m.id])}] {body}"
         tokens = str(v.token_counts.get(m.id or "", ""))
-        table.add_row(str(n), m.id or "", m.role, tokens, Text(body))
+        table.add_row(str(n), m.id or "", m.role, tokens, shown_text(body))
     out.print(table)
 
 
@@ -218,7 +220,7 @@ def render_history(entries: list[HistoryEntry]) -> None:
             h.type,
             h.actor,
             str(h.batch),
-            Text(event_summary(h.type, h.message_ids, h.details)),
+            shown_text(event_summary(h.type, h.message_ids, h.details)),
             f"by v{h.reverted_by}" if h.reverted else "",
             style="dim" if h.reverted else None,
         )

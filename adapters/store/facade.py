@@ -53,7 +53,7 @@ from ctxstore.domain.compaction import summary_message
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import ContextExistsError
 from ctxstore.domain.limits import check_message_sizes, chosen_id, key_context_id
-from ctxstore.domain.messages import Message
+from ctxstore.domain.messages import Message, is_one_message
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import Similarity, Strategy
 from ctxstore.domain.summaries import covered_entries
@@ -140,7 +140,7 @@ class ContextStore(ContextOperations):
         MalformedTranscriptError, VersionConflictError.
         """
         who = self._core.actor(actor)
-        batch: Any = [messages] if isinstance(messages, Message | dict) else messages
+        batch: Any = [messages] if is_one_message(messages) else messages
         if isinstance(batch, list | tuple):
             check_message_sizes(batch, self.settings.max_message_bytes)
 
