@@ -35,7 +35,7 @@ def hostile(tmp_path):
         ["show", "--json"],
         ["replay", "--json"],
         ["log", "--json"],
-    ],  # fmt: skip
+    ],
 )
 def test_no_control_character_reaches_the_terminal(hostile, args):
     url, cid = hostile
