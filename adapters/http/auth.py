@@ -9,7 +9,7 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass, replace
 
-from ctxstore.domain.errors import CtxStoreError
+from ctxstore.domain.errors import CtxStoreError, InvalidOperationError
 from ctxstore.domain.limits import MAX_ACTOR
 
 ACTOR_HEADER = "x-ctxstore-actor"
@@ -55,7 +55,11 @@ class Tokens:
 
     def caller(self, authorization: str | None, actor: str | None) -> Caller:
         """The caller a request's headers name; raises NotAuthenticatedError."""
-        claimed = (actor or "").strip()[:MAX_ACTOR] or None
+        claimed = (actor or "").strip() or None
+        if claimed is not None and len(claimed) > MAX_ACTOR:
+            raise InvalidOperationError(
+                f"X-Ctxstore-Actor is {len(claimed)} characters; at most {MAX_ACTOR} are allowed"
+            )
         if not self._pairs:
             return Caller(None, claimed)
         scheme, _, token = (authorization or "").partition(" ")

@@ -1,6 +1,7 @@
-"""What the OpenAPI description says beyond the routes' own parameters: the bearer scheme and
+"""What the OpenAPI description says beyond the routes' own parameters: the bearer scheme,
 the headers the service reads itself (Authorization, X-Ctxstore-Actor, If-Match,
-Idempotency-Key), so that generated clients send them."""
+Idempotency-Key), so that generated clients send them, and every problem+json response
+the service answers (in place of FastAPI's validation shape, which it never sends)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,53 @@ HEADERS = {
     },
 }  # fmt: skip
 CONDITIONAL = ("insert", "delete", "replace", "compress", "expand", "batch-start", "batch-end")
+PROBLEM = {
+    "type": "object",
+    "description": "RFC 9457 problem details; `error` names the exception class ctxstore raised",
+    "required": ["type", "title", "status", "detail"],
+    "properties": {
+        "type": {"type": "string"}, "title": {"type": "string"}, "status": {"type": "integer"},
+        "detail": {"type": "string"}, "instance": {"type": "string"},
+        "error": {"type": "string"},
+    },
+    "additionalProperties": True,
+}  # fmt: skip
+WHY = {
+    "401": "no bearer token, or not a valid one",
+    "404": "no such context for this caller (another tenant's reads as none), or message",
+    "409": "the context moved past If-Match or expected_version, the id is taken, or the "
+    "Idempotency-Key is still running",
+    "413": "the body is larger than CTXSTORE_SERVICE__MAX_BODY_BYTES",
+    "415": "the body is not application/json",
+    "422": "the request is not valid (a field, a message, a transcript, a number's bounds)",
+    "500": "the context's stored events are damaged (damaged-context)",
+    "503": "the database failed or is unreachable; retry after Retry-After seconds",
+}
+
+
+def problems_of(path: str, method: str, operation: dict[str, Any]) -> list[str]:
+    """The problem statuses an operation can answer."""
+    found = ["401", "422", "503"]
+    names = {p.get("name") for p in operation.get("parameters", [])}
+    if "{context_id}" in path or "context_id" in names:
+        found += ["404", "500"]
+    if method in ("post", "delete"):
+        found.append("409")
+    if "requestBody" in operation:
+        found += ["413", "415"]
+    return sorted(found)
+
+
+def problem_response(status: str) -> dict[str, Any]:
+    response: dict[str, Any] = {
+        "description": WHY[status],
+        "content": {
+            "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        },
+    }
+    if status == "503":
+        response["headers"] = {"Retry-After": {"schema": {"type": "integer"}}}
+    return response
 
 
 def document_headers(app: FastAPI) -> None:
@@ -42,10 +90,16 @@ def document_headers(app: FastAPI) -> None:
             "scheme": "bearer",
             "description": "a token from CTXSTORE_SERVICE__TOKENS (none needed without tokens)",
         }
+        components.setdefault("schemas", {})["Problem"] = PROBLEM
+        for name in ("HTTPValidationError", "ValidationError"):  # FastAPI's, never sent
+            components["schemas"].pop(name, None)
         for path, item in schema.get("paths", {}).items():
             if path == "/health":
                 continue
             for method, operation in item.items():
+                responses = operation.setdefault("responses", {})
+                for status in problems_of(path, method, operation):
+                    responses[status] = problem_response(status)
                 operation["security"] = [{"bearer": []}]
                 added = [HEADERS["actor"]]
                 if method == "post":

@@ -14,7 +14,11 @@ import random
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    status_code_conformance,
+)
 
 from ctxstore.adapters.http import create_app
 from ctxstore.adapters.settings import ServiceConfig
@@ -68,7 +72,10 @@ def test_no_request_gets_a_server_error(api_schema):
             before = store.visible(live).version
             response = case.call(headers=AUTH)
             sent[0] += 1
-            case.validate_response(response, checks=[not_a_server_error])
+            case.validate_response(
+                response,
+                checks=[not_a_server_error, status_code_conformance, content_type_conformance],
+            )
             if response.status_code >= 400:
                 kind = response.headers.get("content-type")
                 kind = kind[0] if isinstance(kind, list) else kind
