@@ -10,9 +10,11 @@ from pydantic import (
     Discriminator,
     Field,
     JsonValue,
+    SerializerFunctionWrapHandler,
     Tag,
     TypeAdapter,
     ValidationError,
+    model_serializer,
     model_validator,
 )
 
@@ -145,7 +147,7 @@ class AudioRef(BaseModel):
 REQUEST_FIELDS = {
     "role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio", "function_call",
 }  # fmt: skip
-OPTIONAL_FIELDS = ("audio", "annotations", "function_call")  # stored only when set
+ADDED_FIELDS = ("annotations", "function_call")  # shown only when set
 
 
 class Message(BaseModel):
@@ -169,6 +171,16 @@ class Message(BaseModel):
     annotations: list[dict[str, JsonValue]] | None = None
     function_call: FunctionCall | None = None  # the legacy single call (before tool_calls)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+
+    @model_serializer(mode="wrap")
+    def _without_unset_additions(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # Fields added after the first releases appear only when set: a message without
+        # them reads exactly as it did (in JSON answers, exports and comparisons).
+        dumped: dict[str, Any] = handler(self)
+        for name in ADDED_FIELDS:
+            if dumped.get(name, 0) is None:
+                del dumped[name]
+        return dumped
 
     @model_validator(mode="after")
     def _provider_fields_are_json(self) -> Message:
@@ -230,13 +242,12 @@ class Message(BaseModel):
         return "\n".join(p.text for p in self.content if p.text is not None)
 
     def stored(self) -> dict[str, Any]:
-        """The message as events and snapshots hold it. A field added since the first
-        release (audio) is held only when set: other messages are stored as before, and
-        read back with it as null."""
+        """The message as events and snapshots hold it. Fields added since the first
+        release (audio, annotations, function_call) are held only when set: other messages
+        are stored as before, and read back with them as null."""
         held = self.model_dump(mode="json")
-        for name in OPTIONAL_FIELDS:
-            if held[name] is None:
-                del held[name]  # (cheaper than asking the serializer to leave it out)
+        if held["audio"] is None:  # (cheaper than asking the serializer to leave it out)
+            del held["audio"]
         return held
 
     def to_openai(self) -> dict[str, Any]:

@@ -403,6 +403,14 @@ def erase(
     ctx: typer.Context,
     context: str,
     reason: Annotated[str, typer.Option(help="Why (kept in the erasure record).")],
+    with_forks: Annotated[
+        bool | None,
+        typer.Option(
+            "--with-forks/--keep-forks",
+            help="Its forks hold copies of its messages: erase them too, or keep them.",
+            show_default=False,
+        ),
+    ] = None,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation.")] = False,
     as_json: JsonFlag = False,
 ) -> None:
@@ -410,7 +418,7 @@ def erase(
     if not yes and not typer.confirm(f"Erase context {context} for good?"):
         raise typer.Exit(1)
     with open_store(ctx) as store:
-        record = store.erase(context, reason=reason, actor=actor(ctx))
+        record = store.erase(context, reason=reason, actor=actor(ctx), with_forks=with_forks)
     if as_json:
         print_json(record.model_dump(mode="json"))
     else:
@@ -419,6 +427,8 @@ def erase(
             f"deleted; recorded as erased by {record.actor} ({record.reason})",
             highlight=False,
         )
+        for fork in record.forks:
+            out.print(f"erased with it: fork {fork}", highlight=False)
         for left in record.residue:
             err.print(f"residue: {left}", highlight=False)
 

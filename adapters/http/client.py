@@ -453,8 +453,13 @@ class CtxStoreClient(ContextOperations):
         cid = None if context_id is None else str(context_id)
         return self._get_list("/v1/usage", ModelUsage, model=model, context_id=cid)
 
-    def erase(self, context_id: UUID | str, *, reason: str) -> Erasure:
-        response = self._send("DELETE", self._ctx(context_id), params={"reason": reason})
+    def erase(
+        self, context_id: UUID | str, *, reason: str, with_forks: bool | None = None
+    ) -> Erasure:
+        params: dict[str, Any] = {"reason": reason}
+        if with_forks is not None:
+            params["with_forks"] = "true" if with_forks else "false"
+        response = self._send("DELETE", self._ctx(context_id), params=params)
         return Erasure.model_validate(response.json())
 
     def erasures(self) -> list[Erasure]:

@@ -13,7 +13,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict
 
 TABLE = "ctxstore_erasures"
-COLUMNS = "context_id, tenant, erased_at, actor, reason, events, snapshots, residue"
+COLUMNS = "context_id, tenant, erased_at, actor, reason, events, snapshots, residue, forks"
 
 
 class Erasure(BaseModel):
@@ -30,6 +30,8 @@ class Erasure(BaseModel):
     snapshots: int
     # What may still hold the erased content, and why (empty: nothing this store can see).
     residue: list[str] = []
+    # The forks erased with it (they held copies of its messages), each with its own record.
+    forks: list[UUID] = []
 
 
 class Eraser(ABC):
@@ -50,4 +52,10 @@ def erasure_record(row: Any) -> Erasure:
         context_id=UUID(row[0]), tenant=row[1],
         erased_at=datetime.fromtimestamp(row[2], UTC), actor=row[3], reason=row[4],
         events=row[5], snapshots=row[6], residue=json.loads(row[7]) if row[7] else [],
+        forks=[UUID(f) for f in json.loads(row[8])] if row[8] else [],
     )  # fmt: skip
+
+
+def forks_json(record: Erasure) -> str | None:
+    """The record's forks as stored (None when it has none)."""
+    return json.dumps([f.hex for f in record.forks]) if record.forks else None

@@ -120,6 +120,7 @@ class MemoryBackend(Backend):
     migrations = (
         Migration(1, "nothing to create in memory", _nothing_to_create),
         Migration(2, "erasure records say what residue may remain", _nothing_to_create),
+        Migration(3, "erasure records name the forks erased with a context", _nothing_to_create),
     )
 
     def __init__(self, env: dict[str, str]) -> None:

@@ -48,7 +48,13 @@ from ctxstore.adapters.storage.audit_index import (
 from ctxstore.adapters.storage.backend import SQLBackend
 from ctxstore.adapters.storage.codec.chain import Row
 from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
-from ctxstore.adapters.storage.erasers import TABLE, Eraser, Erasure, erasure_record
+from ctxstore.adapters.storage.erasers import (
+    TABLE,
+    Eraser,
+    Erasure,
+    erasure_record,
+    forks_json,
+)
 from ctxstore.adapters.storage.idempotency import SQLIdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.storage.postgres_bounds import bound_datastore, bound_retries
@@ -305,9 +311,9 @@ class PostgresEraser(Eraser):
         with self.datastore.transaction(commit=True) as c:
             c.execute(
                 SQL("INSERT INTO {0} (" + ERASURE_COLUMNS + ") VALUES "
-                    "(%s, %s, %s, %s, %s, %s, %s, %s)").format(self.table),
+                    "(%s, %s, %s, %s, %s, %s, %s, %s, %s)").format(self.table),
                 (cid.hex, done.tenant, done.erased_at.timestamp(), done.actor, done.reason,
-                 events, snapshots, json.dumps(residue)),
+                 events, snapshots, json.dumps(residue), forks_json(done)),
             )  # fmt: skip
         return done
 

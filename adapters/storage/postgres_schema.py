@@ -211,7 +211,18 @@ def _erasure_residue(backend: Any, events: Any, snapshots: Any) -> None:
         )
 
 
+def _erasure_forks(backend: Any, events: Any, snapshots: Any) -> None:
+    """Erasure records name the forks erased with a context."""
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(
+            SQL("ALTER TABLE {0}.ctxstore_erasures ADD COLUMN IF NOT EXISTS forks text").format(
+                Identifier(events.datastore.schema)
+            )
+        )
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
+    Migration(3, "erasure records name the forks erased with a context", _erasure_forks),
 )

@@ -52,7 +52,13 @@ from ctxstore.adapters.storage.audit_index import (
 from ctxstore.adapters.storage.backend import Backend, SQLBackend
 from ctxstore.adapters.storage.codec.chain import Row
 from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
-from ctxstore.adapters.storage.erasers import TABLE, Eraser, Erasure, erasure_record
+from ctxstore.adapters.storage.erasers import (
+    TABLE,
+    Eraser,
+    Erasure,
+    erasure_record,
+    forks_json,
+)
 from ctxstore.adapters.storage.file_locks import (
     AVAILABLE,
     Racer,
@@ -223,9 +229,9 @@ class SQLiteEraser(Eraser):
         )
         with self.datastore.transaction(commit=True) as c:
             c.execute(
-                f"INSERT INTO {TABLE} ({ERASURE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO {TABLE} ({ERASURE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (hex_id, done.tenant, done.erased_at.timestamp(), done.actor, done.reason,
-                 events, snapshots, json.dumps(residue)),
+                 events, snapshots, json.dumps(residue), forks_json(done)),
             )  # fmt: skip
         return done
 
@@ -370,9 +376,15 @@ def _erasure_residue(backend: Backend, events: Any, snapshots: Any) -> None:
     add_column(events.datastore, TABLE, "residue")
 
 
+def _erasure_forks(backend: Backend, events: Any, snapshots: Any) -> None:
+    """Erasure records name the forks erased with a context."""
+    add_column(events.datastore, TABLE, "forks")
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
+    Migration(3, "erasure records name the forks erased with a context", _erasure_forks),
 )
 
 

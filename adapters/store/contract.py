@@ -56,7 +56,9 @@ class ContextOperations(Protocol):
         metadata: JSON | None = None,
     ) -> UUID: ...  # fmt: skip
 
-    def erase(self, context_id: UUID | str, *, reason: str) -> Erasure: ...
+    def erase(
+        self, context_id: UUID | str, *, reason: str, with_forks: bool | None = None
+    ) -> Erasure: ...
 
     def erasures(self) -> list[Erasure]: ...
 

@@ -20,22 +20,74 @@ from uuid import UUID
 
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import Erasure
+from ctxstore.domain.context import Context
 from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.domain.limits import column_text, text_problem
 
 
-def erase_context(core: StoreCore, context_id: UUID | str, *, actor: str, reason: str) -> Erasure:
-    """Erase a context's contents for good; returns the record left in their place."""
+def forks_of(core: StoreCore, cid: UUID) -> list[UUID]:
+    """The contexts that hold copies of `cid`'s messages: its forks, their forks, ... (in
+    the order they were made; erased ones are gone from the events)."""
+    children: dict[UUID, list[UUID]] = {}
+    for e in core.all_of(Context.ContextForked):
+        assert isinstance(e, Context.ContextForked)
+        children.setdefault(UUID(e.source_id), []).append(e.originator_id)
+    found: list[UUID] = []
+    todo = list(children.get(cid, []))
+    while todo:
+        fork = todo.pop(0)
+        if fork not in found:
+            found.append(fork)
+            todo.extend(children.get(fork, []))
+    return found
+
+
+def erase_context(
+    core: StoreCore, context_id: UUID | str, *, actor: str, reason: str,
+    with_forks: bool | None = None,
+) -> Erasure:  # fmt: skip
+    """Erase a context's contents for good; returns the record left in their place.
+
+    Forks hold copies of its messages: with none, erasing goes ahead; with some, it is
+    refused unless `with_forks` says what to do — True erases them too (each leaves its own
+    record, and this record names them), False leaves them (this record's residue names
+    them)."""
     if text_problem(reason, 1000):
         raise InvalidOperationError(
             "an erasure needs a reason (1-1000 characters, no NUL or lone surrogates)"
         )
     cid = core.id(context_id)
-    tenant = core.tenant_of(cid)  # raises ContextNotFoundError
-    record = Erasure(
-        context_id=cid, tenant=None if tenant is None else column_text(tenant), erased_at=datetime.now(UTC), actor=actor,
-        reason=reason.strip(), events=0, snapshots=0,
-    )  # fmt: skip
-    done = core.storage.eraser().erase(record)
+    core.tenant_of(cid)  # raises ContextNotFoundError
+    forks = forks_of(core, cid)
+    if forks and with_forks is None:
+        named = ", ".join(str(f) for f in forks[:5]) + (" ..." if len(forks) > 5 else "")
+        raise InvalidOperationError(
+            f"context {cid} has {len(forks)} fork(s) holding copies of its messages ({named}): "
+            "erase them too (with_forks=True, --with-forks) or keep them (with_forks=False, "
+            "--keep-forks)"
+        )
+    eraser = core.storage.eraser()
+    erased: list[UUID] = []
+    if with_forks:
+        for fork in reversed(forks):  # the newest copies first: a failure leaves the source
+            eraser.erase(_record(core, fork, actor, f"erased with {cid}: {reason.strip()}"))
+            core.forget(fork)
+            erased.append(fork)
+    record = _record(core, cid, actor, reason.strip())
+    record = record.model_copy(update={"forks": list(reversed(erased))})
+    done = eraser.erase(record)
     core.forget(cid)
+    if forks and not with_forks:
+        kept = ", ".join(str(f) for f in forks)
+        return done.model_copy(
+            update={"residue": [*done.residue, f"forks kept, holding copies: {kept}"]}
+        )
     return done
+
+
+def _record(core: StoreCore, cid: UUID, actor: str, reason: str) -> Erasure:
+    tenant = core.tenant_of(cid)
+    return Erasure(
+        context_id=cid, tenant=None if tenant is None else column_text(tenant),
+        erased_at=datetime.now(UTC), actor=actor, reason=reason[:1000], events=0, snapshots=0,
+    )  # fmt: skip

@@ -499,13 +499,20 @@ class ContextStore(ContextOperations):
             tenant=tenant,
         )  # fmt: skip
 
-    def erase(self, context_id: UUID | str, *, reason: str, actor: str | None = None) -> Erasure:
+    def erase(
+        self, context_id: UUID | str, *, reason: str, actor: str | None = None,
+        with_forks: bool | None = None,
+    ) -> Erasure:  # fmt: skip
         """Delete a context's contents for good (its events, snapshots, audit rows); leaves
-        a record of the erasure, by whom and why. Raises ContextNotFoundError."""
+        a record of the erasure, by whom and why. A context whose forks hold copies of its
+        messages is refused unless `with_forks` is True (they are erased too, and the
+        record names them) or False (they stay, and the record's residue names them).
+        Raises ContextNotFoundError, InvalidOperationError."""
         audit.catch_up(self._core)  # nothing of the context is left for the index to add
         return erasure.erase_context(
-            self._core, context_id, actor=self._core.actor(actor), reason=reason
-        )
+            self._core, context_id, actor=self._core.actor(actor), reason=reason,
+            with_forks=with_forks,
+        )  # fmt: skip
 
     def erasures(self) -> list[Erasure]:
         """The erasure records, oldest first."""

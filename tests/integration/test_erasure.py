@@ -127,3 +127,30 @@ def test_erasure_says_what_residue_remains(durable_url, tmp_path):
             record = store.erase(held, reason="postgres")
             assert [r[:35] for r in record.residue] == ["PostgreSQL: the write-ahead log, st"]
         assert store.erasures()[-1].residue == record.residue
+
+
+def test_erasing_a_context_with_forks_says_so_and_does_what_it_is_told(durable_url):
+    with ContextStore.from_url(durable_url) as store:
+        cid = store.create()
+        store.insert(cid, [{"role": "user", "content": "my secret is 4242"}])
+        fork = store.fork(cid)
+        fork_of_fork = store.fork(fork)
+        other = store.fork(store.create())
+        with pytest.raises(InvalidOperationError, match="2 fork"):
+            store.erase(cid, reason="user asked")
+        assert store.visible(cid).version == 2  # nothing erased
+        done = store.erase(cid, reason="user asked", with_forks=True)
+        assert done.forks == [fork, fork_of_fork]
+        for gone in (cid, fork, fork_of_fork):
+            with pytest.raises(ContextNotFoundError):
+                store.visible(gone)
+        records = {r.context_id: r for r in store.erasures()}
+        assert records[cid].forks == [fork, fork_of_fork]
+        assert records[fork].reason == f"erased with {cid}: user asked"
+        assert store.visible(other).version >= 1  # another context's fork is untouched
+        kept_source = store.create()
+        store.insert(kept_source, [{"role": "user", "content": "x"}])
+        kept = store.fork(kept_source)
+        done = store.erase(kept_source, reason="r", with_forks=False)
+        assert done.forks == [] and any(str(kept) in r for r in done.residue)
+        assert store.visible(kept).messages[0].content == "x"

@@ -85,6 +85,14 @@ def fork(ctx: Owned, body: ForkBody, response: Response) -> Created:
 
 @router.delete("/{context_id}", response_model=Erasure)
 @pooled
-def erase(ctx: Owned, reason: Annotated[str, Query(min_length=1, max_length=1000)]) -> Erasure:
-    """Erase the context's contents for good (right to be forgotten); a record stays."""
-    return ctx.store.erase(ctx.cid, reason=reason, actor=ctx.who.actor)
+def erase(
+    ctx: Owned,
+    reason: Annotated[str, Query(min_length=1, max_length=1000)],
+    with_forks: Annotated[
+        bool | None,
+        Query(description="its forks hold copies: true erases them too, false keeps them"),
+    ] = None,
+) -> Erasure:
+    """Erase the context's contents for good (right to be forgotten); a record stays. With
+    forks holding copies, refused (422) unless with_forks says what to do with them."""
+    return ctx.store.erase(ctx.cid, reason=reason, actor=ctx.who.actor, with_forks=with_forks)
