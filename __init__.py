@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from ctxstore.domain.compaction import NothingToSummarizeError
 from ctxstore.domain.errors import (
     ConfigurationError,
     ContextExistsError,
     ContextNotFoundError,
+    ContextOverflowError,
     CtxStoreError,
     DamagedContextError,
     InvalidImportError,
@@ -17,6 +17,7 @@ from ctxstore.domain.errors import (
     LimitExceededError,
     MalformedTranscriptError,
     MissingExtraError,
+    NothingToSummarizeError,
     PromptDoesNotFitError,
     StoreUnavailableError,
     StoreURLError,
@@ -24,11 +25,10 @@ from ctxstore.domain.errors import (
     UnknownMessageError,
     VersionConflictError,
 )
-from ctxstore.domain.messages import Message
-from ctxstore.domain.summarize import ContextOverflowError
 
 if TYPE_CHECKING:
     from ctxstore.adapters.store.facade import ContextStore
+    from ctxstore.domain.messages import Message
 
 __all__ = [
     "ConfigurationError",
@@ -61,3 +61,16 @@ def open(url: str | None = None) -> ContextStore:
     from ctxstore.adapters.store.facade import ContextStore
 
     return ContextStore.from_url(url)
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded on first use: `import ctxstore` (and the command line's start) stays light.
+    if name == "Message":
+        from ctxstore.domain.messages import Message
+
+        return Message
+    if name == "ContextStore":
+        from ctxstore.adapters.store.facade import ContextStore
+
+        return ContextStore
+    raise AttributeError(f"module 'ctxstore' has no attribute {name!r}")

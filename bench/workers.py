@@ -26,8 +26,7 @@ from typing import Any
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
-from ctxstore.domain.compaction import NothingToSummarizeError
-from ctxstore.domain.errors import CtxStoreError
+from ctxstore.domain.errors import CtxStoreError, NothingToSummarizeError
 
 
 def ack(tag: str, op: str, version: int, **extra: Any) -> None:

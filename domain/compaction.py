@@ -20,14 +20,10 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ctxstore.domain.errors import CtxStoreError
+from ctxstore.domain.errors import NothingToSummarizeError
 
 MIN_ROUNDS = 4  # half-window needs at least this many rounds
 MIN_KEEP = 2  # MIN_OVERLAP + 1 rounds are always kept
-
-
-class NothingToSummarizeError(CtxStoreError, ValueError):
-    """The visible context has nothing a summary could replace (fallback level 3)."""
 
 
 class Entry(NamedTuple):

@@ -74,3 +74,11 @@ class MissingExtraError(ConfigurationError, ImportError):
 
     def __init__(self, feature: str, extra: str) -> None:
         super().__init__(f"{feature} needs the extra: pip install 'ctxstore[{extra}]'")
+
+
+class NothingToSummarizeError(CtxStoreError, ValueError):
+    """The visible context has nothing a summary could replace (fallback level 3)."""
+
+
+class ContextOverflowError(CtxStoreError):
+    """The summarizer's model could not take this much input."""

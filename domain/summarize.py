@@ -14,14 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ctxstore.domain.errors import CtxStoreError
+from ctxstore.domain.errors import ContextOverflowError
 from ctxstore.domain.messages import Message
 
 ALGORITHM = "bisect_v1"
-
-
-class ContextOverflowError(CtxStoreError):
-    """The summarizer's model could not take this much input."""
 
 
 class Summarizer(Protocol):

@@ -18,8 +18,6 @@ from ctxstore.adapters.cli.common import (
     out,
     print_json,
 )
-from ctxstore.adapters.settings import redact
-from ctxstore.adapters.store.facade import ContextStore
 
 
 def _loopback(host: str) -> bool:
@@ -47,6 +45,8 @@ def serve(
 ) -> None:
     """Serve the store over HTTP (OpenAPI at /openapi.json). Tokens: CTXSTORE_SERVICE__TOKENS."""
     import uvicorn
+
+    from ctxstore.adapters.settings import redact
 
     with open_store(ctx) as store:  # fail here, with a clear message, if it cannot be opened
         config = store.settings.service
@@ -92,6 +92,8 @@ def keygen(
 def migrate(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Bring the store's schema to this release's version; run it as the owner of the
     tables (a store opened by its owner does it by itself)."""
+    from ctxstore.adapters.store.facade import ContextStore  # (see common.open_store)
+
     applied = ContextStore.setup(options(ctx).url)
     with open_store(ctx) as store:
         version = store.schema_version()

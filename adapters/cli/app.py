@@ -14,7 +14,7 @@ app = typer.Typer(
     name="ctxstore",
     help="Event-sourced store for LLM conversation context.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, ...)
     pretty_exceptions_enable=False,
 )
 
@@ -55,6 +55,17 @@ COMMANDS = (
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"ctxstore {version('ctxstore')}")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            print("ctxstore (not installed)")
+        raise typer.Exit()
+
+
 @app.callback()
 def main_options(
     ctx: typer.Context,
@@ -65,6 +76,12 @@ def main_options(
     actor: Annotated[
         str | None, typer.Option(help="Who runs the commands (default: CTXSTORE_ACTOR).")
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", is_eager=True, callback=_print_version, help="Print the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """ctxstore: every change to an LLM context is an event; replay, roll back, audit."""
     ctx.obj = Options(url=url, actor=actor)

@@ -9,7 +9,7 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Annotated, TextIO
+from typing import TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.panel import Panel
@@ -30,10 +30,12 @@ from ctxstore.adapters.cli.common import (
     token_label,
 )
 from ctxstore.adapters.cli.terminal import json_shown, shown_text
-from ctxstore.adapters.store.results import ReplayStep
 from ctxstore.domain.errors import ConfigurationError, InvalidOperationError
-from ctxstore.projections.audit import AuditEntry
-from ctxstore.projections.changes import Change, Diff
+
+if TYPE_CHECKING:  # annotations only: the command line starts without them
+    from ctxstore.adapters.store.results import ReplayStep
+    from ctxstore.projections.audit import AuditEntry
+    from ctxstore.projections.changes import Change, Diff
 
 RELATIVE = re.compile(r"^(\d+)\s*([smhd])$")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
@@ -195,27 +197,60 @@ def replay(
     step: Annotated[
         bool, typer.Option("--step", help="Wait for Enter after each event (q quits).")
     ] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="With --json: the whole visible context each line.")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Walk a context's events one by one, with the visible context after each.
 
-    --json prints one JSON line per event: the event (with its changes), the visible
-    messages and token total after it, and the model calls that sent that version.
+    --json prints one JSON line per event: the event, what it changed (the messages added
+    or changed, in full with their positions; the ids removed), the visible context's
+    version, batch, size and tokens after it, and the model calls that sent that version.
+    Each line holds what its step changed, so the output grows with the history, not with
+    history x context (--full adds the whole visible context to every line).
     """
     with open_store(ctx) as store:
         steps = store.replay(context, from_version=from_version, to_version=to)
         for s in steps:
             if as_json:
-                line = {
-                    "event": s.event.model_dump(mode="json", exclude_none=True),
-                    "visible": s.visible.model_dump(mode="json", exclude_none=True),
-                    "calls": s.calls,
-                }
+                line = replay_line(s, full=full)
                 print(json_shown(json.dumps(line, ensure_ascii=False)), flush=True)
                 continue
             render_step(s)
             if step and sys.stdin.isatty() and input("Enter: next, q: quit ").strip() == "q":
                 break
+
+
+def replay_line(s: ReplayStep, *, full: bool) -> dict[str, Any]:
+    """One replay step as a JSON line: the event and what it changed."""
+    v, change = s.visible, s.event.changes
+    event = s.event.model_dump(mode="json", exclude_none=True, exclude={"changes"})
+    line: dict[str, Any] = {"event": event}
+    if change is not None:
+        touched = {b.id for b in change.added} | {b.id for b in change.changed}
+        at = {m.id: n for n, m in enumerate(v.messages) if m.id in touched}
+        by_id = {m.id: m for m in v.messages if m.id in touched}
+
+        def placed(ids: list[str]) -> list[dict[str, Any]]:
+            return [
+                {"at": at[i], "tokens": v.token_counts.get(i),
+                 "message": by_id[i].model_dump(mode="json", exclude_none=True)}
+                for i in ids if i in by_id
+            ]  # fmt: skip
+
+        line["added"] = placed([b.id for b in change.added])
+        line["changed"] = placed([b.id for b in change.changed])
+        line["removed"] = [b.id for b in change.removed]
+        line["tokens_delta"] = change.tokens_delta
+    line["visible"] = (
+        v.model_dump(mode="json", exclude_none=True)
+        if full
+        else {"version": v.version, "batch": v.batch, "messages": len(v.messages),
+              "tokens": v.tokens, "estimated": v.estimated}
+    )  # fmt: skip
+    line["calls"] = s.calls
+    return line
 
 
 def render_step(s: ReplayStep) -> None:

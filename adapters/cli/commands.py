@@ -19,6 +19,7 @@ from ctxstore.adapters.cli.common import (
     json_option,
     message_from_flags,
     open_store,
+    options,
     out,
     parse_ref,
     print_json,
@@ -27,7 +28,6 @@ from ctxstore.adapters.cli.common import (
     render_history,
     render_visible,
 )
-from ctxstore.domain.compaction import SUMMARY_ROLE, summary_message
 from ctxstore.domain.errors import InvalidMessageError
 
 
@@ -158,13 +158,17 @@ def compress(
         list[str], typer.Argument(help="The contiguous run: message ids or #positions.")
     ],
     summary: Annotated[str, typer.Option(help="Text of the summary message.")],
-    role: Annotated[str, typer.Option(help="Role of the summary message.")] = SUMMARY_ROLE,
+    role: Annotated[
+        str, typer.Option(help="Role of the summary message (a summary's: system).")
+    ] = "system",
     stats: Annotated[str | None, typer.Option(help="Free-form stats as a JSON object.")] = None,
     expected_version: ExpectedVersion = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Replace a contiguous run of messages by one summary message."""
     parsed_stats = json_option(stats, "--stats")
+    from ctxstore.domain.compaction import summary_message  # (the command line starts light)
+
     message = summary_message(summary, role=role)
     with open_store(ctx) as store:
         w = store.compress(
@@ -332,8 +336,17 @@ def compact(
 
 @handles_errors
 def demo(ctx: typer.Context) -> None:
-    """Play a scripted agent conversation through every operation and print what happens."""
-    from ctxstore.adapters.cli.demo import run_demo
+    """Play a scripted agent conversation through every operation and explain each step;
+    it writes into a new throwaway store in the temporary folder unless --url names one."""
+    import tempfile
+    from pathlib import Path
 
-    with open_store(ctx) as store:
+    from ctxstore.adapters.cli.demo import run_demo
+    from ctxstore.adapters.store.facade import ContextStore
+
+    url = options(ctx).url
+    if url is None:
+        folder = Path(tempfile.mkdtemp(prefix="ctxstore-demo-"))
+        url = f"sqlite:///{folder / 'demo.db'}"
+    with ContextStore.from_url(url) as store:
         run_demo(store, out, render_visible, render_history)

@@ -5,18 +5,15 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from functools import wraps
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.table import Table
 
 from ctxstore.adapters.cli.terminal import SafeConsole, json_shown, shown_text
-from ctxstore.adapters.store.facade import ContextStore
-from ctxstore.adapters.store.results import Written
-from ctxstore.adapters.store.transfer import transcript_messages
-from ctxstore.domain.context import MessageRef
 from ctxstore.domain.errors import (
     ConfigurationError,
     ContextNotFoundError,
@@ -27,8 +24,13 @@ from ctxstore.domain.errors import (
     UnknownMessageError,
     VersionConflictError,
 )
-from ctxstore.projections.history import HistoryEntry
-from ctxstore.projections.visible import VisibleContext
+
+if TYPE_CHECKING:  # annotations only: the command line starts without them
+    from ctxstore.adapters.store.facade import ContextStore
+    from ctxstore.adapters.store.results import Written
+    from ctxstore.domain.context import MessageRef
+    from ctxstore.projections.history import HistoryEntry
+    from ctxstore.projections.visible import VisibleContext
 
 out = SafeConsole(width=None if sys.stdout.isatty() else 120)
 err = SafeConsole(stderr=True, soft_wrap=True)
@@ -107,6 +109,9 @@ READ_ONLY = {
 
 def open_store(ctx: typer.Context) -> ContextStore:
     """The store the command's --url names (default: CTXSTORE_URL, else the SQLite file)."""
+    # Imported here: `--help` and usage errors need none of the storage stack.
+    from ctxstore.adapters.store.facade import ContextStore
+
     return ContextStore.from_url(options(ctx).url, create=ctx.command.name not in READ_ONLY)
 
 
@@ -135,6 +140,8 @@ def read_messages_from_stdin() -> list[dict[str, Any]]:
     text = sys.stdin.read()
     if not text.strip():
         raise InvalidMessageError("no message given: pass --content or JSON/JSONL on stdin")
+    from ctxstore.adapters.store.transfer import transcript_messages  # (see open_store)
+
     return transcript_messages(text)
 
 
@@ -174,15 +181,33 @@ def token_label(tokens: int, estimated: bool) -> str:
     return f"~{tokens} (estimated)" if estimated else str(tokens)
 
 
-def render_visible(v: VisibleContext) -> None:
+LimitOption = Annotated[
+    int | None, typer.Option("--limit", min=0, help="Show at most this many (default: all).")
+]
+OffsetOption = Annotated[int, typer.Option("--offset", min=0, help="Skip this many first.")]
+
+
+def page_of(items: list[Any], offset: int, limit: int | None) -> list[Any]:
+    return items[offset:] if limit is None else items[offset : offset + limit]
+
+
+def paged() -> AbstractContextManager[Any]:
+    """Long output through the terminal's pager ($PAGER, else less); as it is elsewhere."""
+    return out.pager(styles=True) if out.is_terminal else nullcontext()
+
+
+def render_visible(v: VisibleContext, offset: int = 0, limit: int | None = None) -> None:
     title = (
         f"context {v.context_id}  version {v.version}  batch {v.batch}  "
         f"tokens {token_label(v.tokens, v.estimated)} ({v.encoding})"
     )
+    shown_count = len(page_of(v.messages, offset, limit))
+    if shown_count < len(v.messages):
+        title += f"  messages {offset}..{offset + shown_count - 1} of {len(v.messages)}"
     table = Table(title=title)
     for col in ("#", "id", "role", "tokens", "content"):
         table.add_column(col, overflow="fold")
-    for n, m in enumerate(v.messages):
+    for n, m in enumerate(page_of(v.messages, offset, limit), start=offset):
         body = preview(m.text())
         if m.tool_calls:
             calls = ", ".join(f"{c.tool_name}({preview(c.tool_input, 30)})" for c in m.tool_calls)

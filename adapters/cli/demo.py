@@ -25,8 +25,13 @@ def run_demo(
     show: Callable[[VisibleContext], None],
     show_log: Callable[[list[HistoryEntry]], None],
 ) -> None:
-    """Play the script on `store`, printing each step, the visible context, a rollback and the log."""
+    """Play the script on `store`, printing each step, what it showed in plain words, and
+    the next commands to try on the same store."""
     step = console.print
+
+    def said(text: str) -> None:
+        console.print(text, style="italic", highlight=False)
+
     cid = store.create(name="demo: travel agent", metadata={"model": "gpt-4o"}, actor="demo-sdk")
     step(Rule("1. a conversation with tool calls"))
     step(f"store {store.url}\ncontext {cid}")
@@ -61,6 +66,11 @@ def run_demo(
         actor="agent",
     )
     show(store.visible(cid))
+    said(
+        "The agent's conversation is stored message by message: a system prompt, the user's "
+        "question, the assistant asking two tools, their answers, and the reply. The table is "
+        "what the model would be sent next; 'tokens' is what each message costs."
+    )
 
     step(Rule("2. refused: a user message between a tool call and its result"))
     asked = store.insert(
@@ -76,8 +86,12 @@ def run_demo(
         cid, [{"role": "tool", "tool_call_id": "call_fx", "content": "162.4"}], actor="agent"
     )
     step(f"the call {asked.ids[0]} got its result; nothing else was written")
+    said(
+        "A model API rejects a conversation where a tool call is not followed by its answer, "
+        "so the store refused that insert and kept nothing of it."
+    )
 
-    step(Rule("3. batch 1: a temporary instruction, then rollback (the 0-1-0 cycle)"))
+    step(Rule("3. a savepoint: a temporary instruction, then undo it"))
     store.batch_start(cid, actor="planner")
     store.insert(
         cid, [{"role": "system", "content": "Temporary: answer in French."}], actor="planner"
@@ -90,10 +104,13 @@ def run_demo(
     )
     show(store.visible(cid))
     w = store.batch_end(cid, to=0, actor="planner")
-    step(
-        f"batch_end(to=0) -> batch {w.batch}, version {w.version}: back to the moment batch 1 opened"
-    )
+    step(f"rolled back: the context is at change number {w.version}, no savepoint open")
     show(store.visible(cid))
+    said(
+        "batch-start marked a savepoint; the French instruction and the two messages after "
+        "it were then undone by batch-end in one step. Nothing is deleted from the history: "
+        "the log below shows them, marked as rolled back."
+    )
 
     step(Rule("4. replace, delete, compress"))
     user_id = store.visible(cid).messages[1].id
@@ -114,11 +131,24 @@ def run_demo(
         actor="compactor",
     )
     show(store.visible(cid))
+    said(
+        "The user's question was edited in place (same id), the exchange-rate call and its "
+        "answer were hidden together, and the first exchange was replaced by one summary."
+    )
 
-    step(Rule("5. time travel: the context as the model saw it at version 3"))
+    step(Rule("5. time travel: the context as it was after the third change"))
     show(store.visible(cid, at_version=3))
+    said(
+        "Every change has a number (its version); any earlier state can be read back exactly "
+        "as the model saw it then."
+    )
 
     step(Rule("6. tokens: what fits a small budget, and the provider's own count"))
+    said(
+        "A prompt is built for a token budget (a model's window): below, once with room to "
+        "spare and once with 60 tokens, where older messages are left out and the store says "
+        "why. Then the provider's billed count is recorded and compared with the store's."
+    )
     at3 = store.visible(cid, at_version=3)
     for budget in (at3.tokens * 2, 60):
         prompt = store.build_prompt(cid, budget, "full", at_version=3)
@@ -134,7 +164,7 @@ def run_demo(
             f"prompt tokens ({row.mean_error:+.1%})"
         )
 
-    step(Rule("7. compaction: a longer agent run, half of it summarized, then undone"))
+    step(Rule("7. compaction: a longer agent run, its older half summarized, then undone"))
     run = store.create(name="demo: compaction", actor="demo-sdk")
     for n in range(6):
         store.insert(
@@ -154,30 +184,52 @@ def run_demo(
     done = store.compact(run, actor="compactor")
     plan = done.plan
     step(
-        f"{plan['mode']}: {plan['summarized_rounds']} of {plan['total_rounds']} rounds summarized "
-        f"({plan['split_strategy']}, {plan['boundary_adjustment']}); tokens "
-        f"{done.tokens_before} -> {done.tokens_after}; batch {done.batch} holds it"
+        f"{plan['summarized_rounds']} of the {plan['total_rounds']} tool rounds were summarized; "
+        f"the context went from {done.tokens_before} to {done.tokens_after} tokens"
     )
     show(store.visible(run))
-    store.batch_end(run, actor="user")
-    step(f"batch_end: {len(store.visible(run).messages)} messages are back")
+    said(
+        "When a conversation grows too long for the model, its older half is replaced by a "
+        "summary (the newest turns stay word for word). The summarized messages are kept in "
+        "the history, so the summary can be undone:"
+    )
+    assert done.summary_id is not None
+    store.expand(run, done.summary_id, actor="user")
+    step(f"expanded: all {len(store.visible(run).messages)} messages are back in place")
 
-    step(Rule("8. the log (rolled-back events dimmed)"))
+    step(Rule("8. the log: every change, who made it, and what was rolled back"))
     show_log(store.history(cid))
 
     step(Rule("9. audit and debugging: who did what, what changed, a fork, the chain"))
     page = store.audit(actor="planner", context_id=cid)
     step(
-        "audit, actor planner: "
+        "the audit, asked what 'planner' did: "
         + ", ".join(
-            f"v{e.version} {e.type}" + (" (reverted)" if e.reverted else "") for e in page.entries
+            f"change {e.version} {e.type}" + (" (rolled back)" if e.reverted else "")
+            for e in page.entries
         )
     )
     d = store.diff(run, 2, store.visible(run).version)
     step(
-        f"diff of the compaction run, v2 -> head: +{len(d.added)} -{len(d.removed)} messages, tokens {d.tokens_delta:+d}"
+        f"the compaction run from its second change to now: {len(d.added)} messages added, "
+        f"{len(d.removed)} removed, {d.tokens_delta:+d} tokens"
     )
     branch = store.fork(cid, at_version=3, name="demo: what if", actor="developer")
     step(f"fork of the travel agent at version 3: {len(store.visible(branch).messages)} messages")
     checked = store.verify()
     step(f"verify: {checked.events} events, {len(checked.broken)} broken links")
+    said(
+        "The audit answers who changed what and when; the diff shows what the compaction "
+        "changed; the fork is an independent copy of an earlier state to try something else; "
+        "verify recomputes the chain of hashes that links every stored change, so any edit "
+        "behind the store's back is found."
+    )
+    step(Rule("next: three commands to try on this store"))
+    url = store.url
+    for why, command in (
+        ("the conversation now", f"ctxstore --url {url} show {cid}"),
+        ("what each change did", f"ctxstore --url {url} log {cid} --changes"),
+        ("walk it change by change", f"ctxstore --url {url} replay {cid} --step"),
+    ):
+        console.print(f"# {why}", style="dim", highlight=False)
+        console.print(command, markup=False, highlight=False, soft_wrap=True)

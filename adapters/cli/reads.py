@@ -13,11 +13,15 @@ from rich.text import Text
 from ctxstore.adapters.cli.audit import render_change, show_call
 from ctxstore.adapters.cli.common import (
     JsonFlag,
+    LimitOption,
+    OffsetOption,
     actor,
     handles_errors,
     json_option,
     open_store,
     out,
+    page_of,
+    paged,
     preview,
     print_json,
     render_history,
@@ -49,18 +53,28 @@ def show(
         int | None,
         typer.Option(help="Show exactly what recorded model call N sent (1 first, -1 last)."),
     ] = None,
+    limit: LimitOption = None,
+    offset: OffsetOption = 0,
     as_json: JsonFlag = False,
 ) -> None:
-    """Print the visible context (now, at a past version, or as a model call saw it)."""
+    """Print the visible context (now, at a past version, or as a model call saw it); a
+    long one pages on a terminal, --limit/--offset take a slice of its messages."""
     if call is not None:
         show_call(ctx, context, call, openai, as_json)
         return
     with open_store(ctx) as store:
         v = store.visible(context, at_version=at_version, at_time=at_time)
-    if as_json:
-        print_json(v.to_openai() if openai else v.model_dump(mode="json", exclude_none=True))
+    if as_json and openai:
+        print_json(page_of(v.to_openai(), offset, limit))
+    elif as_json:
+        dumped = v.model_dump(mode="json", exclude_none=True)
+        dumped["messages"] = page_of(dumped["messages"], offset, limit)
+        if offset or limit is not None:
+            dumped["offset"], dumped["total_messages"] = offset, len(v.messages)
+        print_json(dumped)
     else:
-        render_visible(v)
+        with paged():
+            render_visible(v, offset, limit)
 
 
 @handles_errors
@@ -76,17 +90,22 @@ def log(
     changes: Annotated[
         bool, typer.Option("--changes", help="Show what each event changed in the context.")
     ] = False,
+    limit: LimitOption = None,
+    offset: OffsetOption = 0,
     as_json: JsonFlag = False,
 ) -> None:
-    """Print the context's history: every event, rolled-back ones marked."""
+    """Print the context's history: every event, rolled-back ones marked; a long one pages
+    on a terminal, --limit/--offset take a slice of the events (after the filters)."""
     with open_store(ctx) as store:
         entries = store.history(
             context, types=type_ or None, actor=by, from_version=from_version,
             to_version=to_version, changes=changes,
         )  # fmt: skip
+    entries = page_of(entries, offset, limit)
     if as_json:
         print_json([h.model_dump(mode="json", exclude_none=True) for h in entries])
-    else:
+        return
+    with paged():
         render_history(entries)
         if changes:
             for h in entries:

@@ -40,9 +40,8 @@ from ctxstore.adapters.store.results import (
 )
 from ctxstore.adapters.store.transfer import transcript_messages
 from ctxstore.domain import errors
-from ctxstore.domain.compaction import NothingToSummarizeError
 from ctxstore.domain.context import JSON, MessageRef
-from ctxstore.domain.errors import InvalidImportError
+from ctxstore.domain.errors import InvalidImportError, NothingToSummarizeError
 from ctxstore.domain.prompt import Strategy
 
 REPLAY_PAGE = 500  # versions a replay request asks for

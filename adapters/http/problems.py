@@ -15,7 +15,6 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ctxstore.domain.compaction import NothingToSummarizeError
 from ctxstore.domain.errors import (
     ContextExistsError,
     ContextNotFoundError,
@@ -24,6 +23,7 @@ from ctxstore.domain.errors import (
     InvalidMessageError,
     LimitExceededError,
     MalformedTranscriptError,
+    NothingToSummarizeError,
     PromptDoesNotFitError,
     StoreUnavailableError,
     UnknownBatchError,

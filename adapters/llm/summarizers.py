@@ -7,9 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxstore.domain.errors import MissingExtraError
+from ctxstore.domain.errors import ContextOverflowError, MissingExtraError
 from ctxstore.domain.messages import Message
-from ctxstore.domain.summarize import ContextOverflowError
 from ctxstore.domain.tokens import ESTIMATE, TextCounter
 
 PROMPT_VERSION = "summary-v1"

@@ -3,13 +3,15 @@ one implementation, chosen once by the store's URL (storage/events.py, `backend_
 
 from __future__ import annotations
 
+import sqlite3
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import Cipher
+from eventsourcing.persistence import Cipher, PersistenceError
 
 from ctxstore.adapters.storage.audit_index import AuditView
 from ctxstore.adapters.storage.erasers import Eraser
@@ -120,3 +122,22 @@ class SQLBackend(Backend, ABC):
     def turns(self, recorder: Any) -> Turns:
         found: Turns = self.turns_class(recorder.datastore)
         return found
+
+
+def driver_errors() -> tuple[type[BaseException], ...]:
+    """The exceptions a database driver in use may raise (psycopg's only once loaded: a
+    process that never opened PostgreSQL never imports it)."""
+    found: tuple[type[BaseException], ...] = (PersistenceError, sqlite3.Error)
+    psycopg = sys.modules.get("psycopg")
+    return found if psycopg is None else (*found, psycopg.Error)
+
+
+def never_sent(exc: BaseException | None) -> bool:
+    """Whether a failure happened before any statement reached the server (no pooled
+    connection could be had in time): then nothing it carried can have been stored."""
+    pool = sys.modules.get("psycopg_pool")
+    while pool is not None and exc is not None:
+        if isinstance(exc, pool.PoolTimeout):
+            return True
+        exc = exc.__cause__
+    return False

@@ -13,7 +13,6 @@ import sqlite3
 from typing import Any, cast
 from uuid import UUID
 
-import psycopg
 from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.domain import OriginatorVersionError
 from eventsourcing.persistence import (
@@ -21,24 +20,20 @@ from eventsourcing.persistence import (
     EventStore,
     InfrastructureFactory,
     Mapper,
-    PersistenceError,
     Transcoder,
 )
-from eventsourcing.utils import Environment, TopicError
+from eventsourcing.utils import Environment, TopicError, resolve_topic
 
 from ctxstore.adapters.settings import Settings, library_env, redact
 from ctxstore.adapters.storage.audit_index import AuditView
-from ctxstore.adapters.storage.backend import Backend
+from ctxstore.adapters.storage.backend import Backend, driver_errors
 from ctxstore.adapters.storage.codec.chain import ChainingMapper
 from ctxstore.adapters.storage.codec.compression import compressor
 from ctxstore.adapters.storage.codec.transcoder import ContextTranscoder
 from ctxstore.adapters.storage.erasers import Eraser
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
-from ctxstore.adapters.storage.memory import MemoryBackend
 from ctxstore.adapters.storage.migrations import Migration, current, pending, refuse_outdated
-from ctxstore.adapters.storage.postgres import PostgresBackend
 from ctxstore.adapters.storage.snapshot_store import SnapshotStore
-from ctxstore.adapters.storage.sqlite import SQLiteBackend
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
     ConfigurationError,
@@ -54,16 +49,19 @@ log = logging.getLogger(__name__)
 DAMAGE = (OriginatorVersionError, TopicError, AssertionError, TypeError, KeyError, AttributeError)
 
 
-BACKENDS: dict[str | None, type[Backend]] = {
-    "eventsourcing.postgres": PostgresBackend,
-    "eventsourcing.sqlite": SQLiteBackend,
-    "eventsourcing.popo": MemoryBackend,
+# By topic: a backend's module (and its driver) is imported only when a URL names it, so
+# the command line starts without loading psycopg for a SQLite store.
+BACKENDS: dict[str | None, str] = {
+    "eventsourcing.postgres": "ctxstore.adapters.storage.postgres:PostgresBackend",
+    "eventsourcing.sqlite": "ctxstore.adapters.storage.sqlite:SQLiteBackend",
+    "eventsourcing.popo": "ctxstore.adapters.storage.memory:MemoryBackend",
 }
 
 
 def backend_for(env: dict[str, str]) -> Backend:
     """The backend of the library environment a store URL gave."""
-    return BACKENDS[env.get("PERSISTENCE_MODULE")](env)
+    backend: type[Backend] = resolve_topic(BACKENDS[env.get("PERSISTENCE_MODULE")])
+    return backend(env)
 
 
 def damaged(cid: UUID, exc: BaseException, version: int | None = None) -> DamagedContextError:
@@ -148,6 +146,7 @@ class EventStorage:
             **settings.at_rest(),
         }
         backend = backend_for(env)
+        faults: tuple[type[BaseException], ...] = (*driver_errors(), OSError)
         try:
             with backend.schema_lock():
                 storage = cls(env, settings, backend)
@@ -163,7 +162,7 @@ class EventStorage:
                     f"{redact(url)} names a file that is not a SQLite database"
                 ) from None
             raise StoreUnavailableError(f"cannot open the store at {redact(url)}: {exc}") from exc
-        except (PersistenceError, psycopg.Error, OSError) as exc:
+        except faults as exc:
             raise StoreUnavailableError(f"cannot open the store at {redact(url)}: {exc}") from exc
         storage.check_readable(url)
         return storage
@@ -173,7 +172,7 @@ class EventStorage:
         position moved) is made anew and rebuilt from the events when next read."""
         try:
             damaged = self.audit_index.needs_rebuild()
-        except (PersistenceError, psycopg.Error):  # its table is gone: make it again
+        except driver_errors():  # its table is gone: make it again
             log.warning("the audit index's table is missing; creating it again")
             self.audit_index.create_table()
             damaged = True

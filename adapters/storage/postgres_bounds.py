@@ -25,21 +25,12 @@ from typing import Any
 
 from eventsourcing.persistence import InterfaceError, OperationalError
 from eventsourcing.postgres import ConnectionPool
-from psycopg_pool import PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
+
+from ctxstore.adapters.storage.backend import never_sent
 
 RECONNECT_EVERY = 1.0  # seconds, at most, between attempts to reach the server again
 FAST_FAILURE = 1.0  # seconds: a call that failed slower than this is not tried again
-
-
-def never_sent(exc: BaseException | None) -> bool:
-    """Whether a failure happened before any statement reached the server (no connection
-    could be had in time): then nothing it carried can have been stored."""
-    while exc is not None:
-        if isinstance(exc, PoolTimeout):
-            return True
-        exc = exc.__cause__
-    return False
 
 
 class _PromptAttempt(AttemptWithBackoff):

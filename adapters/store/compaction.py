@@ -12,14 +12,9 @@ from ctxstore.adapters.store import reads
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import Compaction, Prompt
 from ctxstore.adapters.store.writer import MAX_ATTEMPTS, Writer
-from ctxstore.domain.compaction import (
-    Entry,
-    NothingToSummarizeError,
-    plan_compaction,
-    summary_message,
-)
+from ctxstore.domain.compaction import Entry, plan_compaction, summary_message
 from ctxstore.domain.context import JSON, Context
-from ctxstore.domain.errors import VersionConflictError
+from ctxstore.domain.errors import NothingToSummarizeError, VersionConflictError
 from ctxstore.domain.prompt import Strategy
 from ctxstore.domain.summarize import Summarizer, compaction_stats, summarize_with_bisect
 from ctxstore.domain.tokens import REPLY_PRIMING

@@ -9,16 +9,12 @@ in its message and chained as `__cause__`. Errors ctxstore raises on purpose pas
 from __future__ import annotations
 
 import functools
-import sqlite3
 from collections.abc import Callable, Generator, Iterator
 from typing import Any, TypeVar
 
-import psycopg
-from eventsourcing.persistence import PersistenceError
-
+from ctxstore.adapters.storage.backend import driver_errors
 from ctxstore.domain.errors import CtxStoreError, StoreUnavailableError
 
-DATABASE_FAULTS = (PersistenceError, psycopg.Error, sqlite3.Error)
 T = TypeVar("T")
 
 
@@ -32,7 +28,7 @@ def _typed_iterator(found: Iterator[Any]) -> Generator[Any, None, None]:
         yield from found
     except CtxStoreError:
         raise
-    except DATABASE_FAULTS as exc:
+    except driver_errors() as exc:
         raise fault(exc) from exc
 
 
@@ -45,7 +41,7 @@ def typed(fn: Callable[..., T]) -> Callable[..., T]:
             result = fn(*args, **kwargs)
         except CtxStoreError:
             raise
-        except DATABASE_FAULTS as exc:
+        except driver_errors() as exc:
             raise fault(exc) from exc
         if isinstance(result, Iterator) and not isinstance(result, str | bytes):
             return _typed_iterator(result)

@@ -12,14 +12,13 @@ import logging
 import random
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from uuid import uuid4
 
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
+from ctxstore.adapters.storage.backend import never_sent
 from ctxstore.adapters.storage.codec.chain import GENESIS, anchor, command_of, unseal
-from ctxstore.adapters.storage.postgres import OrderedPostgresRecorder
-from ctxstore.adapters.storage.postgres_bounds import never_sent
 from ctxstore.adapters.storage.snapshot_policy import held_messages, prune_superseded
 from ctxstore.adapters.storage.snapshot_policy import step as snapshot_step
 from ctxstore.adapters.storage.turns import TURN_HELD, Turn
@@ -36,6 +35,9 @@ from ctxstore.domain.errors import (
 )
 from ctxstore.domain.limits import check_int
 from ctxstore.domain.tokens import REPLY_PRIMING
+
+if TYPE_CHECKING:
+    from ctxstore.adapters.storage.postgres import OrderedPostgresRecorder
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 50  # a command retried this often against racing writers gives up
@@ -171,7 +173,7 @@ class Writer:
         )
         recorder = self.storage.recorder
         if turn is not None and turn.connection is not None:
-            cast(OrderedPostgresRecorder, recorder).insert_events_on(turn.connection, stored)
+            cast("OrderedPostgresRecorder", recorder).insert_events_on(turn.connection, stored)
         elif turn is not None:
             recorder.insert_events(stored)
         else:

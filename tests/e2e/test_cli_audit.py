@@ -55,7 +55,7 @@ def test_replay_diff_show_call_and_log(cli):
     cid = session(cli)
     steps = [json.loads(x) for x in cli("replay", cid, "--json").stdout.splitlines()]
     assert [s["event"]["version"] for s in steps] == [1, 2, 3, 4, 5, 6]
-    assert [len(s["visible"]["messages"]) for s in steps] == [0, 1, 1, 2, 1, 1]
+    assert [s["visible"]["messages"] for s in steps] == [0, 1, 1, 2, 1, 1]  # how many
     assert steps[4]["calls"] == [1] and steps[3]["event"]["reverted"]
     assert "temporary" in cli("replay", cid, "--to", "4").stdout
     d = json.loads(cli("diff", cid, "2", "4", "--json").stdout)

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from ctxstore.adapters.llm.summarizers import OpenAISummarizer
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
-from ctxstore.domain.compaction import CompactionConfig, NothingToSummarizeError
-from ctxstore.domain.errors import PromptDoesNotFitError, UnknownBatchError
+from ctxstore.domain.compaction import CompactionConfig
+from ctxstore.domain.errors import NothingToSummarizeError, PromptDoesNotFitError, UnknownBatchError
 
 
 def agent_turns(store, cid, turns, words=20):

@@ -111,7 +111,7 @@ def test_bad_input_raises_a_typed_error_and_writes_nothing(store):
         (InvalidMessageError, lambda: store.insert(cid, [{"role": "user"}])),
         (
             InvalidMessageError,
-            lambda: store.insert(cid, [{"role": "user", "content": "x", "extra": 1}]),
+            lambda: store.insert(cid, [{"role": "user", "content": "x", "extra": float("nan")}]),
         ),
         (UnknownMessageError, lambda: store.delete(cid, ["nope"])),
         (UnknownMessageError, lambda: store.replace(cid, 7, user("x"))),

@@ -6,14 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxstore.domain.compaction import (
-    Entry,
-    NothingToSummarizeError,
-    plan_compaction,
-    rounds_of,
-)
+from ctxstore.domain.compaction import Entry, plan_compaction, rounds_of
+from ctxstore.domain.errors import ContextOverflowError, NothingToSummarizeError
 from ctxstore.domain.messages import Message
-from ctxstore.domain.summarize import ContextOverflowError, summarize_with_bisect
+from ctxstore.domain.summarize import summarize_with_bisect
 from ctxstore.domain.tokens import ESTIMATE, message_tokens
 from ctxstore.domain.transcript import check_transcript, pairing_closure_violation
 

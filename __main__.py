@@ -1,0 +1,5 @@
+"""`python -m ctxstore`: the command line."""
+
+from ctxstore.adapters.cli.app import main
+
+main()
