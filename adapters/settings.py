@@ -86,7 +86,10 @@ class Settings(BaseSettings):
         description="seconds a PostgreSQL statement may run; a server silent for this plus "
         "the connect timeout is given up on",
     )
-    encoding: str = Field(default="cl100k_base", description="token encoding of new contexts")
+    encoding: str = Field(
+        default="o200k_base",
+        description="token encoding of new contexts (every current OpenAI model's)",
+    )
     encryption_key: SecretStr | None = Field(
         default=None,
         description="AES key (base64 of 16, 24 or 32 bytes): events and snapshots are "

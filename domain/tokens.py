@@ -29,10 +29,34 @@ PER_NAME = 1
 PER_TOOL_CALL = 3
 REPLY_PRIMING = 3
 
-# Chinese characters and CJK/full-width punctuation
-_CJK = re.compile(r"[\u4e00-\u9fa5\u3000-\u303f\uff00-\uffef]")
-CJK_CHARS_PER_TOKEN = 1.5
-OTHER_CHARS_PER_TOKEN = 4.0
+# The estimate, where no tokenizer file is available: the text is split as the encodings'
+# pre-tokenizers split it (letter runs, digit runs, symbol runs, spaces) and each piece
+# priced per character class, fitted against exact o200k_base and cl100k_base on EN/ZH/JA/
+# KO text to err on the safe side (docs/tokens.md has the figures). Kana and hangul are
+# priced as what they are, not as Latin letters.
+_PIECE = re.compile(
+    r"(?P<han>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f])"
+    r"|(?P<kana>[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]+)"
+    r"|(?P<hangul>[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]+)"
+    r"|(?P<latin>[A-Za-z]+)|(?P<letters>[^\W\d_]+)|(?P<digits>\d+)|(?P<space>\s+)"
+    r"|(?P<symbols>[^\w\s]+|_+)"
+)
+
+
+@dataclass(frozen=True)
+class ScriptCosts:
+    """Tokens per character of each script (CJK), and how Latin runs are priced."""
+
+    han: float
+    kana: float
+    hangul: float
+    latin_chars: float = 4.0  # a Latin run longer than SHORT_WORD costs ceil(len / this)
+    other_chars: float = 2.0  # letters of other scripts (Cyrillic, accented, ...)
+
+
+SHORT_WORD = 5  # a Latin run this long or shorter is one token
+O200K_COSTS = ScriptCosts(han=1.25, kana=1.1, hangul=1.2)  # o200k_base and later
+LEGACY_COSTS = ScriptCosts(han=2.0, kana=1.35, hangul=1.7)  # cl100k_base and earlier
 
 
 class TextCounter(Protocol):
@@ -47,14 +71,28 @@ class TextCounter(Protocol):
     def count(self, text: str) -> int: ...
 
 
-def estimate_text_tokens(text: str) -> int:
-    """A CJK-aware estimate: 1.5 chars/token for Chinese, 4 otherwise, mixed linearly."""
-    if not text:
-        return 0
-    cjk = len(_CJK.findall(text))
-    ratio = cjk / len(text)
-    chars_per_token = ratio * CJK_CHARS_PER_TOKEN + (1 - ratio) * OTHER_CHARS_PER_TOKEN
-    return math.ceil(len(text) / chars_per_token)
+def estimate_text_tokens(text: str, costs: ScriptCosts = O200K_COSTS) -> int:
+    """A script-aware estimate that errs on the safe side (see _PIECE)."""
+    total = 0.0
+    for m in _PIECE.finditer(text):
+        kind, piece = m.lastgroup, m.group()
+        if kind == "han":
+            total += costs.han
+        elif kind == "kana":
+            total += len(piece) * costs.kana
+        elif kind == "hangul":
+            total += len(piece) * costs.hangul
+        elif kind == "latin":
+            total += 1 if len(piece) <= SHORT_WORD else math.ceil(len(piece) / costs.latin_chars)
+        elif kind == "letters":
+            total += math.ceil(len(piece) / costs.other_chars)
+        elif kind == "digits":
+            total += math.ceil(len(piece) / 3)  # the encodings split digits in threes
+        elif kind == "space":
+            total += piece != " "  # one space joins the next word; other runs are a token
+        else:
+            total += max(1, math.ceil(len(piece) * 0.6))
+    return math.ceil(total)
 
 
 @dataclass(frozen=True)
@@ -63,12 +101,14 @@ class EstimateCounter:
 
     name: str = "estimate"
     exact: bool = False
+    costs: ScriptCosts = O200K_COSTS
 
     def count(self, text: str) -> int:
-        return estimate_text_tokens(text)
+        return estimate_text_tokens(text, self.costs)
 
 
 ESTIMATE = EstimateCounter()
+LEGACY_ESTIMATE = EstimateCounter(costs=LEGACY_COSTS)  # for cl100k_base and earlier
 
 
 def message_texts(message: dict[str, Any]) -> list[str]:

@@ -39,12 +39,17 @@ def create(
     encoding: Annotated[
         str | None, typer.Option(help="Token encoding (default: CTXSTORE_ENCODING).")
     ] = None,
+    model: Annotated[
+        str | None, typer.Option(help="The model it is for: chooses the encoding.")
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Create an empty context and print its id."""
     meta = json_option(metadata, "--metadata")
     with open_store(ctx) as store:
-        cid = store.create(name=name, metadata=meta, encoding=encoding, actor=actor(ctx))
+        cid = store.create(
+            name=name, metadata=meta, encoding=encoding, model=model, actor=actor(ctx)
+        )
     print_json({"context_id": str(cid)}) if as_json else out.print(str(cid), highlight=False)
 
 

@@ -171,10 +171,11 @@ class CtxStoreClient(ContextOperations):
         metadata: JSON | None = None,
         encoding: str | None = None,
         context_id: UUID | str | None = None,
+        model: str | None = None,
         idempotency_key: str | None = None,
     ) -> UUID:
         body = {
-            "name": name, "metadata": metadata, "encoding": encoding,
+            "name": name, "metadata": metadata, "encoding": encoding, "model": model,
             "context_id": None if context_id is None else str(context_id),
         }  # fmt: skip
         response = self._send(

@@ -35,6 +35,11 @@ class CreateBody(Body):
     name: str | None = None
     metadata: dict[str, Any] | None = None
     encoding: str | None = Field(default=None, description="token encoding, e.g. o200k_base")
+    model: str | None = Field(
+        default=None,
+        max_length=200,
+        description="the model it is for: chooses the encoding (gpt-4o, gpt-5, o3: o200k_base)",
+    )
     context_id: UUID | None = Field(
         default=None,
         description="choose the id (409 if you took it before); with tokens it is scoped to "

@@ -43,7 +43,7 @@ class ExtractiveSummarizer:
         head = "Summary of earlier conversation:"
         budget = target_tokens - self.counter.count(head)
         first = next((n for n, (kind, _) in enumerate(points) if kind == "request"), None)
-        budget -= self.counter.count(_left_out(points, range(len(points))))  # room to say so
+        budget -= self.counter.count(_left_out(points, range(len(points)))) + 2  # room to say so
         kept: dict[int, str] = {}
         if first is not None:
             line = self._fitting(f"user (first request): {points[first][1]}", budget // 2)

@@ -43,6 +43,7 @@ class ContextOperations(Protocol):
     def create(
         self, *, name: str | None = None, metadata: JSON | None = None,
         encoding: str | None = None, context_id: UUID | str | None = None,
+        model: str | None = None,
     ) -> UUID: ...  # fmt: skip
 
     def context_for_key(

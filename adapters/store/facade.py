@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Self
 from uuid import UUID
 
-from ctxstore.adapters.llm.tokenizer import Tokenizers, check_encoding_name
+from ctxstore.adapters.llm.tokenizer import Tokenizers, check_encoding_name, encoding_for_model
 from ctxstore.adapters.settings import Settings, load_settings
 from ctxstore.adapters.storage.events import EventStorage
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
@@ -112,9 +112,11 @@ class ContextStore(ContextOperations):
     def create(
         self, *, name: str | None = None, metadata: JSON | None = None,
         encoding: str | None = None, actor: str | None = None, tenant: str | None = None,
-        context_id: UUID | str | None = None,
+        context_id: UUID | str | None = None, model: str | None = None,
     ) -> UUID:  # fmt: skip
-        """Create an empty context counting tokens with `encoding`; returns its id.
+        """Create an empty context counting tokens with `encoding`, else the encoding of
+        `model` (gpt-4o, gpt-5, o3, ...: o200k_base; gpt-4, gpt-3.5: cl100k_base), else
+        CTXSTORE_ENCODING (o200k_base); returns its id.
 
         `tenant` names its owner on a shared service (the HTTP service sets it). A caller
         may choose the id (e.g. derived from its own session key); raises ContextExistsError
@@ -122,7 +124,9 @@ class ContextStore(ContextOperations):
         """
         ctx = Context.start(
             name=name, metadata=metadata, actor=self._core.actor(actor), tenant=tenant,
-            encoding=check_encoding_name(encoding or self.settings.encoding),
+            encoding=check_encoding_name(
+                encoding or (model and encoding_for_model(model)) or self.settings.encoding
+            ),
             context_id=None if context_id is None else chosen_id(context_id),
         )  # fmt: skip
         self._writer.create(ctx)

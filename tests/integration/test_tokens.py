@@ -54,7 +54,7 @@ CASES = [
 
 
 def test_counts_match_hand_computed_cases_and_the_prompt_adds_reply_priming(store):
-    cid = store.create()
+    cid = store.create(encoding="cl100k_base")
     w = store.insert(cid, [m for m, _ in CASES[1:]] + [CASES[0][0]])
     v = store.visible(cid)
     expected = [n for _, n in CASES[1:]] + [CASES[0][1]]
@@ -70,7 +70,7 @@ def test_counts_equal_tiktoken_for_every_message(store):
         "x" * 5000,
         "<|endoftext|> is text",
     ]
-    cid = store.create()
+    cid = store.create(encoding="cl100k_base")
     w = store.insert(cid, [{"role": "user", "content": t} for t in texts])
     v = store.visible(cid)
     for msg_id, text in zip(w.ids, texts, strict=True):
@@ -116,11 +116,11 @@ def test_replay_never_re_tokenizes(durable_url, monkeypatch):
 
 def test_missing_encoding_falls_back_to_the_labelled_estimate(tmp_path):
     with ContextStore.from_url("memory://", Settings(tiktoken_cache_dir=tmp_path)) as store:
-        cid = store.create(encoding="o200k_base")  # its file is not in the (empty) cache
+        cid = store.create(encoding="p50k_base")  # its file is not in the (empty) cache
         store.insert(cid, {"role": "user", "content": "这" * 24})
         v = store.visible(cid)
-        assert v.estimated is True and v.encoding == "o200k_base"
-        assert v.tokens == 3 + estimate_text_tokens("user") + 16 + 3
+        assert v.estimated is True and v.encoding == "p50k_base"
+        assert v.tokens == 3 + estimate_text_tokens("user") + 48 + 3  # 2 a Han char (legacy)
         assert store.history(cid)[1].details["estimated"] is True
         with pytest.raises(InvalidOperationError, match="unknown encoding 'cl100k'"):
             store.create(encoding="cl100k")
@@ -146,3 +146,80 @@ def test_encodings_are_found_in_tiktoken_cache_only_when_their_file_is_intact(
     shutil.copy(bundled, cached)
     counter = Tokenizers(tmp_path).counter("cl100k_base")
     assert counter.exact is True and counter.count("hello world") == 2
+
+
+O200K_CASES = {  # counted by bpe-openai's own o200k_base encoder, independently of tiktoken
+    "hello world": 2,
+    "你好，世界！今天天气很好。": 9,
+    "こんにちは、世界。カタカナも": 9,
+    "안녕하세요 세계": 3,
+}
+
+
+def test_o200k_is_exact_offline_and_hash_checked(tmp_path, monkeypatch):
+    counter = Tokenizers(None).counter("o200k_base")
+    assert counter.exact is True
+    for text, n in O200K_CASES.items():
+        assert counter.count(text) == n, text
+    # A file that is not the official one is refused: the labelled estimate instead.
+    fake = tmp_path / "bpe_openai"
+    (fake / "data").mkdir(parents=True)
+    import gzip
+
+    (fake / "data" / "o200k_base.tiktoken.gz").write_bytes(gzip.compress(b"aGk= 0\n"))
+    (fake / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    monkeypatch.setattr(
+        importlib.util, "find_spec",
+        lambda name: importlib.machinery.ModuleSpec(name, None, is_package=True)
+        if name != "bpe_openai" else _spec(fake),
+    )  # fmt: skip
+    assert tokenizer.packaged_o200k() is None
+    assert Tokenizers(None).counter("o200k_base").exact is False
+
+
+def _spec(folder: Path):
+    import importlib.machinery
+
+    spec = importlib.machinery.ModuleSpec("bpe_openai", None, is_package=True)
+    spec.submodule_search_locations = [str(folder)]
+    return spec
+
+
+def test_o200k_pattern_is_tiktokens_own(monkeypatch):
+    import tiktoken_ext.openai_public as public
+
+    monkeypatch.setattr(public, "load_tiktoken_bpe", lambda *a, **k: {})
+    defined = public.o200k_base()
+    assert defined["pat_str"] == tokenizer.O200K_PATTERN
+    assert defined["special_tokens"] == tokenizer.O200K_SPECIAL
+
+
+def test_o200k_counts_equal_bpe_openai_on_real_text():
+    import json
+
+    import bpe_openai
+
+    theirs = bpe_openai.get_encoding("o200k_base")
+    ours = Tokenizers(None).counter("o200k_base")
+    corpus = json.loads((Path(__file__).parents[1] / "fixtures" / "multilingual.json").read_text())
+    for texts in corpus["texts"].values():
+        for text in texts[:60]:
+            assert ours.count(text) == len(theirs.encode_ordinary(text)), text
+
+
+def test_new_contexts_count_with_o200k_and_a_model_chooses_its_encoding():
+    with ContextStore.from_url("memory://") as store:
+        assert store.visible(store.create()).encoding == "o200k_base"
+        for model, encoding in [
+            ("gpt-4o-2024-08-06", "o200k_base"), ("gpt-4.1-mini", "o200k_base"),
+            ("gpt-5", "o200k_base"), ("o3-mini", "o200k_base"), ("o1", "o200k_base"),
+            ("gpt-4-turbo", "cl100k_base"), ("gpt-3.5-turbo", "cl100k_base"),
+            ("gpt-4", "cl100k_base"), ("claude-sonnet-4-5", "o200k_base"),
+        ]:  # fmt: skip
+            assert store.visible(store.create(model=model)).encoding == encoding, model
+        assert store.visible(store.create(model="gpt-4o", encoding="cl100k_base")).encoding == (
+            "cl100k_base"
+        )

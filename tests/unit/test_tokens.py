@@ -4,6 +4,7 @@ from dataclasses import dataclass
 
 from ctxstore.domain.tokens import (
     ESTIMATE,
+    LEGACY_COSTS,
     PER_MESSAGE,
     PER_NAME,
     PER_TOOL_CALL,
@@ -23,15 +24,15 @@ class WordCounter:
         return len(text.split())
 
 
-def test_seed_004_chinese_estimate():
-    assert estimate_text_tokens("这" * 24) == 16  # 24 Chinese chars / 1.5
-    assert estimate_text_tokens("a" * 100) == 25  # English: 4 chars per token
-    # The seed's sentence has 26 characters, 5 of them Latin: a linear mix of the two rates.
-    sentence = "这是一段中文测试文本，用于验证Token估算准确性。"
-    assert len(sentence) == 26
-    ratio = 21 / 26
-    assert estimate_text_tokens(sentence) == -(-26 // (ratio * 1.5 + (1 - ratio) * 4))
-    assert estimate_text_tokens("") == 0
+def test_the_estimate_prices_each_script():
+    assert estimate_text_tokens("这" * 24) == 30  # 1.25 a Han character (o200k's side)
+    assert estimate_text_tokens("这" * 24, LEGACY_COSTS) == 48  # 2 for cl100k and earlier
+    assert estimate_text_tokens("かな" * 5) == 11 and estimate_text_tokens("한국어") == 4
+    assert estimate_text_tokens("a" * 100) == 25  # a long Latin run: 4 letters a token
+    assert estimate_text_tokens("the cat sat") == 3  # short words: one each
+    assert estimate_text_tokens("2026") == 2 and estimate_text_tokens("") == 0
+    # The seed's sentence: 21 Han characters and punctuation, and "Token".
+    assert estimate_text_tokens("这是一段中文测试文本，用于验证Token估算准确性。") == 27
 
 
 def test_formula_counts_every_billed_part():
@@ -65,4 +66,25 @@ def test_formula_counts_every_billed_part():
 
 def test_estimate_is_labelled():
     assert ESTIMATE.exact is False
-    assert message_tokens({"role": "user", "content": "这" * 24}, ESTIMATE) == PER_MESSAGE + 1 + 16
+    assert message_tokens({"role": "user", "content": "这" * 24}, ESTIMATE) == PER_MESSAGE + 1 + 30
+
+
+def test_the_estimate_errs_on_the_safe_side_on_real_multilingual_text():
+    """Against exact o200k_base and cl100k_base, on EN/ZH/JA/KO text: never under by more
+    than 5 % on any text, and not wildly over (median at most 1.8x)."""
+    import json
+    import statistics
+    from pathlib import Path
+
+    from ctxstore.adapters.llm.tokenizer import Tokenizers
+    from ctxstore.domain.tokens import ESTIMATE, LEGACY_ESTIMATE
+
+    corpus = json.loads((Path(__file__).parents[1] / "fixtures" / "multilingual.json").read_text())
+    tokenizers = Tokenizers(None)
+    for encoding, estimate in (("o200k_base", ESTIMATE), ("cl100k_base", LEGACY_ESTIMATE)):
+        exact = tokenizers.counter(encoding)
+        assert exact.exact
+        for language, texts in corpus["texts"].items():
+            ratios = [estimate.count(t) / exact.count(t) for t in texts]
+            assert min(ratios) >= 0.95, (encoding, language, min(ratios))
+            assert statistics.median(ratios) <= 1.8, (encoding, language)

@@ -26,7 +26,8 @@ def create(body: CreateBody, ctx: Requester, response: Response) -> Created:
     if chosen is not None and ctx.who.tenant is not None:
         chosen = tenant_scoped_id(ctx.who.tenant, chosen)
     cid = ctx.store.create(
-        name=body.name, metadata=body.metadata, encoding=body.encoding, actor=ctx.who.actor,
+        name=body.name, metadata=body.metadata, encoding=body.encoding, model=body.model,
+        actor=ctx.who.actor,
         tenant=ctx.who.tenant, context_id=chosen,
     )  # fmt: skip
     response.headers["Location"] = f"{API}/contexts/{cid}"
