@@ -35,7 +35,7 @@ from ctxstore.domain.summaries import (
     expanded_order,
     summary_payload,
 )
-from ctxstore.domain.tokens import ESTIMATE, TextCounter, message_tokens
+from ctxstore.domain.tokens import ESTIMATE, TextCounter, message_cost
 from ctxstore.domain.transcript import (
     check_transcript,
     pairing_closure_violation,
@@ -271,8 +271,10 @@ class Context(ContextReads, Aggregate):
             ids = self.order[:at] + [p["id"] for p in payload] + self.order[at:]
             new, old = dict(new_items), self._messages_by_id()
             check_transcript((i, new[i] if i in new else old[i]) for i in ids)
-        tokens = [message_tokens(p, counter) for p in payload]
-        self._messages_inserted(payload, tokens, not counter.exact, after_id, self.batch, actor)
+        costs = [message_cost(p, counter) for p in payload]
+        tokens = [n for n, _ in costs]
+        estimated = any(e for _, e in costs)
+        self._messages_inserted(payload, tokens, estimated, after_id, self.batch, actor)
         return [p["id"] for p in payload]
 
     def delete(self, refs: MessageRef | Sequence[MessageRef], *, actor: str) -> list[str]:
@@ -310,8 +312,8 @@ class Context(ContextReads, Aggregate):
         payload = parsed.model_copy(update={"id": msg_id}).stored()
         old = self._messages_by_id()
         check_transcript((i, payload if i == msg_id else old[i]) for i in self.order)
-        tokens = message_tokens(payload, counter)
-        self._message_replaced(msg_id, payload, tokens, not counter.exact, self.batch, actor)
+        tokens, estimated = message_cost(payload, counter)
+        self._message_replaced(msg_id, payload, tokens, estimated, self.batch, actor)
         return msg_id
 
     def compress(
@@ -331,10 +333,10 @@ class Context(ContextReads, Aggregate):
             raise InvalidOperationError(f"message id {summary_id!r} is already in use")
         payload = parsed.model_copy(update={"id": summary_id}).stored()
         clean_stats = parse_json_object(stats or {}, "compress stats")
-        tokens = message_tokens(payload, counter)
+        tokens, estimated = message_cost(payload, counter)
         before = sum(int(self.entries[i]["tokens"]) for i in covered)
         self._messages_compressed(
-            covered, payload, tokens, not counter.exact, before, clean_stats, self.batch, actor
+            covered, payload, tokens, estimated, before, clean_stats, self.batch, actor
         )
         return summary_id
 

@@ -10,8 +10,9 @@
 
 PER_MESSAGE, PER_NAME and REPLY_PRIMING are OpenAI's published values for its chat models.
 PER_TOOL_CALL is our estimate of a call's framing; provider usage (`record_usage`) shows how
-far it is from a given provider. Non-text parts (images, audio, files) are billed by other
-rules and count 0 here. Text is encoded as ordinary text: a message containing
+far it is from a given provider. Images are priced by OpenAI's tile formula
+(domain/images.py); audio and files are not priced and make the count an estimate. Text
+is encoded as ordinary text: a message containing
 "<|endoftext|>" is counted as the characters it is, as the API does.
 """
 
@@ -22,6 +23,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ctxstore.domain.images import price_openai_url
 from ctxstore.domain.messages import stored_call_parts
 
 PER_MESSAGE = 3
@@ -128,8 +130,37 @@ def message_texts(message: dict[str, Any]) -> list[str]:
     return texts
 
 
+def parts_cost(content: Any) -> tuple[int, bool]:
+    """What a message's non-text parts cost, and whether that is an estimate: images by
+    OpenAI's tile formula (domain/images.py; estimated when the size cannot be read from
+    inline bytes), audio and files not priced (0, labelled estimated)."""
+    if not isinstance(content, list):
+        return 0, False
+    total, estimated = 0, False
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in (None, "text", "refusal"):
+            continue
+        if kind == "image_url" and isinstance(part.get("image_url"), dict):
+            image = part["image_url"]
+            priced = price_openai_url(str(image.get("url", "")), str(image.get("detail", "auto")))
+            total += priced.tokens
+            estimated = estimated or priced.estimated
+        else:
+            estimated = True  # input_audio, file, or a part this formula does not know
+    return total, estimated
+
+
+def message_cost(message: dict[str, Any], counter: TextCounter) -> tuple[int, bool]:
+    """Tokens one message (as JSON) costs in a prompt, and whether the figure is an
+    estimate (the counter's, or a part priced without its size)."""
+    extra, estimated = parts_cost(message.get("content"))
+    return message_tokens(message, counter) + extra, estimated or not counter.exact
+
+
 def message_tokens(message: dict[str, Any], counter: TextCounter) -> int:
-    """Tokens one message (as JSON) costs in a prompt, by the formula above."""
+    """Tokens one message's text costs in a prompt, by the formula above (message_cost
+    adds its non-text parts)."""
     framing = PER_MESSAGE
     if message.get("name"):
         framing += PER_NAME

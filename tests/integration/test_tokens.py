@@ -197,6 +197,7 @@ def test_o200k_pattern_is_tiktokens_own(monkeypatch):
     assert defined["special_tokens"] == tokenizer.O200K_SPECIAL
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # bpe-openai's own resource loading
 def test_o200k_counts_equal_bpe_openai_on_real_text():
     import json
 
