@@ -30,6 +30,7 @@ from ctxstore.domain.errors import (
 )
 from ctxstore.domain.limits import check_name, check_tenant, check_usage, strict_int
 from ctxstore.domain.messages import Message, is_one_message, parse_json_object, parse_message
+from ctxstore.domain.shapes import detect_batch
 from ctxstore.domain.summaries import (
     covered_run,
     expanded_order,
@@ -243,8 +244,11 @@ class Context(ContextReads, Aggregate):
         after: MessageRef | None = None,
         actor: str,
         counter: TextCounter = ESTIMATE,
+        format: str | None = None,
     ) -> list[str]:
-        """Append messages, or place them after a visible message; returns their ids."""
+        """Append messages, or place them after a visible message; returns their ids.
+        `format` names their shape (openai-chat, openai-responses, anthropic); by default
+        each message's is detected (domain/shapes.py)."""
         if is_one_message(messages):
             messages = [messages]  # type: ignore[list-item]  # one message on its own
         if isinstance(messages, str) or not isinstance(messages, Sequence) or not messages:
@@ -252,7 +256,8 @@ class Context(ContextReads, Aggregate):
             raise InvalidOperationError(
                 f"insert needs a message or a non-empty list of messages, got {kind}"
             )
-        parsed = [parse_message(m) for m in messages]
+        shapes = [format] * len(messages) if format else detect_batch(list(messages))
+        parsed = [parse_message(m, s) for m, s in zip(messages, shapes, strict=True)]
         after_id = None if after is None else self.resolve(after)
         payload: list[JSON] = []
         for m in parsed:
@@ -303,6 +308,11 @@ class Context(ContextReads, Aggregate):
         """
         msg_id = self.resolve(ref)
         if isinstance(message, str):
+            if self.entries[msg_id]["message"].get("native") is not None:
+                raise InvalidOperationError(
+                    f"message {msg_id!r} is a native payload: replace it with a payload, "
+                    "not a string"
+                )
             message = {**self.entries[msg_id]["message"], "content": message}
         parsed = parse_message(message)
         if parsed.id is not None and parsed.id != msg_id:

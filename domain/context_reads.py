@@ -85,6 +85,10 @@ class ContextReads:
             raise InvalidOperationError(f"{what} names message(s) {dupes} more than once")
         return ids
 
+    def messages_by_id(self) -> Mapping[str, JSON]:
+        """Every message in the state by id, as stored (a view, nothing copied)."""
+        return self._messages_by_id()
+
     def _messages_by_id(self) -> Mapping[str, JSON]:
         return _MessageView(self.entries)
 

@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from ctxstore.domain.errors import InvalidMessageError, InvalidOperationError
+from ctxstore.domain.shapes import CHAT, NATIVE, Native, detect, read_native, texts_of
 
 # NaN and infinities are not JSON: other languages' parsers reject what they would write.
 _JSON: TypeAdapter[JsonValue] = TypeAdapter(JsonValue, config=ConfigDict(allow_inf_nan=False))
@@ -147,7 +148,10 @@ class AudioRef(BaseModel):
 REQUEST_FIELDS = {
     "role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio", "function_call",
 }  # fmt: skip
-ADDED_FIELDS = ("annotations", "function_call")  # shown only when set
+ADDED_FIELDS = ("annotations", "function_call", "format", "native")  # shown only when set
+CHAT_FIELDS = (
+    "content", "name", "tool_calls", "tool_call_id", "refusal", "audio", *ADDED_FIELDS,
+)  # fmt: skip
 
 
 class Message(BaseModel):
@@ -171,13 +175,17 @@ class Message(BaseModel):
     annotations: list[dict[str, JsonValue]] | None = None
     function_call: FunctionCall | None = None  # the legacy single call (before tool_calls)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
+    # A Responses item or an Anthropic message, exactly as it came (domain/shapes.py); the
+    # chat fields above stay unset and `role` is derived from it.
+    format: Literal["openai-responses", "anthropic"] | None = None
+    native: dict[str, JsonValue] | None = None
 
     @model_serializer(mode="wrap")
     def _without_unset_additions(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # Fields added after the first releases appear only when set: a message without
         # them reads exactly as it did (in JSON answers, exports and comparisons).
         dumped: dict[str, Any] = handler(self)
-        for name in ADDED_FIELDS:
+        for name in ADDED_FIELDS if self.format is None else CHAT_FIELDS:
             if dumped.get(name, 0) is None:
                 del dumped[name]
         return dumped
@@ -193,6 +201,8 @@ class Message(BaseModel):
 
     @model_validator(mode="after")
     def _shape_fits_role(self) -> Message:
+        if self.format is not None or self.native is not None:
+            return self._native_fits()
         if self.tool_calls is not None and self.role != "assistant":
             raise ValueError(f"only assistant messages carry tool_calls, not {self.role}")
         if self.tool_calls is not None:
@@ -228,13 +238,34 @@ class Message(BaseModel):
             raise ValueError(f"a {self.role} message needs content")
         return self
 
+    def _native_fits(self) -> Message:
+        if self.format is None or self.native is None:
+            raise ValueError("a native message needs both format and native")
+        chat = [n for n in CHAT_FIELDS[:-2] if getattr(self, n) is not None]
+        if chat:
+            raise ValueError(f"a {self.format} message keeps its payload in native, not {chat}")
+        seen = read_native(self.native, self.format)
+        if seen.role != self.role:
+            raise ValueError(f"role: its {self.format} payload makes it {seen.role!r}")
+        return self
+
+    @property
+    def shape(self) -> Native | None:
+        """What the store reads from a native payload (None for a chat message)."""
+        return None if self.native is None else read_native(self.native, str(self.format))
+
     @property
     def call_ids(self) -> list[str]:
         """Ids of the tool calls this message makes (empty unless an assistant calls tools)."""
+        if self.native is not None:
+            return list(read_native(self.native, str(self.format)).calls)
         return [c.id for c in self.tool_calls] if self.tool_calls else []
 
     def text(self) -> str:
-        """The message's text: the string content or its text parts joined."""
+        """The message's text: the string content or its text parts joined (a native
+        payload: the texts a model reads in it)."""
+        if self.native is not None:
+            return "\n".join(texts_of(self.native, str(self.format)))
         if isinstance(self.content, str):
             return self.content
         if not self.content:
@@ -245,6 +276,11 @@ class Message(BaseModel):
         """The message as events and snapshots hold it. Fields added since the first
         release (audio, annotations, function_call) are held only when set: other messages
         are stored as before, and read back with them as null."""
+        if self.native is not None:
+            return {
+                "id": self.id, "role": self.role, "format": self.format,
+                "native": self.native, "metadata": self.metadata,
+            }  # fmt: skip
         held = self.model_dump(mode="json")
         if held["audio"] is None:  # (cheaper than asking the serializer to leave it out)
             del held["audio"]
@@ -252,7 +288,14 @@ class Message(BaseModel):
 
     def to_openai(self) -> dict[str, Any]:
         """The message as the chat-completions API takes it: no id, metadata, annotations or
-        provider fields; an audio reply by its id."""
+        provider fields; an audio reply by its id. (A native payload converts to one chat
+        message or none: read whole contexts with their to_openai(), which also merges a
+        turn's calls and reports what it left out.)"""
+        if self.native is not None:
+            from ctxstore.domain.conversions import convert  # (it builds on this module)
+
+            converted = convert([self], "openai-chat").payload
+            return converted[0] if converted else {}
         sent = self.model_dump(mode="json", include=REQUEST_FIELDS, exclude_none=True)
         if "audio" in sent:
             sent["audio"] = {"id": sent["audio"]["id"]}
@@ -371,8 +414,11 @@ def as_plain(value: Any) -> Any:
         raise InvalidMessageError(f"cannot read a message from a {name}: {exc}") from None
 
 
-def parse_message(data: Message | dict[str, Any]) -> Message:
-    """Validate one message; raises InvalidMessageError naming every problem."""
+def parse_message(data: Message | dict[str, Any], shape: str | None = None) -> Message:
+    """Validate one message, in the shape given (`openai-chat`, `openai-responses`,
+    `anthropic`) or the one detected; raises InvalidMessageError naming every problem.
+    A native payload is kept exactly as it came; the stored form ({"format", "native",
+    ...}, as visible contexts return it) is accepted too."""
     if isinstance(data, Message):
         return data
     data = as_plain(data)
@@ -386,6 +432,13 @@ def parse_message(data: Message | dict[str, Any]) -> Message:
     problem = json_problem(data)
     if problem is not None:
         raise InvalidMessageError(f"invalid message: {problem}")
+    stored_form = "native" in data and "format" in data
+    if shape is not None and shape not in (CHAT, *NATIVE):
+        raise InvalidMessageError(f"format must be one of {CHAT}, {', '.join(NATIVE)}: {shape!r}")
+    found = CHAT if stored_form else shape or detect(data)
+    if found in NATIVE:
+        seen = read_native(data, found)
+        data = {"role": seen.role, "format": found, "native": data}
     try:
         return Message.model_validate(data)
     except ValidationError as exc:

@@ -15,10 +15,11 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
+from ctxstore.domain.conversions import ShapedMessages
 from ctxstore.domain.errors import InvalidOperationError, PromptDoesNotFitError
 from ctxstore.domain.limits import strict_int
 from ctxstore.domain.messages import Message
@@ -32,6 +33,7 @@ from ctxstore.domain.prompt_config import (
     Strategy,
 )
 from ctxstore.domain.tokens import REPLY_PRIMING
+from ctxstore.domain.transcript import blocks_of
 
 STRATEGIES: tuple[str, ...] = ("full", "compressed", "adaptive", "semantic")
 Similarity = Callable[[str, str], float]
@@ -100,7 +102,7 @@ class OmittedResource:
     reason: str
 
 
-class Prompt(BaseModel):
+class Prompt(ShapedMessages, BaseModel):
     """What to send: the messages, their total, and what was left out and why."""
 
     model_config = ConfigDict(frozen=True)
@@ -119,9 +121,6 @@ class Prompt(BaseModel):
     resource_utilization: float
     estimated: bool
     version: int | None = None  # the context version it was built from
-
-    def to_openai(self) -> list[dict[str, object]]:
-        return [m.to_openai() for m in self.messages]
 
 
 @dataclass(slots=True)
@@ -144,8 +143,20 @@ class _Unit:
         return self._text
 
 
+def _pairing_fields(m: Message) -> dict[str, Any]:
+    """What transcript.pairing reads, without dumping the whole message."""
+    if m.native is not None:
+        return {"role": m.role, "format": m.format, "native": m.native}
+    return {"role": m.role, "tool_calls": [{"id": c} for c in m.call_ids],
+            "tool_call_id": m.tool_call_id}  # fmt: skip
+
+
 def _units(items: Sequence[PromptItem]) -> list[_Unit]:
-    """Group messages so a tool call and its results travel together."""
+    """Group messages so a tool call and its results (and a reasoning item and what it led
+    to) travel together."""
+    ids = [f"#{n}" for n in range(len(items))]  # positions: a prompt may hold new messages
+    stored = {i: _pairing_fields(item.message) for i, item in zip(ids, items, strict=True)}
+    block_of = blocks_of(ids, stored)
     units: list[_Unit] = []
     turn = -1
     newest_user = -1
@@ -155,7 +166,8 @@ def _units(items: Sequence[PromptItem]) -> list[_Unit]:
             break
     for n, item in enumerate(items):
         role = item.message.role
-        if role == "tool" and units:
+        block = block_of.get(ids[n])
+        if units and block is not None and n > 0 and block_of.get(ids[n - 1]) == block:
             last = units[-1]
             last.items.append(item)
             last.tokens += item.tokens

@@ -23,8 +23,14 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ctxstore.domain.images import price_openai_url
+from ctxstore.domain.images import (
+    UNKNOWN_SIZE,
+    anthropic_image_tokens,
+    price_openai_url,
+    size_of_base64,
+)
 from ctxstore.domain.messages import stored_call_parts
+from ctxstore.domain.shapes import ANTHROPIC, texts_of
 
 PER_MESSAGE = 3
 PER_NAME = 1
@@ -114,8 +120,11 @@ LEGACY_ESTIMATE = EstimateCounter(costs=LEGACY_COSTS)  # for cl100k_base and ear
 
 
 def message_texts(message: dict[str, Any]) -> list[str]:
-    """The texts of a message (as JSON) that the formula encodes, role first."""
+    """The texts of a message (as JSON) that the formula encodes, role first (a native
+    payload: the texts a model reads in it, domain/shapes.py)."""
     texts = [message["role"]]
+    if message.get("native") is not None:
+        return texts + texts_of(message["native"], message["format"])
     content = message.get("content")
     if isinstance(content, str):
         texts.append(content)
@@ -153,15 +162,53 @@ def parts_cost(content: Any) -> tuple[int, bool]:
 
 def message_cost(message: dict[str, Any], counter: TextCounter) -> tuple[int, bool]:
     """Tokens one message (as JSON) costs in a prompt, and whether the figure is an
-    estimate (the counter's, or a part priced without its size)."""
-    extra, estimated = parts_cost(message.get("content"))
+    estimate (the counter's, a part priced without its size, or a shape whose provider
+    publishes no tokenizer)."""
+    native = message.get("native")
+    if native is not None:
+        extra, estimated = native_parts_cost(native)
+        estimated = estimated or message.get("format") == ANTHROPIC
+    else:
+        extra, estimated = parts_cost(message.get("content"))
     return message_tokens(message, counter) + extra, estimated or not counter.exact
+
+
+def native_parts_cost(payload: dict[str, Any]) -> tuple[int, bool]:
+    """A native payload's images: Responses `input_image` by OpenAI's formula, Anthropic
+    `image` blocks by Anthropic's (both from inline bytes, else estimated); documents and
+    files make the count an estimate."""
+    content = payload.get("content")
+    if not isinstance(content, list):
+        return 0, False
+    total, estimated = 0, False
+    for part in content:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "input_image":
+            url = part.get("image_url")
+            priced = price_openai_url(
+                url if isinstance(url, str) else "", str(part.get("detail", "auto"))
+            )
+            total += priced.tokens
+            estimated = estimated or priced.estimated
+        elif kind == "image":
+            source: dict[str, Any] = part["source"] if isinstance(part.get("source"), dict) else {}
+            data = str(source.get("data", ""))
+            size = size_of_base64(data) if source.get("type") == "base64" else None
+            total += anthropic_image_tokens(*(size or UNKNOWN_SIZE))
+            estimated = estimated or size is None
+        elif kind in ("input_file", "document", "input_audio"):
+            estimated = True
+    return total, estimated
 
 
 def message_tokens(message: dict[str, Any], counter: TextCounter) -> int:
     """Tokens one message's text costs in a prompt, by the formula above (message_cost
     adds its non-text parts)."""
     framing = PER_MESSAGE
+    if message.get("native") is not None:
+        return framing + sum(counter.count(t) for t in message_texts(message) if t)
     if message.get("name"):
         framing += PER_NAME
     framing += PER_TOOL_CALL * len(message.get("tool_calls") or [])

@@ -1,8 +1,13 @@
 """Well-formedness of a transcript: every tool result sits in the block of the call it answers.
 
-A block is an assistant message with tool calls followed directly by tool messages that
-answer those calls. A block may still wait for results only while it is the transcript's
-tail (the conversation is mid-turn); any other message after it needs every call answered.
+A block is a message making calls followed by the messages that answer them, by each
+shape's own pairing (domain/shapes.py): chat `tool_calls[].id` answered by tool messages
+right after it; Responses `call_id` answered by `*_output` items (more calls and reasoning
+items of the same turn may come between); Anthropic `tool_use.id` answered, all of them,
+by the tool_result blocks of the very next user message. A block may still wait for
+results only while it is the transcript's tail (mid-turn); any other message after it
+needs every call answered. A Responses reasoning item belongs to the item after it: the
+two are taken (deleted, compressed, left out of a prompt) together.
 """
 
 from __future__ import annotations
@@ -12,6 +17,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxstore.domain.errors import MalformedTranscriptError
+from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES, read_native
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """What the rules read from one message (as stored JSON)."""
+
+    shape: str
+    role: str
+    calls: tuple[str, ...]
+    answers: tuple[str, ...]
+    reasoning: bool
+
+
+def pairing(message: Mapping[str, Any]) -> Pairing:
+    native = message.get("native")
+    if native is not None:
+        seen = read_native(native, message["format"])
+        return Pairing(seen.format, seen.role, seen.calls, seen.answers, seen.reasoning)
+    role = message["role"]
+    calls = tuple(c["id"] for c in message.get("tool_calls") or ())
+    answers = (message["tool_call_id"],) if role == "tool" else ()
+    return Pairing(CHAT, role, calls, answers, False)
 
 
 @dataclass
@@ -21,6 +49,7 @@ class OpenBlock:
     assistant_id: str
     calls: list[str]
     answered: set[str] = field(default_factory=set)
+    shape: str = CHAT
 
     @property
     def unanswered(self) -> list[str]:
@@ -34,34 +63,48 @@ class TranscriptScanner:
     block: OpenBlock | None = None
 
     def feed(self, msg_id: str, message: Mapping[str, Any]) -> None:
-        role = message["role"]
-        if role == "tool":
-            call_id = message.get("tool_call_id")
-            if self.block is None:
-                raise MalformedTranscriptError(
-                    f"tool message {msg_id!r} (tool_call_id {call_id!r}) does not follow "
-                    "the assistant message that made the call"
-                )
-            if call_id not in self.block.calls:
+        seen = pairing(message)
+        if seen.answers:
+            self._answer(msg_id, seen)
+            return
+        block = self.block
+        if block is not None and block.unanswered:
+            if (
+                block.shape == RESPONSES
+                and seen.shape == RESPONSES
+                and (seen.calls or seen.reasoning)
+            ):
+                block.calls.extend(seen.calls)  # the same turn's further calls
+                return
+            raise MalformedTranscriptError(
+                f"{seen.role} message {msg_id!r} would separate tool call(s) "
+                f"{block.unanswered} of message {block.assistant_id!r} from their results"
+            )
+        self.block = OpenBlock(msg_id, list(seen.calls), shape=seen.shape) if seen.calls else None
+
+    def _answer(self, msg_id: str, seen: Pairing) -> None:
+        block = self.block
+        if block is None:
+            raise MalformedTranscriptError(
+                f"tool message {msg_id!r} (answering {list(seen.answers)}) does not follow "
+                "the message that made the call"
+            )
+        for call_id in seen.answers:
+            if call_id not in block.calls:
                 raise MalformedTranscriptError(
                     f"tool message {msg_id!r} answers tool_call_id {call_id!r}, which "
-                    f"assistant message {self.block.assistant_id!r} did not make"
+                    f"message {block.assistant_id!r} did not make"
                 )
-            if call_id in self.block.answered:
+            if call_id in block.answered:
                 raise MalformedTranscriptError(
                     f"tool message {msg_id!r} answers tool_call_id {call_id!r} a second time"
                 )
-            self.block.answered.add(call_id)
-            return
-        if self.block is not None and self.block.unanswered:
+        if block.shape == ANTHROPIC and set(seen.answers) != set(block.unanswered):
             raise MalformedTranscriptError(
-                f"{role} message {msg_id!r} would separate tool call(s) {self.block.unanswered} of "
-                f"assistant message {self.block.assistant_id!r} from their results"
+                f"message {msg_id!r} must answer every tool_use of {block.assistant_id!r} "
+                f"({block.unanswered}) in one message, as Anthropic requires"
             )
-        self.block = None
-        calls = message.get("tool_calls")
-        if role == "assistant" and calls:
-            self.block = OpenBlock(msg_id, [c["id"] for c in calls])
+        block.answered.update(seen.answers)
 
     def feed_all(self, items: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
         for msg_id, message in items:
@@ -76,19 +119,72 @@ def check_transcript(items: Iterable[tuple[str, Mapping[str, Any]]]) -> None:
 def tail_scanner(
     order: Sequence[str], messages: Mapping[str, Mapping[str, Any]]
 ) -> TranscriptScanner:
-    """A scanner in the state it would have after the whole transcript, built from its tail."""
+    """A scanner in the state it would have after the whole transcript, built from its tail
+    (the last block and the results after it)."""
     i = len(order) - 1
-    answered: list[str] = []
-    while i >= 0 and messages[order[i]]["role"] == "tool":
-        answered.append(messages[order[i]]["tool_call_id"])
-        i -= 1
-    if i < 0:
-        return TranscriptScanner()
-    last = messages[order[i]]
-    if last["role"] == "assistant" and last.get("tool_calls"):
-        block = OpenBlock(order[i], [c["id"] for c in last["tool_calls"]], set(answered))
-        return TranscriptScanner(block)
-    return TranscriptScanner()
+    while i >= 0:
+        seen = pairing(messages[order[i]])
+        if seen.answers or (seen.shape == RESPONSES and (seen.calls or seen.reasoning)):
+            i -= 1  # a result, or a Responses call of the same turn: keep going back
+            continue
+        break
+    scanner = TranscriptScanner()
+    start = max(i, 0)
+    if i >= 0 and not pairing(messages[order[i]]).calls:
+        start = i + 1
+    while start < len(order) and pairing(messages[order[start]]).answers:
+        start += 1  # (a well-formed transcript never starts with a result)
+    scanner.feed_all((m, messages[m]) for m in order[start:])
+    return scanner
+
+
+def blocks_of(order: Sequence[str], messages: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """Message id -> the number of the block it belongs to (messages of no block absent):
+    a call with its results (and a Responses turn's further calls), and a Responses
+    reasoning item with the item after it."""
+    block_of: dict[str, int] = {}
+    current: int | None = None
+    open_calls: set[str] = set()
+    reasoning: list[str] = []
+    count = 0
+    for msg_id in order:
+        seen = pairing(messages[msg_id])
+        if seen.answers and current is not None:
+            block_of[msg_id] = current
+            open_calls.difference_update(seen.answers)
+            continue
+        joins = (
+            current is not None
+            and seen.shape == RESPONSES
+            and bool(open_calls)
+            and (bool(seen.calls) or seen.reasoning)
+        )
+        if joins:
+            assert current is not None
+            block_of[msg_id] = current
+            open_calls.update(seen.calls)
+            continue
+        if seen.reasoning:
+            reasoning.append(msg_id)
+            current, open_calls = None, set()
+            continue
+        if seen.calls or reasoning:
+            count += 1
+            current = count
+            for r in reasoning:
+                block_of[r] = current
+            block_of[msg_id] = current
+            open_calls = set(seen.calls)
+            if not seen.calls:
+                current = None  # reasoning with the message it led to
+        else:
+            current, open_calls = None, set()
+        reasoning = []
+    if reasoning:
+        count += 1
+        for r in reasoning:
+            block_of[r] = count  # a tail of reasoning: together
+    return block_of
 
 
 def pairing_closure_violation(
@@ -98,27 +194,17 @@ def pairing_closure_violation(
 
     Used by delete and compress: the ids they take must contain each block entirely.
     """
-    block_of: dict[str, str] = {}  # message id -> id of the assistant message heading its block
-    members: dict[str, list[str]] = {}
-    head: str | None = None
-    for msg_id in order:
-        message = messages[msg_id]
-        if message["role"] == "tool" and head is not None:
-            block_of[msg_id] = head
-            members[head].append(msg_id)
-            continue
-        head = msg_id if message["role"] == "assistant" and message.get("tool_calls") else None
-        if head is not None:
-            block_of[msg_id] = head
-            members[head] = [msg_id]
+    block_of = blocks_of(order, messages)
+    members: dict[int, list[str]] = {}
+    for msg_id, block in block_of.items():
+        members.setdefault(block, []).append(msg_id)
     for msg_id in order:
         if msg_id not in chosen or msg_id not in block_of:
             continue
-        head = block_of[msg_id]
-        left_out = [m for m in members[head] if m not in chosen]
+        left_out = [m for m in members[block_of[msg_id]] if m not in chosen]
         if left_out:
             return (
-                f"message {msg_id!r} belongs with {left_out} (a tool call and its results "
-                f"under assistant message {head!r}); take them together"
+                f"message {msg_id!r} belongs with {left_out} (a tool call and its results, "
+                "or reasoning and the item it led to); take them together"
             )
     return None

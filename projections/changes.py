@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.messages import stored_call_parts
+from ctxstore.domain.shapes import texts_of
 
 PREVIEW_CHARS = 160
 
@@ -68,6 +69,8 @@ def part_preview(part: JSON) -> str:
 
 def preview(message: JSON) -> str:
     """The message's text in one line, or the calls it makes."""
+    if message.get("native") is not None:
+        return _clipped(" ".join(" ".join(texts_of(message["native"], message["format"])).split()))
     content = message.get("content")
     if isinstance(content, list):  # text parts as they read, other parts by their type
         content = " ".join(part_preview(p) for p in content if isinstance(p, dict))
@@ -75,9 +78,11 @@ def preview(message: JSON) -> str:
     calls = [stored_call_parts(c)[0] for c in message.get("tool_calls") or []]
     if calls:
         text = (text + " " if text else "") + "[calls " + ", ".join(calls) + "]"
-    if len(text) > PREVIEW_CHARS:
-        text = text[: PREVIEW_CHARS - 1] + "…"
-    return text
+    return _clipped(text)
+
+
+def _clipped(text: str) -> str:
+    return text[: PREVIEW_CHARS - 1] + "…" if len(text) > PREVIEW_CHARS else text
 
 
 def brief(entry: JSON, *, full: bool = False) -> MessageBrief:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
 from ctxstore.domain.context import Context
+from ctxstore.domain.conversions import ShapedMessages
 from ctxstore.domain.messages import Message
 from ctxstore.domain.tokens import REPLY_PRIMING
 
@@ -24,7 +24,7 @@ class BatchFrame(BaseModel):
     visible_at_open: int
 
 
-class VisibleContext(BaseModel):
+class VisibleContext(ShapedMessages, BaseModel):
     """A context's visible messages at one version, with the batch stack of that moment."""
 
     model_config = ConfigDict(frozen=True)
@@ -45,10 +45,6 @@ class VisibleContext(BaseModel):
     def ids(self) -> list[str]:
         """The visible messages' ids, in order."""
         return [m.id for m in self.messages if m.id is not None]  # every visible one has one
-
-    def to_openai(self) -> list[dict[str, Any]]:
-        """The messages as the chat-completions API takes them."""
-        return [m.to_openai() for m in self.messages]
 
 
 def batch_stack(ctx: Context) -> list[BatchFrame]:

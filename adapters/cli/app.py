@@ -32,6 +32,7 @@ COMMANDS = (
     (reads.log, "log"),
     (reads.prompt, "prompt"),
     (commands.usage, "usage"),
+    (commands.record_response, "record-response"),
     (commands.usage_report, "usage-report"),
     (commands.compact, "compact"),
     (reads.batches, "batches"),

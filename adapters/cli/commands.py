@@ -3,6 +3,7 @@ compress, batches, show, log, prompt, usage, compact, demo."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -261,6 +262,25 @@ def usage(
             context, model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
             version=version, counted_tokens=counted, actor=actor(ctx),
         )  # fmt: skip
+    print_written(w, as_json)
+
+
+@handles_errors
+def record_response(
+    ctx: typer.Context,
+    context: str,
+    request: Annotated[
+        str | None, typer.Option(help="The request sent, as JSON (its messages or input).")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Record a model call from its response JSON on stdin (a ChatCompletion, a Responses
+    Response or an Anthropic Message): its output inserted, its usage recorded."""
+    response = json_option(sys.stdin.read(), "the response on stdin")
+    with open_store(ctx) as store:
+        w = store.record_response(
+            context, response, request=json_option(request, "--request"), actor=actor(ctx)
+        )
     print_written(w, as_json)
 
 

@@ -16,6 +16,7 @@ from ctxstore.adapters.cli.common import (
     LimitOption,
     OffsetOption,
     actor,
+    err,
     handles_errors,
     json_option,
     open_store,
@@ -53,6 +54,14 @@ def show(
         int | None,
         typer.Option(help="Show exactly what recorded model call N sent (1 first, -1 last)."),
     ] = None,
+    shape: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="Print it as JSON in this shape: openai-chat, openai-responses or anthropic "
+            "(what cannot cross is named on stderr).",
+        ),
+    ] = None,
     limit: LimitOption = None,
     offset: OffsetOption = 0,
     as_json: JsonFlag = False,
@@ -64,7 +73,18 @@ def show(
         return
     with open_store(ctx) as store:
         v = store.visible(context, at_version=at_version, at_time=at_time)
-    if as_json and openai:
+    if shape is not None:
+        if shape not in ("openai-chat", "openai-responses", "anthropic"):
+            raise InvalidMessageError(
+                f"--format is openai-chat, openai-responses or anthropic, not {shape!r}"
+            )
+        done = v.model_copy(update={"messages": page_of(v.messages, offset, limit)}).conversion(
+            shape
+        )
+        print_json(done.payload)
+        for left in done.omitted:
+            err.print(f"left out: {left['id']} {left['what']}: {left['why']}", highlight=False)
+    elif as_json and openai:
         print_json(page_of(v.to_openai(), offset, limit))
     elif as_json:
         dumped = v.model_dump(mode="json", exclude_none=True)

@@ -42,6 +42,7 @@ from ctxstore.adapters.store.transfer import transcript_messages
 from ctxstore.domain import errors
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.errors import InvalidImportError, NothingToSummarizeError
+from ctxstore.domain.messages import as_plain, is_one_message
 from ctxstore.domain.prompt import Strategy
 
 REPLAY_PAGE = 500  # versions a replay request asks for
@@ -215,12 +216,13 @@ class CtxStoreClient(ContextOperations):
         *,
         after: MessageRef | None = None,
         expected_version: int | None = None,
+        format: str | None = None,
         idempotency_key: str | None = None,
     ) -> Written:
-        batch = [messages] if isinstance(messages, dict) else list(messages)
+        batch = [messages] if is_one_message(messages) else list(messages)
         return self._post(
             f"{self._ctx(context_id)}/insert",
-            {"messages": batch, "after": after},
+            {"messages": [as_plain(m) for m in batch], "after": after, "format": format},
             Written,
             if_match=expected_version,
             key=idempotency_key,
@@ -318,6 +320,14 @@ class CtxStoreClient(ContextOperations):
             "counted_tokens": counted_tokens, "sent": None if sent is None else list(sent),
         }  # fmt: skip
         return self._post(f"{self._ctx(context_id)}/usage", body, Written, key=idempotency_key)
+
+    def record_response(
+        self, context_id: UUID | str, response: Any, *, request: Any = None,
+        idempotency_key: str | None = None,
+    ) -> Written:  # fmt: skip
+        body = {"response": as_plain(response),
+                "request": None if request is None else as_plain(request)}  # fmt: skip
+        return self._post(f"{self._ctx(context_id)}/responses", body, Written, key=idempotency_key)
 
     def fork(
         self,

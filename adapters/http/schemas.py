@@ -59,8 +59,14 @@ class Created(BaseModel):
 
 
 class InsertBody(Command):
-    messages: list[MessageJSON] = Field(description="OpenAI-format chat messages")
+    messages: list[MessageJSON] = Field(
+        description="messages in their own shape: chat messages, Responses items or Anthropic "
+        "messages (detected, or named by format)"
+    )
     after: Ref | None = Field(default=None, description="insert after this message; default: end")
+    format: Literal["openai-chat", "openai-responses", "anthropic"] | None = Field(
+        default=None, description="the messages' shape; default: detected for each"
+    )
 
 
 class DeleteBody(Command):
@@ -85,6 +91,15 @@ class ExpandBody(Command):
 class BatchEndBody(Command):
     to: Count | None = Field(default=None, description="close the batches above this one")
     keep: bool = Field(default=False, description="keep the changes instead of rolling back")
+
+
+class ResponseBody(Body):
+    response: dict[str, Any] = Field(
+        description="an OpenAI ChatCompletion, a Responses Response or an Anthropic Message"
+    )
+    request: dict[str, Any] | None = Field(
+        default=None, description="the request that was sent (its messages or input, system)"
+    )
 
 
 class UsageBody(Body):

@@ -18,6 +18,22 @@ from ctxstore.domain.errors import NothingToSummarizeError, VersionConflictError
 from ctxstore.domain.prompt import Strategy
 from ctxstore.domain.summarize import Summarizer, compaction_stats, summarize_with_bisect
 from ctxstore.domain.tokens import REPLY_PRIMING
+from ctxstore.domain.transcript import blocks_of
+
+
+def planner_entries(ctx: Context) -> list[Entry]:
+    """The visible messages as the planner sees them; a block's later members (results,
+    a Responses turn's further calls, the item a reasoning item led to) are "tool" to it,
+    so that a round never splits a block."""
+    block_of = blocks_of(ctx.order, ctx.messages_by_id())
+    entries: list[Entry] = []
+    previous: int | None = None
+    for i in ctx.order:
+        block = block_of.get(i)
+        inside = block is not None and block == previous
+        entries.append(Entry(i, "tool" if inside else ctx.role_of(i), ctx.is_summary(i)))
+        previous = block
+    return entries
 
 
 def configured_summarizer(core: StoreCore) -> Summarizer:
@@ -46,7 +62,7 @@ def compact(
         with held.lock:
             ctx = core.fresh(cid, held)
             version, before = ctx.version, ctx.tokens + REPLY_PRIMING
-            entries = [Entry(i, ctx.role_of(i), ctx.is_summary(i)) for i in ctx.order]
+            entries = planner_entries(ctx)
             by_id = {item.message.id: item.message for item in core.prompt_items(ctx, held)}
         plan = plan_compaction(entries, min_rounds=cfg.min_rounds)
         base: dict[str, Any] = {

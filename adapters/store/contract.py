@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 from uuid import UUID
 
 from ctxstore.adapters.store.results import (
@@ -67,6 +67,7 @@ class ContextOperations(Protocol):
     def insert(
         self, context_id: UUID | str, messages: JSON | Sequence[JSON], *,
         after: MessageRef | None = None, expected_version: int | None = None,
+        format: str | None = None,
     ) -> Written: ...  # fmt: skip
 
     def delete(
@@ -103,6 +104,10 @@ class ContextOperations(Protocol):
         completion_tokens: int = 0, version: int | None = None,
         counted_tokens: int | None = None, sent: Sequence[str | JSON] | None = None,
     ) -> Written: ...  # fmt: skip
+
+    def record_response(
+        self, context_id: UUID | str, response: Any, *, request: Any = None
+    ) -> Written: ...
 
     def compact(self, context_id: UUID | str, *, dry_run: bool = False) -> Compaction: ...
 

@@ -25,6 +25,7 @@ from ctxstore.adapters.store import (
     debug,
     erasure,
     reads,
+    responses,
     transfer,
     usage,
 )
@@ -136,9 +137,12 @@ class ContextStore(ContextOperations):
     def insert(
         self, context_id: UUID | str, messages: Message | JSON | Sequence[Message | JSON], *,
         after: MessageRef | None = None, actor: str | None = None,
-        expected_version: int | None = None,
+        expected_version: int | None = None, format: str | None = None,
     ) -> Written:  # fmt: skip
-        """Append messages, or place them after a visible message (id or position).
+        """Append messages, or place them after a visible message (id or position). Each
+        is stored in its own shape — a chat message, a Responses item or an Anthropic
+        message, an SDK's object or a dict, detected or named by `format` — and reads
+        back exactly as it came.
 
         Raises: ContextNotFoundError, InvalidMessageError, UnknownMessageError,
         MalformedTranscriptError, VersionConflictError.
@@ -150,7 +154,9 @@ class ContextStore(ContextOperations):
 
         def command(c: Context) -> list[str]:
             self._core.check_count(c, len(batch) if isinstance(batch, list | tuple) else 1)
-            return c.insert(batch, after=after, actor=who, counter=self._core.counter(c))
+            return c.insert(
+                batch, after=after, actor=who, counter=self._core.counter(c), format=format
+            )
 
         written = self._writer.command(context_id, expected_version, command)
         if self.settings.compaction.auto and compaction.crossed(
@@ -260,6 +266,21 @@ class ContextStore(ContextOperations):
             self._writer, self._core.id(context_id), model=model, prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens, version=version, counted_tokens=counted_tokens,
             prompt=prompt, sent=sent, actor=self._core.actor(actor),
+        )  # fmt: skip
+
+    def record_response(
+        self, context_id: UUID | str, response: Any, *, request: Any = None,
+        actor: str | None = None,
+    ) -> Written:  # fmt: skip
+        """Record one model call as the SDK returned it: an OpenAI ChatCompletion, a
+        Responses Response or an Anthropic Message (object or dict). Its output is inserted
+        in its own shape (the chat message, the Responses output items, the assistant
+        message's role and content) and the provider's usage recorded for the version the
+        call was made with — one write. With the `request` (its `messages` or `input`, and
+        `system`), `call()` shows exactly what the model saw."""
+        return responses.record_response(
+            self._writer, self._core.id(context_id), response, request=request,
+            actor=self._core.actor(actor), max_message_bytes=self.settings.max_message_bytes,
         )  # fmt: skip
 
     def compact(

@@ -26,6 +26,7 @@ SURFACES = {
     "batch_start": (f"POST {C}/batch-start", "batch-start"),
     "batch_end": (f"POST {C}/batch-end", "batch-end"),
     "record_usage": (f"POST {C}/usage", "usage"),
+    "record_response": (f"POST {C}/responses", "record-response"),
     "compact": (f"POST {C}/compact", "compact"),
     "visible": (f"GET {C}", "show"),
     "build_prompt": (f"POST {C}/prompt", "prompt"),

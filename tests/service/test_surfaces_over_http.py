@@ -117,3 +117,37 @@ def test_expand_through_the_http_client_and_the_cli(service, tmp_path):
     summary = json.loads(cli("compress", cid, "#0", "#1", "#2", "--summary", "s", "--json"))
     out = json.loads(cli("expand", cid, summary["ids"][0], "--json"))
     assert len(out["ids"]) == 3
+
+
+def test_native_shapes_and_recorded_responses_over_http_and_the_cli(service, tmp_path):
+    items = [
+        {"role": "user", "content": "Weather?", "type": "message"},
+        {"type": "function_call", "call_id": "c1", "name": "w", "arguments": "{}", "id": "fc_1"},
+        {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+    ]
+    client = service.client()
+    cid = client.create(model="gpt-5")
+    client.insert(cid, items, format="openai-responses")
+    assert client.visible(cid).to_responses() == items
+    reply = {"id": "msg_1", "type": "message", "role": "assistant", "model": "claude-x",
+             "content": [{"type": "text", "text": "Sunny."}], "stop_reason": "end_turn",
+             "usage": {"input_tokens": 7, "output_tokens": 2}}  # fmt: skip
+    claude = client.create()
+    client.insert(claude, {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                  format="anthropic")  # fmt: skip
+    client.record_response(claude, reply)
+    assert client.visible(claude).to_anthropic()["messages"][-1] == {
+        "role": "assistant", "content": [{"type": "text", "text": "Sunny."}]}  # fmt: skip
+    assert client.calls(claude)[-1].prompt_tokens == 7
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    runner = CliRunner()
+    made = runner.invoke(app, ["--url", url, "create", "--json"])
+    local = json.loads(made.stdout)["context_id"]
+    runner.invoke(app, ["--url", url, "insert", local, "--content", "hi", "--role", "user"])
+    done = runner.invoke(app, ["--url", url, "record-response", local], input=json.dumps(reply))
+    assert done.exit_code == 0, done.output
+    shown = runner.invoke(app, ["--url", url, "show", local, "--format", "anthropic"])
+    assert json.loads(shown.stdout)["messages"][-1]["content"] == [
+        {"type": "text", "text": "Sunny."}
+    ]

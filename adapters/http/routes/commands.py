@@ -15,6 +15,7 @@ from ctxstore.adapters.http.schemas import (
     ExpandBody,
     InsertBody,
     ReplaceBody,
+    ResponseBody,
     UsageBody,
 )
 from ctxstore.adapters.store.results import Compaction, Written
@@ -28,7 +29,7 @@ def insert(ctx: Owned, body: InsertBody) -> Response:
     """Append messages, or place them after a visible message."""
     return written(ctx.store.insert(
         ctx.cid, body.messages, after=body.after, actor=ctx.who.actor,
-        expected_version=expected(body, ctx.who.if_match),
+        expected_version=expected(body, ctx.who.if_match), format=body.format,
     ))  # fmt: skip
 
 
@@ -99,6 +100,15 @@ def record_usage(ctx: Owned, body: UsageBody) -> Response:
         ctx.cid, model=body.model, prompt_tokens=body.prompt_tokens,
         completion_tokens=body.completion_tokens, version=body.version,
         counted_tokens=body.counted_tokens, sent=body.sent, actor=ctx.who.actor,
+    ))  # fmt: skip
+
+
+@router.post("/responses", response_model=Written)
+@pooled
+def record_response(ctx: Owned, body: ResponseBody) -> Response:
+    """Record a model call as the SDK returned it: its output inserted, its usage recorded."""
+    return written(ctx.store.record_response(
+        ctx.cid, body.response, request=body.request, actor=ctx.who.actor
     ))  # fmt: skip
 
 

@@ -77,7 +77,53 @@ function mount(templateId) {
   return view;
 }
 
+// A native payload (a Responses item, an Anthropic message) as people read it: reasoning
+// and thinking marked, calls with their arguments, results, images and hosted tools named.
+function nativeText(message) {
+  const item = message.native;
+  const parts = [];
+  const block = (b) => {
+    switch (b.type) {
+      case "text": case "input_text": case "output_text": return b.text;
+      case "thinking": return `(thinking) ${b.thinking}`;
+      case "redacted_thinking": return "(thinking, redacted)";
+      case "tool_use": case "server_tool_use":
+        return `→ ${b.name}(${JSON.stringify(b.input ?? {})})`;
+      case "tool_result":
+        return `← ${b.tool_use_id}${b.is_error ? " (error)" : ""}: ${
+          typeof b.content === "string" ? b.content : (b.content || []).map(block).join(" ")}`;
+      case "image": case "input_image": return "[image]";
+      case "refusal": return `(refusal) ${b.refusal}`;
+      default: return `[${b.type}]`;
+    }
+  };
+  if (message.format === "anthropic") {
+    if (typeof item.content === "string") parts.push(item.content);
+    else for (const b of item.content || []) parts.push(block(b));
+    return parts.join("\n");
+  }
+  switch (item.type ?? "message") {
+    case "message":
+      if (typeof item.content === "string") parts.push(item.content);
+      else for (const b of item.content || []) parts.push(block(b));
+      break;
+    case "reasoning":
+      parts.push(`(reasoning) ${(item.summary || []).map((s) => s.text).join(" ")}`);
+      break;
+    case "function_call": case "custom_tool_call":
+      parts.push(`→ ${item.name}(${item.arguments ?? item.input ?? ""})`);
+      break;
+    case "function_call_output": case "custom_tool_call_output":
+      parts.push(`← ${item.call_id}: ${typeof item.output === "string" ? item.output : JSON.stringify(item.output)}`);
+      break;
+    default:
+      parts.push(`[${item.type}]`);
+  }
+  return parts.join("\n");
+}
+
 function textOf(message) {
+  if (message.native) return nativeText(message);
   const parts = [];
   if (typeof message.content === "string") parts.push(message.content);
   else if (Array.isArray(message.content)) {

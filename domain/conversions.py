@@ -1,0 +1,335 @@
+"""Reading a context back in any of the three shapes (domain/shapes.py).
+
+A message read in its own shape is its payload exactly as it came. Across shapes the
+conversion is field by field (docs/messages.md lists it); what cannot cross — reasoning
+items and thinking blocks (another provider cannot verify their encryption or signature),
+hosted-tool items, a provider's own fields — is left out and reported in `omitted`, never
+mangled.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from ctxstore.domain.messages import Message
+from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES
+
+JSON = dict[str, Any]
+
+
+@dataclass
+class Conversion:
+    """A context in one shape, and what could not be carried over (id, what, why)."""
+
+    shape: str
+    payload: Any
+    omitted: list[JSON] = field(default_factory=list)
+
+    def omit(self, message: Message, what: str, why: str) -> None:
+        self.omitted.append({"id": message.id, "what": what, "why": why})
+
+
+def convert(messages: Sequence[Message], shape: str, *, store: bool = True) -> Conversion:
+    """The messages in `shape`: openai-chat (a list of messages), openai-responses (a list
+    of input items; with `store=False` the items' ids are dropped and reasoning items
+    without encrypted_content left out, as a request that stores nothing needs) or
+    anthropic ({"system", "messages"})."""
+    if shape == CHAT:
+        done = Conversion(CHAT, [])
+        for m in messages:
+            done.payload.extend(_to_chat(m, done))
+        return done
+    if shape == RESPONSES:
+        done = Conversion(RESPONSES, [])
+        for m in messages:
+            done.payload.extend(_to_responses(m, done, store))
+        return done
+    if shape == ANTHROPIC:
+        return _to_anthropic(messages)
+    raise ValueError(f"unknown shape {shape!r}")
+
+
+# ---- to Chat Completions ----------------------------------------------------------------
+
+
+def _to_chat(m: Message, done: Conversion) -> list[JSON]:
+    if m.native is None:
+        return [m.to_openai()]
+    native = _native(m)
+    if m.format == RESPONSES:
+        return _responses_to_chat(m, native, done)
+    return _anthropic_to_chat(m, native, done)
+
+
+def _responses_to_chat(m: Message, item: JSON, done: Conversion) -> list[JSON]:
+    kind = item.get("type", "message")
+    if kind == "message":
+        return [{"role": item["role"], "content": _chat_content(item["content"])}]
+    if kind == "function_call":
+        call = {"id": item["call_id"], "type": "function",
+                "function": {"name": item["name"], "arguments": item["arguments"]}}  # fmt: skip
+        return [_merge_call(done, call)]
+    if kind == "custom_tool_call":
+        call = {"id": item["call_id"], "type": "custom",
+                "custom": {"name": item["name"], "input": item["input"]}}  # fmt: skip
+        return [_merge_call(done, call)]
+    if kind in ("function_call_output", "custom_tool_call_output"):
+        return [{"role": "tool", "tool_call_id": item["call_id"], "content": _text(item["output"])}]
+    done.omit(m, kind, f"a Responses {kind} item has no Chat Completions equivalent")
+    return []
+
+
+def _merge_call(done: Conversion, call: JSON) -> JSON:
+    """Consecutive function calls of one turn become one assistant message's tool_calls."""
+    last: JSON | None = done.payload[-1] if done.payload else None
+    if last is not None and last.get("role") == "assistant" and last.get("tool_calls"):
+        last["tool_calls"].append(call)
+        done.payload.pop()
+        return last
+    return {"role": "assistant", "tool_calls": [call]}
+
+
+def _anthropic_to_chat(m: Message, message: JSON, done: Conversion) -> list[JSON]:
+    role = message["role"]
+    content = message["content"]
+    if isinstance(content, str):
+        return [{"role": role, "content": content}]
+    parts: list[JSON] = []
+    calls: list[JSON] = []
+    results: list[JSON] = []
+    for block in content:
+        kind = block["type"]
+        if kind == "text":
+            parts.append({"type": "text", "text": block["text"]})
+        elif kind == "image" and isinstance(block.get("source"), dict):
+            url = _image_url(block["source"])
+            if url is None:
+                done.omit(m, "image", "an image given by a file id has no chat form")
+            else:
+                parts.append({"type": "image_url", "image_url": {"url": url}})
+        elif kind == "tool_use":
+            arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
+            calls.append({"id": block["id"], "type": "function",
+                          "function": {"name": block["name"], "arguments": arguments}})  # fmt: skip
+        elif kind == "tool_result":
+            results.append({"role": "tool", "tool_call_id": block["tool_use_id"],
+                            "content": _text(block.get("content", ""))})  # fmt: skip
+        else:
+            done.omit(m, kind, _WHY.get(kind, f"an Anthropic {kind} block has no chat form"))
+    out: list[JSON] = list(results)
+    if parts or calls:
+        one: JSON = {"role": role, "content": _flatten(parts) if parts else None}
+        if calls:
+            one["tool_calls"] = calls
+        out.append(one)
+    return out
+
+
+# ---- to Responses -------------------------------------------------------------------------
+
+
+def _to_responses(m: Message, done: Conversion, store: bool) -> list[JSON]:
+    if m.format == RESPONSES and m.native is not None:
+        item = dict(_native(m))
+        if not store:
+            if item.get("type") == "reasoning" and not item.get("encrypted_content"):
+                done.omit(m, "reasoning", "store=False: a reasoning item needs its "
+                          "encrypted_content to be sent back without stored state")  # fmt: skip
+                return []
+            if item.get("type") != "item_reference":
+                item.pop("id", None)
+        return [item]
+    chat = _to_chat(m, Conversion(CHAT, [])) if m.native is not None else [m.to_openai()]
+    if m.native is not None and m.format == ANTHROPIC:
+        content = _native(m)["content"]
+        for block in content if isinstance(content, list) else []:
+            if block.get("type") not in ("text", "image", "tool_use", "tool_result"):
+                done.omit(m, block["type"], _WHY.get(block["type"], "no Responses form"))
+    items: list[JSON] = []
+    for c in chat:
+        if c["role"] == "tool":
+            items.append({"type": "function_call_output", "call_id": c["tool_call_id"],
+                          "output": _text(c["content"])})  # fmt: skip
+            continue
+        if c.get("content") is not None:
+            items.append({"role": c["role"], "content": _responses_content(c)})
+        for call in c.get("tool_calls") or []:
+            if call.get("type") == "custom":
+                items.append({"type": "custom_tool_call", "call_id": call["id"],
+                              "name": call["custom"]["name"], "input": call["custom"]["input"]})  # fmt: skip
+            else:
+                items.append({"type": "function_call", "call_id": call["id"],
+                              "name": call["function"]["name"],
+                              "arguments": call["function"]["arguments"]})  # fmt: skip
+    return items
+
+
+def _responses_content(chat: JSON) -> Any:
+    content = chat["content"]
+    if isinstance(content, str):
+        return content
+    out_type = "output_text" if chat["role"] == "assistant" else "input_text"
+    parts: list[JSON] = []
+    for part in content:
+        if part.get("type") == "text":
+            parts.append({"type": out_type, "text": part["text"]})
+        elif part.get("type") == "image_url":
+            image = part["image_url"]
+            parts.append({"type": "input_image", "image_url": image.get("url"),
+                          "detail": image.get("detail", "auto")})  # fmt: skip
+    return parts
+
+
+# ---- to Anthropic ---------------------------------------------------------------------------
+
+
+def _to_anthropic(messages: Sequence[Message]) -> Conversion:
+    done = Conversion(ANTHROPIC, {})
+    system: list[str] = []
+    turns: list[JSON] = []
+    merged = False  # whether the last turn was converted (not an Anthropic message as is)
+    for m in messages:
+        if m.role in ("system", "developer"):
+            system.append(m.text())
+            continue
+        native = m.format == ANTHROPIC
+        for role, blocks in _anthropic_turns(m, done):
+            if turns and turns[-1]["role"] == role and merged and not native:
+                # Converted turns of one role join (a turn's tool results in one message);
+                # Anthropic messages stay as they came (the API joins such turns itself).
+                turns[-1]["content"] = _blocks(turns[-1]["content"]) + blocks
+            else:
+                turns.append({"role": role, "content": blocks})
+            merged = not native
+    done.payload = {"system": "\n\n".join(system) if system else None, "messages": turns}
+    return done
+
+
+def _anthropic_turns(m: Message, done: Conversion) -> list[tuple[str, Any]]:
+    if m.format == ANTHROPIC and m.native is not None:
+        native = _native(m)
+        return [(native["role"], native["content"])]
+    chat = _to_chat(m, done) if m.native is not None else [m.to_openai()]
+    out: list[tuple[str, Any]] = []
+    for c in chat:
+        if c["role"] == "tool":
+            out.append(("user", [{"type": "tool_result", "tool_use_id": c["tool_call_id"],
+                                  "content": _text(c["content"])}]))  # fmt: skip
+            continue
+        blocks: list[JSON] = []
+        content = c.get("content")
+        if isinstance(content, str) and content:
+            blocks.append({"type": "text", "text": content})
+        elif isinstance(content, list):
+            for part in content:
+                if part.get("type") == "text":
+                    blocks.append({"type": "text", "text": part["text"]})
+                elif part.get("type") == "image_url":
+                    blocks.append(_anthropic_image(part["image_url"].get("url", "")))
+        for call in c.get("tool_calls") or []:
+            fn = call.get("function") or {"name": call["custom"]["name"], "arguments": "{}"}
+            try:
+                arguments = json.loads(fn["arguments"] or "{}")
+            except json.JSONDecodeError:
+                arguments = {"input": fn["arguments"]}
+            blocks.append({"type": "tool_use", "id": call["id"], "name": fn["name"],
+                           "input": arguments})  # fmt: skip
+        if blocks:
+            out.append((c["role"], blocks))
+    return out
+
+
+# ---- shared --------------------------------------------------------------------------------
+
+
+def _native(m: Message) -> JSON:
+    return cast(JSON, m.native)
+
+
+_WHY = {
+    "thinking": "a thinking block's signature is Anthropic's: no other provider can verify it",
+    "redacted_thinking": "redacted thinking is encrypted by Anthropic for Anthropic alone",
+    "reasoning": "a reasoning item is encrypted by OpenAI for OpenAI alone",
+    "server_tool_use": "a server tool ran at Anthropic; its call has no other form",
+    "document": "a document block has no equivalent in this shape",
+}
+
+
+def _text(value: Any) -> str:
+    """A result's text: a string, or the text of its parts."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(
+            str(p.get("text", "")) for p in value if isinstance(p, dict) and "text" in p
+        )
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _chat_content(content: Any) -> Any:
+    if isinstance(content, str):
+        return content
+    parts: list[JSON] = []
+    for part in content:
+        kind = part.get("type")
+        if kind in ("input_text", "output_text", "text"):
+            parts.append({"type": "text", "text": part["text"]})
+        elif kind == "input_image" and part.get("image_url"):
+            parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+        elif kind == "refusal":
+            parts.append({"type": "text", "text": part.get("refusal", "")})
+    return _flatten(parts)
+
+
+def _flatten(parts: list[JSON]) -> Any:
+    """A content of text parts only is sent as one string (as every chat API takes it)."""
+    if all(p["type"] == "text" for p in parts):
+        return "".join(p["text"] for p in parts) if len(parts) == 1 else parts
+    return parts
+
+
+def _blocks(content: Any) -> list[JSON]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+
+
+def _image_url(source: JSON) -> str | None:
+    if source.get("type") == "base64":
+        return f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
+    if source.get("type") == "url":
+        return str(source.get("url"))
+    return None
+
+
+def _anthropic_image(url: str) -> JSON:
+    if url.startswith("data:") and ";base64," in url:
+        media, data = url[5:].split(";base64,", 1)
+        return {"type": "image", "source": {"type": "base64", "media_type": media, "data": data}}
+    return {"type": "image", "source": {"type": "url", "url": url}}
+
+
+class ShapedMessages:
+    """Reads of a list of messages in each shape (mixed into visible contexts and prompts)."""
+
+    messages: list[Message]
+
+    def conversion(self, shape: str, *, store: bool = True) -> Conversion:
+        """The messages in `shape`, with what could not be carried over (`omitted`)."""
+        return convert(self.messages, shape, store=store)
+
+    def to_openai(self) -> list[JSON]:
+        """The messages as Chat Completions takes them."""
+        payload: list[JSON] = convert(self.messages, CHAT).payload
+        return payload
+
+    def to_responses(self, *, store: bool = True) -> list[JSON]:
+        """The messages as Responses API input items (`store=False`: see `convert`)."""
+        payload: list[JSON] = convert(self.messages, RESPONSES, store=store).payload
+        return payload
+
+    def to_anthropic(self) -> JSON:
+        """{"system": ..., "messages": [...]} as Anthropic's Messages API takes them."""
+        payload: JSON = convert(self.messages, ANTHROPIC).payload
+        return payload
