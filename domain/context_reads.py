@@ -22,6 +22,15 @@ class ContextReads:
     order: list[str]
     entries: dict[str, JSON]
     savepoints: list[JSON]
+    metadata: JSON
+
+    @property
+    def checks_transcript(self) -> bool:
+        """Whether commands hold the transcript rules: yes, unless the context was created
+        with metadata {"ctxstore": {"transcript": "as-given"}} — an SDK session whose SDK
+        owns its history's validity (the store then records exactly what it is given)."""
+        own = self.metadata.get("ctxstore")
+        return not (isinstance(own, dict) and own.get("transcript") == "as-given")
 
     @property
     def batch(self) -> int:

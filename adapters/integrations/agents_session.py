@@ -3,9 +3,14 @@
     session = CtxStoreSession("user-42", ctxstore.open())       # or a CtxStoreClient
     await Runner.run(agent, "Hello", session=session)
 
-Each SDK item becomes one ctxstore message: its text (for token counts, prompts and audit)
-and, in its metadata, the item exactly as given, which is what `get_items` returns. The
-session's history is then an audited, replayable ctxstore context found by the session id.
+Each SDK item becomes one ctxstore message in the Responses shape, exactly as given (what
+`get_items` returns, and what `to_responses()` sends back to the model): tool outputs stay
+`function_call_output` items and reasoning stays `reasoning`. The session's context holds
+the transcript as the SDK gives it (created with {"ctxstore": {"transcript": "as-given"}}:
+the SDK owns its history's validity). An item the Responses shape does not know is kept as
+sessions made before this kept every item: a chat message holding it in its metadata.
+Sessions written that way read as before, and keep being written that way. The session's
+history is an audited, replayable ctxstore context found by the session id.
 
 When the SDK's compaction wrapper (OpenAIResponsesCompactionSession) replaces the history,
 `_atomic_replace_items` records it as one compress event (the output items in one summary
@@ -48,7 +53,10 @@ from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.results import VisibleContext
 from ctxstore.domain.compaction import summary_message as summary_of_text
 from ctxstore.domain.context import JSON
-from ctxstore.domain.errors import UnknownMessageError, VersionConflictError
+from ctxstore.domain.errors import CtxStoreError, UnknownMessageError, VersionConflictError
+from ctxstore.domain.shapes import RESPONSES, read_native
+
+AS_GIVEN = {"ctxstore": {"transcript": "as-given"}}  # the SDK owns its history's validity
 
 ITEM = "agents_item"  # metadata key of the one item a message holds
 ITEMS = "agents_items"  # metadata key of a compaction's output items
@@ -103,8 +111,22 @@ def summary_message(items: list[Any]) -> JSON:
     return summary_of_text(text, metadata={ITEMS: items, "source": "agents-compaction"})
 
 
-def held_items(metadata: dict[str, Any], content: Any = None) -> list[Any]:
-    """The items a message holds (given its metadata and its content)."""
+def native_message(item: Any) -> JSON | None:
+    """The native Responses message holding `item` exactly, or None when the shape does not
+    know it (it is then held the older way, item_message)."""
+    if not isinstance(item, dict):
+        return None
+    try:
+        seen = read_native(item, RESPONSES)
+    except CtxStoreError:
+        return None
+    return {"role": seen.role, "format": RESPONSES, "native": item}
+
+
+def held_items(metadata: dict[str, Any], content: Any = None, native: Any = None) -> list[Any]:
+    """The items a message holds (given its metadata, content and native payload)."""
+    if native is not None:
+        return [native]
     if ITEMS in metadata:
         return list(metadata[ITEMS])
     if ITEM not in metadata:
@@ -174,11 +196,15 @@ class CtxStoreSession(SessionABC):
     ) -> None:
         self.session_id = session_id
         self.store = store
+        # As the SDK's own sessions: empty settings (no limit) unless given.
         self.session_settings = (
-            coerce_session_settings(session_settings) if session_settings is not None else None
+            coerce_session_settings(session_settings)
+            if session_settings is not None
+            else SessionSettings()
         )
         self._key = key_prefix + session_id
         self._context: UUID | None = None
+        self._native: bool | None = None  # whether this session's context holds native items
 
     @property
     def context_id(self) -> UUID:
@@ -186,9 +212,23 @@ class CtxStoreSession(SessionABC):
         if self._context is None:
             self._context = self.store.context_for_key(
                 self._key, name=f"agents session {self.session_id}",
-                metadata={"agents_session_id": self.session_id},
+                metadata={"agents_session_id": self.session_id, **AS_GIVEN},
             )  # fmt: skip
         return self._context
+
+    @property
+    def holds_native(self) -> bool:
+        """Whether the session's context was made to hold items natively (sessions made
+        before that keep their items the older way, and are written so)."""
+        if self._native is None:
+            created = self.store.history(self.context_id, types=["create"])
+            metadata = created[0].details.get("metadata") or {} if created else {}
+            self._native = metadata.get("ctxstore") == AS_GIVEN["ctxstore"]
+        return self._native
+
+    def _message(self, item: Any) -> JSON:
+        native = native_message(item) if self.holds_native else None
+        return native if native is not None else item_message(item)
 
     # ---- the protocol ---------------------------------------------------------------------
 
@@ -208,8 +248,7 @@ class CtxStoreSession(SessionABC):
         """Append items; concurrent adds are retried on conflict, none is lost."""
         if not items:
             return
-        messages = [item_message(i) for i in items]
-        await settled(self._add, messages)
+        await settled(self._add, list(items))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item, or None when the session is empty."""
@@ -246,9 +285,10 @@ class CtxStoreSession(SessionABC):
 
     # ---- the work, on a thread ----------------------------------------------------------------
 
-    def _add(self, messages: list[JSON]) -> None:
+    def _add(self, items: list[Any]) -> None:
         # The context is found (or made) here too: on first use that is a query, which
         # would otherwise run on the event loop.
+        messages = [self._message(i) for i in items]
         self.store.insert(self.context_id, messages, expected_version=None)
 
     def _items(self, newest: int | None = None) -> list[Any]:
@@ -257,7 +297,11 @@ class CtxStoreSession(SessionABC):
         if read is None:  # over HTTP: the visible context
             return self._items_of(self.store.visible(self.context_id))
         messages = read(self.context_id, last=newest)
-        items = [i for m in messages for i in held_items(m.get("metadata") or {}, m.get("content"))]
+        items = [
+            i
+            for m in messages
+            for i in held_items(m.get("metadata") or {}, m.get("content"), m.get("native"))
+        ]
         if newest is not None and len(items) < newest and len(messages) == newest:
             return self._items()  # messages without items among the newest: read them all
         return items
@@ -268,7 +312,7 @@ class CtxStoreSession(SessionABC):
             if not seen.messages:
                 return None
             last = seen.messages[-1]
-            held = held_items(last.metadata, last.content)
+            held = held_items(last.metadata, last.content, last.native)
             assert last.id is not None
             try:
                 if len(held) > 1:  # a compaction summary: keep the items before the last
@@ -331,7 +375,9 @@ class CtxStoreSession(SessionABC):
     def _tail(self, limit: int) -> _Tail:
         seen = self.store.visible(self.context_id)
         ids = [m.id for m in seen.messages if m.id is not None]
-        held = [held_items(m.metadata, m.content) for m in seen.messages if m.id is not None]
+        held = [
+            held_items(m.metadata, m.content, m.native) for m in seen.messages if m.id is not None
+        ]
         first, count = len(held), 0
         while first > 0 and count < limit:
             first -= 1
@@ -369,4 +415,4 @@ class CtxStoreSession(SessionABC):
 
     @staticmethod
     def _items_of(seen: VisibleContext) -> list[Any]:
-        return [i for m in seen.messages for i in held_items(m.metadata, m.content)]
+        return [i for m in seen.messages for i in held_items(m.metadata, m.content, m.native)]

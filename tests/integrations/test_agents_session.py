@@ -236,14 +236,15 @@ def test_sdk_compaction_is_recorded_as_one_compress_event(store):
     assert run(inner.get_items()) == got[:-1]
 
 
-def test_text_is_kept_once_and_older_records_still_read(store):
-    """An item whose content is its message's text is stored once (the message holds it);
-    a record written before that, holding the whole item, reads back the same."""
+def test_items_are_native_responses_items_and_older_records_still_read(store):
+    """An item is stored once, as a native Responses item (tool outputs stay outputs,
+    reasoning stays reasoning); a record written before that, a chat message holding the
+    whole item in its metadata, reads back the same."""
     session = CtxStoreSession("kept-once", store)
     item = {"role": "user", "content": "所有的文字 only once", "extra": {"n": 1}}
     run(session.add_items([item]))
     stored = store.visible(session.context_id).messages[-1]
-    assert stored.content == item["content"]
+    assert stored.format == "openai-responses" and stored.native == item
     assert "所有的文字" not in json.dumps(stored.metadata, ensure_ascii=False)
     older = {"role": "assistant", "content": "written by an older release"}
     store.insert(session.context_id, {"role": "assistant", "content": older["content"],
@@ -389,3 +390,24 @@ def test_a_cancelled_add_is_reported_once_it_is_stored(store):
 
     assert run(cancel_mid_write()) is True
     assert run(CtxStoreSession("cancelled", store).get_items()) == [ITEMS[0]]
+
+
+def test_tool_outputs_and_reasoning_stay_what_they_are(store):
+    session = CtxStoreSession("native", store)
+    run(session.add_items(ITEMS))
+    visible = store.visible(session.context_id)
+    roles = {m.native.get("type", "message"): m.role for m in visible.messages if m.native}
+    assert roles["function_call_output"] == "tool" and roles["reasoning"] == "assistant"
+    assert visible.to_responses() == ITEMS  # what the model is sent back, as it was given
+    run(session.add_items([ITEMS[4]]))  # an output without its call: the SDK's to judge
+    assert run(session.get_items())[-1] == ITEMS[4]
+
+
+def test_sessions_written_by_the_older_adapter_keep_their_shape(store):
+    """A session made before native items (no as-given mark) is written as it was."""
+    cid = store.context_for_key("agents-session:legacy", metadata={"agents_session_id": "legacy"})
+    store.insert(cid, {"role": "user", "content": "hi", "metadata": {"agents_item": ITEMS[0]}})
+    session = CtxStoreSession("legacy", store)
+    run(session.add_items([ITEMS[2]]))
+    assert run(session.get_items()) == [ITEMS[0], ITEMS[2]]
+    assert store.visible(cid).messages[-1].native is None  # the older representation

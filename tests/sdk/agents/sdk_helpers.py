@@ -1,0 +1,43 @@
+"""The helper the OpenAI Agents SDK's own memory tests import from its test suite
+(`tests/test_responses.py` in the openai-agents 0.24.0 sdist, MIT License, Copyright (c)
+2025 OpenAI), vendored so that those test files run here unchanged but for imports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
+from ctxstore.adapters.integrations.agents_session import CtxStoreSession
+from ctxstore.adapters.store.facade import ContextStore
+
+
+def get_text_message(content: str) -> ResponseOutputMessage:
+    return ResponseOutputMessage(
+        id="1",
+        type="message",
+        role="assistant",
+        content=[ResponseOutputText(text=content, type="output_text", annotations=[], logprobs=[])],
+        status="completed",
+    )
+
+
+# Where the sessions the tests make are stored (conftest.py sets it per test).
+BACKEND: dict[str, str | None] = {"url": None}  # None: a SQLite file at the db_path
+
+
+class SQLiteSession(CtxStoreSession):
+    """What the SDK's tests construct, as a CtxStoreSession on the backend in use."""
+
+    def __init__(
+        self, session_id: str, db_path: Any = ":memory:", sessions_table: str = "",
+        messages_table: str = "", session_settings: Any = None,
+    ) -> None:  # fmt: skip
+        url = BACKEND["url"]
+        if url is None:
+            url = "memory://" if str(db_path) == ":memory:" else f"sqlite:///{db_path}"
+        self._own_store = ContextStore.from_url(url)
+        super().__init__(session_id, self._own_store, session_settings=session_settings)
+
+    def close(self) -> None:
+        self._own_store.close()
