@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ctxstore.domain.messages import Message
+from ctxstore.domain.messages import Message, is_record
 from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES
 
 JSON = dict[str, Any]
@@ -37,6 +37,7 @@ def convert(messages: Sequence[Message], shape: str, *, store: bool = True) -> C
     of input items; with `store=False` the items' ids are dropped and reasoning items
     without encrypted_content left out, as a request that stores nothing needs) or
     anthropic ({"system", "messages"})."""
+    messages = [m for m in messages if not is_record(m)]  # records are never sent
     if shape == CHAT:
         done = Conversion(CHAT, [])
         for m in messages:

@@ -396,6 +396,17 @@ def _short(where: str) -> str:
     return (where[:40] + "..." + where[-20:] if len(where) > 64 else where) or "value"
 
 
+RECORD_MARK = {"ctxstore": "record"}  # a message's metadata marking a record (below)
+
+
+def is_record(message: Any) -> bool:
+    """Whether a message (a Message or its JSON) is a record: kept in the context's history
+    and read back with it, never sent to a model (an SDK's transcript line that is not a
+    message: a title, a file snapshot, a boundary). It costs no tokens."""
+    metadata = message.get("metadata") if isinstance(message, dict) else message.metadata
+    return isinstance(metadata, dict) and metadata.get("ctxstore") == "record"
+
+
 def is_one_message(value: Any) -> bool:
     """Whether a value is one message (not a list of them): a dict, a Message, or an SDK's
     pydantic message object."""

@@ -29,7 +29,7 @@ from ctxstore.domain.images import (
     price_openai_url,
     size_of_base64,
 )
-from ctxstore.domain.messages import stored_call_parts
+from ctxstore.domain.messages import is_record, stored_call_parts
 from ctxstore.domain.shapes import ANTHROPIC, texts_of
 
 PER_MESSAGE = 3
@@ -164,6 +164,8 @@ def message_cost(message: dict[str, Any], counter: TextCounter) -> tuple[int, bo
     """Tokens one message (as JSON) costs in a prompt, and whether the figure is an
     estimate (the counter's, a part priced without its size, or a shape whose provider
     publishes no tokenizer)."""
+    if is_record(message):
+        return 0, False  # never sent to a model
     native = message.get("native")
     if native is not None:
         extra, estimated = native_parts_cost(native)

@@ -18,8 +18,10 @@ from ctxstore.adapters.store.results import (
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
 from ctxstore.domain.limits import check_int, strict_int
+from ctxstore.domain.messages import is_record
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import (
+    PromptItem,
     PromptUnits,
     Similarity,
     Strategy,
@@ -48,6 +50,11 @@ def visible(
             return visible_of(ctx, [i.message for i in core.prompt_items(ctx, held)])
     ctx = core.context_at(cid, at_version)
     return visible_of(ctx, [i.message for i in core.prompt_items(ctx)])
+
+
+def sendable(items: list[PromptItem]) -> list[PromptItem]:
+    """The messages a prompt may hold: records are kept in the history, never sent."""
+    return [i for i in items if not is_record(i.message)]
 
 
 def visible_messages(core: StoreCore, cid: UUID, last: int | None) -> list[JSON]:
@@ -99,11 +106,11 @@ def prompt(
             if held.units is None or held.units[0] != ctx.version:
                 # Grouping 10,000 messages costs about as much as choosing among them:
                 # do it once per version of the context.
-                held.units = (ctx.version, prompt_units(core.prompt_items(ctx, held)))
+                held.units = (ctx.version, prompt_units(sendable(core.prompt_items(ctx, held))))
             units = held.units[1]
     else:
         ctx = core.context_at(cid, at_version)
-        units = prompt_units(core.prompt_items(ctx))
+        units = prompt_units(sendable(core.prompt_items(ctx)))
     counter = core.counter(ctx)
     built = build_prompt(
         units,

@@ -266,3 +266,17 @@ def test_compaction_and_expansion_over_native_turns(store, shape):
     assert payload  # the summary converts with the native turns around it
     store.expand(cid, done.summary_id)
     assert [m.native for m in store.visible(cid).messages] == [m.native for m in before.messages]
+
+
+def test_records_are_kept_but_never_sent(store):
+    cid = store.create()
+    store.insert(cid, [
+        {"role": "user", "content": "hi"},
+        {"role": "developer", "content": "", "metadata": {"ctxstore": "record", "title": "t"}},
+        {"role": "assistant", "content": "hello"},
+    ])  # fmt: skip
+    visible = store.visible(cid)
+    assert len(visible.messages) == 3 and visible.token_counts[visible.ids[1]] == 0
+    assert [m["content"] for m in visible.to_openai()] == ["hi", "hello"]
+    assert visible.to_anthropic()["system"] is None
+    assert [m.content for m in store.build_prompt(cid, 1000).messages] == ["hi", "hello"]

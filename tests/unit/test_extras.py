@@ -10,6 +10,7 @@ from ctxstore import ConfigurationError, MissingExtraError
 CASES = [
     ("ctxstore.adapters.integrations.agents_session", "agents", "ctxstore[agents]"),
     ("ctxstore.adapters.integrations.langchain_history", "langchain_core", "ctxstore[langchain]"),
+    ("ctxstore.adapters.integrations.claude_session_store", "claude_agent_sdk", "ctxstore[claude]"),
 ]
 
 

@@ -1,0 +1,213 @@
+"""A Claude Agent SDK SessionStore on ctxstore (`pip install claude-agent-sdk`).
+
+    store = CtxStoreSessionStore(ctxstore.open("sqlite:///sessions.db"))
+    # ClaudeAgentOptions(session_store=store, ...)
+
+Each transcript (a session, or a subagent's under it: `subpath`) is a ctxstore context
+found by its key. Every entry is kept exactly as appended: a user or assistant entry as a
+native `anthropic` message (its `message`; the rest of the entry in the message's
+metadata), so the context reads as the conversation (`to_anthropic()`); any other entry
+(a title, a file snapshot, a boundary) as a record — kept in the history, never sent to a
+model. An entry's `uuid` makes appending it again a no-op. A subagent's context names its
+parent session's. The session summaries the SDK folds are kept in a context of their own
+per session, as records. Deleting erases the contexts (a durable store: SQLite or
+PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+from uuid import UUID
+
+from ctxstore.adapters.store.contract import ContextOperations
+from ctxstore.domain.errors import ContextNotFoundError, CtxStoreError, MissingExtraError
+from ctxstore.domain.limits import key_context_id
+from ctxstore.domain.messages import RECORD_MARK
+from ctxstore.domain.shapes import ANTHROPIC, read_native
+
+try:
+    from claude_agent_sdk._internal.session_summary import fold_session_summary
+except ModuleNotFoundError as exc:  # the SDK is not installed: say which package
+    raise MissingExtraError("the Claude Agent SDK session store", "claude") from exc
+
+ENTRY = "claude_entry"  # metadata: the entry (without its message, when that is the message)
+AT = "claude_message_at"  # metadata: the position of `message` among the entry's keys
+SUMMARY = "claude_summary"  # metadata of a summary record
+AS_GIVEN = {"ctxstore": {"transcript": "as-given"}}  # the SDK owns its transcript's validity
+REASON = "deleted through the Claude Agent SDK's SessionStore.delete"
+
+
+class CtxStoreSessionStore:
+    """The SDK's SessionStore protocol (all methods, the optional ones included)."""
+
+    def __init__(self, store: ContextOperations, *, key_prefix: str = "claude-session:") -> None:
+        self.store = store
+        self.prefix = key_prefix
+
+    # ---- the protocol -----------------------------------------------------------------
+
+    async def append(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+        if entries:
+            await asyncio.to_thread(self._append, dict(key), list(entries))
+
+    async def load(self, key: dict[str, Any]) -> list[dict[str, Any]] | None:
+        return await asyncio.to_thread(self._load, dict(key))
+
+    async def list_sessions(self, project_key: str) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self._list_sessions, project_key)
+
+    async def list_session_summaries(self, project_key: str) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self._list_summaries, project_key)
+
+    async def delete(self, key: dict[str, Any]) -> None:
+        await asyncio.to_thread(self._delete, dict(key))
+
+    async def list_subkeys(self, key: dict[str, Any]) -> list[str]:
+        return await asyncio.to_thread(self._list_subkeys, dict(key))
+
+    # ---- keys and contexts ----------------------------------------------------------------
+
+    def _name(self, key: dict[str, Any], part: str = "") -> str:
+        named = [key["project_key"], key["session_id"], key.get("subpath")]
+        return self.prefix + part + json.dumps(named, ensure_ascii=False)
+
+    def _id(self, key: dict[str, Any], part: str = "") -> UUID:
+        return key_context_id(self._name(key, part), None)
+
+    def _exists(self, cid: UUID) -> bool:
+        return self._messages(cid) is not None
+
+    def _messages(self, cid: UUID, last: int | None = None) -> list[dict[str, Any]] | None:
+        """A transcript's messages as JSON (native payload, metadata), or None."""
+        try:
+            seen = self.store.visible(cid).messages
+        except ContextNotFoundError:
+            return None
+        if last is not None:
+            seen = seen[-last:]
+        return [{"id": m.id, "native": m.native, "metadata": m.metadata} for m in seen]
+
+    def _context(self, key: dict[str, Any], part: str = "") -> UUID:
+        about = {"project_key": key["project_key"], "session_id": key["session_id"],
+                 "subpath": key.get("subpath")}  # fmt: skip
+        if key.get("subpath") is not None:
+            about["parent"] = str(self._id({**key, "subpath": None}))  # its session's context
+        name = self._name(key, part)
+        return self.store.context_for_key(
+            name, name=name, metadata={"claude_session": about, **AS_GIVEN}
+        )
+
+    def _keys_of(self, project_key: str, part: str = "") -> list[tuple[UUID, list[Any]]]:
+        """(context, [project, session, subpath]) of every transcript of a project."""
+        start = self.prefix + part + json.dumps([project_key], ensure_ascii=False)[:-1] + ","
+        found = []
+        for c in self.store.contexts(limit=1_000_000, search=start):
+            if c.name is None or not c.name.startswith(start):
+                continue
+            named = json.loads(c.name[len(self.prefix + part) :])
+            if named[0] == project_key:
+                found.append((c.context_id, named))
+        return found
+
+    # ---- the work, on a thread ----------------------------------------------------------------
+
+    def _append(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+        cid = self._context(key)
+        seen = {u for m in self._messages(cid) or [] if (u := _entry(m).get("uuid"))}
+        fresh = []
+        for e in entries:
+            uuid = e.get("uuid")
+            if uuid is not None and uuid in seen:
+                continue  # appended before (a retry): a no-op
+            if uuid is not None:
+                seen.add(uuid)
+            fresh.append(e)
+        if not fresh:
+            return
+        self.store.insert(cid, [_message(e) for e in fresh])
+        if key.get("subpath") is None:  # subagents do not touch the session's summary
+            self._fold(key, fresh)
+
+    def _fold(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+        sid = self._context(key, "summary:")
+        held = self._messages(sid, last=1) or []
+        prev = held[0]["metadata"][SUMMARY] if held else None
+        summary = fold_session_summary(prev, key, entries)  # type: ignore[arg-type]
+        # Stamped after the transcript's write: never older than list_sessions' mtime.
+        summary["mtime"] = int(time.time() * 1000)
+        record = {"role": "developer", "content": "",
+                  "metadata": {**RECORD_MARK, SUMMARY: dict(summary)}}  # fmt: skip
+        if held:
+            self.store.replace(sid, held[0]["id"], record)
+        else:
+            self.store.insert(sid, record)
+
+    def _load(self, key: dict[str, Any]) -> list[dict[str, Any]] | None:
+        held = self._messages(self._id(key))
+        return None if held is None else [_entry(m) for m in held]
+
+    def _list_sessions(self, project_key: str) -> list[dict[str, Any]]:
+        return [
+            {"session_id": named[1], "mtime": _mtime(self.store, cid)}
+            for cid, named in self._keys_of(project_key)
+            if named[2] is None
+        ]
+
+    def _list_summaries(self, project_key: str) -> list[dict[str, Any]]:
+        found = []
+        for cid, named in self._keys_of(project_key, "summary:"):
+            held = self._messages(cid, last=1)
+            if held and self._exists(self._id({"project_key": named[0], "session_id": named[1]})):
+                found.append(held[0]["metadata"][SUMMARY])
+        return found
+
+    def _list_subkeys(self, key: dict[str, Any]) -> list[str]:
+        return [
+            named[2]
+            for _, named in self._keys_of(key["project_key"])
+            if named[1] == key["session_id"] and named[2] is not None
+        ]
+
+    def _delete(self, key: dict[str, Any]) -> None:
+        gone = [self._id(key)]
+        if key.get("subpath") is None:  # a session goes with its subagents and summary
+            gone += [self._id({**key, "subpath": s}) for s in self._list_subkeys(key)]
+            gone.append(self._id(key, "summary:"))
+        for cid in gone:
+            if self._exists(cid):
+                self.store.erase(cid, reason=REASON, with_forks=True)
+
+
+def _message(entry: dict[str, Any]) -> dict[str, Any]:
+    """The ctxstore message keeping one entry exactly."""
+    message = entry.get("message")
+    if entry.get("type") in ("user", "assistant") and isinstance(message, dict):
+        try:
+            seen = read_native(message, ANTHROPIC)
+        except CtxStoreError:
+            seen = None
+        if seen is not None:
+            rest = {k: v for k, v in entry.items() if k != "message"}
+            at = list(entry).index("message")
+            return {"role": seen.role, "format": ANTHROPIC, "native": message,
+                    "metadata": {ENTRY: rest, AT: at}}  # fmt: skip
+    return {"role": "developer", "content": "", "metadata": {**RECORD_MARK, ENTRY: entry}}
+
+
+def _entry(message: dict[str, Any]) -> dict[str, Any]:
+    """The entry a ctxstore message keeps, as it was appended (its keys in their order)."""
+    metadata = message.get("metadata") or {}
+    entry = metadata.get(ENTRY) or {}
+    if message.get("native") is None or AT not in metadata:
+        return dict(entry)
+    items = list(entry.items())
+    items.insert(metadata[AT], ("message", message["native"]))
+    return dict(items)
+
+
+def _mtime(store: ContextOperations, cid: UUID) -> int:
+    """The transcript's last write, in epoch milliseconds."""
+    return int(store.visible(cid).modified_at.timestamp() * 1000)
