@@ -22,26 +22,17 @@ from uuid import UUID
 from eventsourcing.domain import Aggregate, event
 from eventsourcing.domain import Snapshot as LibrarySnapshot
 
-from ctxstore.domain.context_reads import JSON, ContextReads, MessageRef, unless_held
+from ctxstore.domain.context_reads import JSON, ContextReads, MessageRef, savepoints_as_stored
 from ctxstore.domain.errors import (
     InvalidOperationError,
     MalformedTranscriptError,
     UnknownBatchError,
 )
 from ctxstore.domain.limits import check_name, check_tenant, check_usage, strict_int
-from ctxstore.domain.messages import Message, is_one_message, parse_json_object, parse_message
-from ctxstore.domain.shapes import detect_batch
-from ctxstore.domain.summaries import (
-    covered_run,
-    expanded_order,
-    summary_payload,
-)
+from ctxstore.domain.messages import Message, parse_batch, parse_json_object, parse_message
+from ctxstore.domain.summaries import covered_run, expanded_order, summary_payload
 from ctxstore.domain.tokens import ESTIMATE, TextCounter, message_cost
-from ctxstore.domain.transcript import (
-    check_transcript,
-    pairing_closure_violation,
-    tail_scanner,
-)
+from ctxstore.domain.transcript import check_placement, check_transcript, pairing_closure_violation
 
 
 def new_message_id() -> str:
@@ -62,21 +53,13 @@ class Context(ContextReads, Aggregate):
         @classmethod
         def take(cls, aggregate: Any) -> Self:
             snapshot = super().take(aggregate)
-            head = snapshot.state["entries"]
-            snapshot.state["savepoints"] = [
-                {**saved, "entries": {i: unless_held(head, i, e) for i, e in saved["entries"].items()}}
-                for saved in snapshot.state["savepoints"]
-            ]  # fmt: skip
+            snapshot.state["savepoints"] = savepoints_as_stored(snapshot.state)
             return snapshot
 
         def mutate(self, _: None) -> Context:
             ctx = super().mutate(_)
             assert isinstance(ctx, Context)
-            head = ctx.entries
-            for saved in ctx.savepoints:  # the copies read back share the head's entries
-                saved["entries"] = {
-                    i: head[i] if e is None else e for i, e in saved["entries"].items()
-                }
+            ctx.share_head_entries()
             return ctx
 
     class ContextCreated(Aggregate.Created):
@@ -222,16 +205,7 @@ class Context(ContextReads, Aggregate):
             raise InvalidOperationError(
                 f"a fork counts tokens as its source does ({source.encoding}), not {self.encoding}"
             )
-        entries = [
-            {
-                "message": source.entries[i]["message"],
-                "tokens": source.entries[i]["tokens"],
-                "estimated": source.entries[i]["estimated"],
-                "summary_of": source.entries[i]["summary_of"],
-            }
-            for i in source.order
-        ]
-        self._context_forked(str(source.id), source.version, entries, actor)
+        self._context_forked(str(source.id), source.version, source.copied_entries(), actor)
 
     # ---- reads -----------------------------------------------------------------------
 
@@ -249,15 +223,7 @@ class Context(ContextReads, Aggregate):
         """Append messages, or place them after a visible message; returns their ids.
         `format` names their shape (openai-chat, openai-responses, anthropic); by default
         each message's is detected (domain/shapes.py)."""
-        if is_one_message(messages):
-            messages = [messages]  # type: ignore[list-item]  # one message on its own
-        if isinstance(messages, str) or not isinstance(messages, Sequence) or not messages:
-            kind = type(messages).__qualname__
-            raise InvalidOperationError(
-                f"insert needs a message or a non-empty list of messages, got {kind}"
-            )
-        shapes = [format] * len(messages) if format else detect_batch(list(messages))
-        parsed = [parse_message(m, s) for m, s in zip(messages, shapes, strict=True)]
+        parsed = parse_batch(messages, format)
         after_id = None if after is None else self.resolve(after)
         payload: list[JSON] = []
         for m in parsed:
@@ -267,17 +233,8 @@ class Context(ContextReads, Aggregate):
             dumped = m.stored()
             dumped["id"] = msg_id
             payload.append(dumped)
-        new_items = [(p["id"], p) for p in payload]
-        if not self.checks_transcript:
-            pass
-        elif after_id is None or after_id == self.order[-1]:
-            scanner = tail_scanner(self.order, self._messages_by_id())
-            scanner.feed_all(new_items)  # appending touches only the tail
-        else:
-            at = self.order.index(after_id) + 1
-            ids = self.order[:at] + [p["id"] for p in payload] + self.order[at:]
-            new, old = dict(new_items), self._messages_by_id()
-            check_transcript((i, new[i] if i in new else old[i]) for i in ids)
+        if self.checks_transcript:
+            check_placement(self.order, self._messages_by_id(), payload, after_id)
         costs = [message_cost(p, counter) for p in payload]
         tokens = [n for n, _ in costs]
         estimated = any(e for _, e in costs)

@@ -1,4 +1,5 @@
-"""Reads of a context's state: its messages by id, positions resolved to ids, the batch.
+"""Reads of a context's state: its messages by id, positions resolved to ids, the batch;
+and how its open batches' saved entries are laid out in a snapshot.
 
 A mixin of the `Context` aggregate, kept apart so that the aggregate's module holds its
 events and commands; nothing outside the domain indexes the aggregate's raw state.
@@ -98,6 +99,18 @@ class ContextReads:
         """Every message in the state by id, as stored (a view, nothing copied)."""
         return self._messages_by_id()
 
+    def copied_entries(self) -> list[JSON]:
+        """The visible messages with their counts and summary links, as a fork copies them."""
+        keys = ("message", "tokens", "estimated", "summary_of")
+        return [{k: self.entries[i][k] for k in keys} for i in self.order]
+
+    def share_head_entries(self) -> None:
+        """Savepoints read back from a snapshot (None where the head held the entry
+        unchanged) share the head's entries again."""
+        head = self.entries
+        for saved in self.savepoints:
+            saved["entries"] = {i: head[i] if e is None else e for i, e in saved["entries"].items()}
+
     def _messages_by_id(self) -> Mapping[str, JSON]:
         return _MessageView(self.entries)
 
@@ -120,6 +133,15 @@ class _MessageView(Mapping[str, JSON]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+
+def savepoints_as_stored(state: JSON) -> list[JSON]:
+    """A snapshot state's open batches, each saved entry the head holds unchanged as None."""
+    head = state["entries"]
+    return [
+        {**saved, "entries": {i: unless_held(head, i, e) for i, e in saved["entries"].items()}}
+        for saved in state["savepoints"]
+    ]
 
 
 def unless_held(head: dict[str, JSON], msg_id: str, entry: JSON) -> JSON | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -19,7 +20,15 @@ from pydantic import (
 )
 
 from ctxstore.domain.errors import InvalidMessageError, InvalidOperationError
-from ctxstore.domain.shapes import CHAT, NATIVE, Native, detect, read_native, texts_of
+from ctxstore.domain.shapes import (
+    CHAT,
+    NATIVE,
+    Native,
+    detect,
+    detect_batch,
+    read_native,
+    texts_of,
+)
 
 # NaN and infinities are not JSON: other languages' parsers reject what they would write.
 _JSON: TypeAdapter[JsonValue] = TypeAdapter(JsonValue, config=ConfigDict(allow_inf_nan=False))
@@ -432,6 +441,21 @@ def as_plain(value: Any) -> Any:
     except (TypeError, ValueError) as exc:
         name = f"{type(value).__module__}.{type(value).__qualname__}"
         raise InvalidMessageError(f"cannot read a message from a {name}: {exc}") from None
+
+
+def parse_batch(messages: Any, shape: str | None = None) -> list[Message]:
+    """One message or a non-empty list of them, each in the shape given or detected (a
+    plain message takes the batch's one native shape: shapes.detect_batch); raises
+    InvalidOperationError or InvalidMessageError."""
+    if is_one_message(messages):
+        messages = [messages]
+    if isinstance(messages, str) or not isinstance(messages, Sequence) or not messages:
+        kind = type(messages).__qualname__
+        raise InvalidOperationError(
+            f"insert needs a message or a non-empty list of messages, got {kind}"
+        )
+    shapes = [shape] * len(messages) if shape else detect_batch(list(messages))
+    return [parse_message(m, s) for m, s in zip(messages, shapes, strict=True)]
 
 
 def parse_message(data: Message | dict[str, Any], shape: str | None = None) -> Message:

@@ -11,10 +11,8 @@ the strategy adds (a truncation marker, a topic summary).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
@@ -32,50 +30,12 @@ from ctxstore.domain.prompt_config import (
     SemanticConfig,
     Strategy,
 )
+from ctxstore.domain.relevance import lexical_similarity, mentions
 from ctxstore.domain.tokens import REPLY_PRIMING
 from ctxstore.domain.transcript import blocks_of
 
 STRATEGIES: tuple[str, ...] = ("full", "compressed", "adaptive", "semantic")
 Similarity = Callable[[str, str], float]
-
-# words too common to say what a message is about, English and Chinese
-STOP_WORDS = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "and",
-        "or",
-        "but",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "of",
-        "with",
-        "by",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "it",
-        "this",
-        "that",
-        "i",
-        "you",
-        "we",
-        "的",
-        "是",
-        "在",
-        "和",
-        "或",
-        "但是",
-        "如果",
-        "那么",
-    ]
-)
 
 
 class PromptItem(NamedTuple):
@@ -189,31 +149,6 @@ class PromptUnits:
 def prompt_units(items: Sequence[PromptItem]) -> PromptUnits:
     """Group the messages once; pass the result to build_prompt to skip the grouping."""
     return PromptUnits(_units(items))
-
-
-def lexical_similarity(a: str, b: str) -> float:
-    """Jaccard similarity of word sets (the lexical baseline); CJK text by character bigrams."""
-    wa, wb = _words(a), _words(b)
-    if not wa or not wb:
-        return 0.0
-    return len(wa & wb) / len(wa | wb)
-
-
-@lru_cache(maxsize=65536)
-def _mentions(text: str, keywords: tuple[str, ...]) -> bool:
-    low = text.lower()
-    return any(k in low for k in keywords)
-
-
-@lru_cache(maxsize=65536)
-def _words(text: str) -> frozenset[str]:
-    words: set[str] = set()
-    for token in re.findall(r"[\u4e00-\u9fff]+|[\w']+", text.lower()):
-        if re.match(r"[\u4e00-\u9fff]", token):
-            words.update(token[i : i + 2] for i in range(max(1, len(token) - 1)))
-        elif token not in STOP_WORDS:
-            words.add(token)
-    return frozenset(words - STOP_WORDS)
 
 
 def build_prompt(
@@ -445,7 +380,7 @@ def _adaptive(plan: _Plan, cfg: AdaptiveConfig) -> None:
     for u in reversed(plan.units):
         if u.index in plan.kept:
             continue
-        if _mentions(u.text, keywords):
+        if mentions(u.text, keywords):
             if plan.used() + u.tokens <= important_cap and plan.take(u):
                 continue
             plan.leave(u, "important, but over the important layer's share of the budget")

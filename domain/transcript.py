@@ -138,6 +138,24 @@ def tail_scanner(
     return scanner
 
 
+def check_placement(
+    order: Sequence[str],
+    messages: Mapping[str, Mapping[str, Any]],
+    new: Sequence[Mapping[str, Any]],
+    after_id: str | None,
+) -> None:
+    """Raise MalformedTranscriptError unless messages `new` (with their ids) may go after
+    `after_id` (None: at the end); an append reads only the tail."""
+    items = [(m["id"], m) for m in new]
+    if after_id is None or after_id == order[-1]:
+        tail_scanner(order, messages).feed_all(items)
+        return
+    at = order.index(after_id) + 1
+    added = dict(items)
+    ids = [*order[:at], *added, *order[at:]]
+    check_transcript((i, added[i] if i in added else messages[i]) for i in ids)
+
+
 def blocks_of(order: Sequence[str], messages: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
     """Message id -> the number of the block it belongs to (messages of no block absent):
     a call with its results (and a Responses turn's further calls), and a Responses

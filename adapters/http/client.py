@@ -1,25 +1,18 @@
 """A typed Python client of the HTTP service (httpx), with the facade's method names.
 
-Errors come back as the same typed exceptions the in-process store raises (the problem's
-`error` names the class). Every POST carries an Idempotency-Key, generated per call unless
-given, and is retried with that same key after a network failure, so a retry never writes
-twice.
+Errors come back as the same typed exceptions the in-process store raises, and POSTs are
+safe to retry (adapters/http/transport.py).
 """
 
 from __future__ import annotations
 
-import time
-import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any
 from uuid import UUID
 
-import httpx
-from pydantic import BaseModel, TypeAdapter
-
 from ctxstore.adapters.http.schemas import Step
+from ctxstore.adapters.http.transport import ServiceTransport
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.results import (
     AuditPage,
@@ -39,129 +32,15 @@ from ctxstore.adapters.store.results import (
     Written,
 )
 from ctxstore.adapters.store.transfer import transcript_messages
-from ctxstore.domain import errors
 from ctxstore.domain.context import JSON, MessageRef
-from ctxstore.domain.errors import InvalidImportError, NothingToSummarizeError
 from ctxstore.domain.messages import as_plain, is_one_message
 from ctxstore.domain.prompt import Strategy
 
 REPLAY_PAGE = 500  # versions a replay request asks for
-M = TypeVar("M", bound=BaseModel)
-ERRORS: dict[str, type[errors.CtxStoreError]] = {
-    cls.__name__: cls
-    for cls in (*vars(errors).values(), NothingToSummarizeError, InvalidImportError)
-    if isinstance(cls, type) and issubclass(cls, errors.CtxStoreError)
-}
 
 
-class ServiceError(errors.CtxStoreError):
-    """The service answered an error with no ctxstore error class (auth, limits, 5xx)."""
-
-    def __init__(self, status: int, problem: dict[str, Any]) -> None:
-        super().__init__(f"{status}: {problem.get('detail') or problem.get('title')}")
-        self.status = status
-        self.problem = problem
-
-
-class CtxStoreClient(ContextOperations):
+class CtxStoreClient(ServiceTransport, ContextOperations):
     """ctxstore over HTTP: `CtxStoreClient("http://127.0.0.1:8080", token="...")`."""
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        token: str | None = None,
-        actor: str | None = None,
-        timeout: float = 30.0,
-        retries: int = 3,
-        idempotency_keys: bool = True,
-        transport: httpx.BaseTransport | None = None,
-    ) -> None:
-        headers = {"Accept": "application/json"}
-        if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
-        if actor is not None:
-            headers["X-Ctxstore-Actor"] = actor
-        self.retries = retries
-        # Without keys a POST is sent once: resending it after a network failure could
-        # write twice.
-        self.idempotency_keys = idempotency_keys
-        self.http = httpx.Client(
-            base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
-        )
-
-    # ---- plumbing -----------------------------------------------------------------------
-
-    def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        json: Any = None,
-        params: dict[str, Any] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> httpx.Response:
-        query = {k: v for k, v in (params or {}).items() if v is not None}
-        safe = method == "GET" or "Idempotency-Key" in (headers or {})
-        for attempt in range(self.retries + 1 if safe else 1):
-            try:
-                response = self.http.request(method, path, json=json, params=query, headers=headers)
-            except httpx.TransportError:
-                # Safe to resend: reads change nothing, and writes carry an idempotency key.
-                if not safe or attempt == self.retries:
-                    raise
-                time.sleep(0.05 * 2**attempt)
-                continue
-            if response.status_code == 409 and response.headers.get("retry-after"):
-                time.sleep(float(response.headers["retry-after"]) / 4)  # the first try runs
-                continue
-            if response.status_code >= 400:
-                raise self._error(response)
-            return response
-        raise ServiceError(409, {"detail": "the request was still running after retries"})
-
-    @staticmethod
-    def _error(response: httpx.Response) -> errors.CtxStoreError:
-        try:
-            problem = response.json()
-        except ValueError:
-            problem = {"detail": response.text[:500]}
-        cls = ERRORS.get(str(problem.get("error")))
-        if cls is not None:
-            return cls(problem.get("detail", ""))
-        return ServiceError(response.status_code, problem)
-
-    def _post(
-        self,
-        path: str,
-        body: dict[str, Any] | None,
-        model: type[M],
-        *,
-        if_match: int | None = None,
-        key: str | None = None,
-    ) -> M:
-        headers = self._key(key)
-        if if_match is not None:
-            headers["If-Match"] = f'"{if_match}"'
-        clean = None if body is None else {k: v for k, v in body.items() if v is not None}
-        return model.model_validate(self._send("POST", path, json=clean, headers=headers).json())
-
-    def _get(self, path: str, model: type[M], **params: Any) -> M:
-        return model.model_validate(self._send("GET", path, params=params).json())
-
-    def _get_list(self, path: str, item: type[M], **params: Any) -> list[M]:
-        return TypeAdapter(list[item]).validate_python(  # type: ignore[valid-type]
-            self._send("GET", path, params=params).json()
-        )
-
-    def _key(self, given: str | None) -> dict[str, str]:
-        if given is not None:
-            return {"Idempotency-Key": given}
-        return {"Idempotency-Key": uuid.uuid4().hex} if self.idempotency_keys else {}
-
-    @staticmethod
-    def _ctx(context_id: UUID | str) -> str:
-        return f"/v1/contexts/{context_id}"
 
     # ---- contexts -----------------------------------------------------------------------
 
@@ -506,19 +385,3 @@ class CtxStoreClient(ContextOperations):
     def health(self) -> dict[str, Any]:
         result: dict[str, Any] = self._send("GET", "/health").json()
         return result
-
-    # ---- lifetime -----------------------------------------------------------------------
-
-    def close(self) -> None:
-        self.http.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -17,7 +17,7 @@ from ctxstore import (
     UnknownMessageError,
     VersionConflictError,
 )
-from ctxstore.adapters.http.client import ServiceError
+from ctxstore.adapters.http.transport import ServiceError
 
 USER = {"role": "user", "content": "What is the capital of France?"}
 ASSISTANT = {"role": "assistant", "content": "Paris."}
