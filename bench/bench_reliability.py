@@ -229,13 +229,29 @@ def _timed(call: Any) -> tuple[float, BaseException | None]:
 
 
 def _until_written(store: ContextStore, cid: Any, limit: float) -> float:
-    """Seconds until an insert succeeds again (tried back to back), at most `limit`."""
+    """Seconds until an insert succeeds again (tried back to back); AssertionError when
+    none has after `limit` seconds."""
     started = time.perf_counter()
     while True:
         _, failed = _timed(lambda: store.insert(cid, [{"role": "user", "content": "back"}]))
         waited = time.perf_counter() - started
-        if failed is None or waited > limit:
+        if failed is None:
             return waited
+        assert waited <= limit, f"no write went through {limit} s after the server came back"
+
+
+def _counting_waits(store: ContextStore) -> list[int]:
+    """Count the waits for a pooled connection from here on (one list item, incremented)."""
+    pool: Any = store._storage.recorder.datastore.pool  # type: ignore[attr-defined]
+    waits = [0]
+    getconn = pool.getconn
+
+    def counted(timeout: float | None = None) -> Any:
+        waits[0] += 1
+        return getconn(timeout)
+
+    pool.getconn = counted
+    return waits
 
 
 def run_outages(connect_timeout: int = 2, statement_timeout: int = 2) -> dict[str, Any]:
@@ -256,11 +272,14 @@ def run_outages(connect_timeout: int = 2, statement_timeout: int = 2) -> dict[st
         store.insert(cid, [{"role": "user", "content": "before"}])
         store._core.cache.held(other).stale()  # its next read goes to the server
         cluster.stop()
+        waits = _counting_waits(store)
         for name, call in (
             ("stopped_write", lambda: store.insert(cid, [{"role": "user", "content": "x"}])),
             ("stopped_read", lambda: store.visible(other)),
         ):
+            before = waits[0]
             found[name], exc = _timed(call)
+            found[f"{name}_connection_waits"] = waits[0] - before
             assert isinstance(exc, StoreUnavailableError), f"{name}: {exc!r}"
         time.sleep(3 * connect_timeout)  # a longer outage: the pool's backoff grows
         cluster.start()

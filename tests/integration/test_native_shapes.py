@@ -154,6 +154,7 @@ def test_conversions_across_shapes_report_what_cannot_cross(store):
 def test_prompts_keep_reasoning_with_its_turn(store):
     cid = store.create()
     store.insert(cid, RESPONSES_TURN[:5])
+    outcomes = set()
     for budget in range(40, 400, 20):
         try:
             prompt = store.build_prompt(cid, budget)
@@ -164,6 +165,8 @@ def test_prompts_keep_reasoning_with_its_turn(store):
         kept = [m.native for m in prompt.messages]
         reasoning, call = RESPONSES_TURN[1], RESPONSES_TURN[2]
         assert (reasoning in kept) == (call in kept), budget
+        outcomes.add(call in kept)
+    assert outcomes == {True, False}  # budgets that keep the turn, and that leave it out
 
 
 def test_record_response_for_each_sdk(store):

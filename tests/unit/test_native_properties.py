@@ -22,7 +22,6 @@ class Model:
 
     def well_formed(self, items: list) -> bool:
         pending: list[str] = []
-        last_calls: tuple[str, ...] = ()
         for _, kind, calls, answers, _ in items:
             if answers:
                 if not pending or any(a not in pending for a in answers):
@@ -37,8 +36,6 @@ class Model:
                     continue
                 return False
             pending = list(calls)
-            last_calls = calls
-        del last_calls
         return True
 
     def blocks(self) -> list[set[str]]:
