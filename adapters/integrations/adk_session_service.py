@@ -1,0 +1,316 @@
+"""A Google ADK session service on ctxstore (`pip install 'ctxstore[adk]'`).
+
+    sessions = CtxStoreSessionService(ctxstore.open("sqlite:///sessions.db"))
+    runner = Runner(agent=agent, app_name="weather", session_service=sessions)
+
+Each ADK session is a ctxstore context found by (app, user, session id). Its first message
+is a record of the state it was created with; every event ADK appends is one message
+keeping the event exactly (its JSON in the message's metadata, read back equal): an event
+whose content has text is a `user` or `assistant` message with that text, so the context
+reads as the conversation and counts its tokens; any other event (a function call or
+response, a state change, a transfer) is a record — kept in the history, never sent to a
+model. A session's state is folded from those events as ADK defines it: `app:` keys are
+shared by every user of the app, `user:` keys by the user's sessions (each scope a context
+holding its current state, replaced on change, so its history shows every change), other
+keys belong to the session, and `temp:` keys are never stored.
+
+Stale writers are refused as ADK's database service refuses them: a session carries the
+context's version it was read at, and appending with an older one raises
+StaleSessionError (an optimistic `expected_version`, so two racing writers never both
+win). Appending an event that is already stored (a retry after a lost reply) is a no-op.
+`delete_session` erases the context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+from uuid import UUID
+
+from ctxstore.domain.errors import MissingExtraError
+
+try:
+    from google.adk.errors._stale_session_error import StaleSessionError
+    from google.adk.errors.already_exists_error import AlreadyExistsError
+    from google.adk.errors.session_not_found_error import SessionNotFoundError
+    from google.adk.events.event import Event
+    from google.adk.sessions import _session_util
+    from google.adk.sessions.base_session_service import (
+        BaseSessionService,
+        GetSessionConfig,
+        ListSessionsResponse,
+    )
+    from google.adk.sessions.session import Session
+    from google.adk.sessions.state import State
+except ModuleNotFoundError as exc:  # the extra is not installed: say which
+    raise MissingExtraError("the Google ADK session service", "adk") from exc
+
+from ctxstore.adapters.store.contract import ContextOperations
+from ctxstore.domain.errors import ContextNotFoundError, VersionConflictError
+from ctxstore.domain.limits import key_context_id
+from ctxstore.domain.messages import RECORD_MARK, Message
+
+EVENT = "adk_event"  # metadata: the ADK event, as its JSON
+CREATED = "adk_session"  # metadata of the first record: the state given and when
+STATE = "adk_state"  # metadata of an app's or a user's state record
+AS_GIVEN = {"ctxstore": {"transcript": "as-given"}}  # ADK owns its history's validity
+REASON = "deleted through Google ADK's BaseSessionService.delete_session"
+STALE = (
+    "The session has been modified in storage since it was loaded. "
+    "Please reload the session before appending more events."
+)
+RETRIES = 20  # rounds of read-merge-write for an app's or a user's state under contention
+
+
+class CtxStoreSessionService(BaseSessionService):
+    """ADK's BaseSessionService (get_user_state included) over a ctxstore store."""
+
+    def __init__(self, store: ContextOperations, *, key_prefix: str = "adk:") -> None:
+        self.store = store
+        self.prefix = key_prefix
+
+    # ---- the protocol -------------------------------------------------------------------
+
+    async def create_session(
+        self, *, app_name: str, user_id: str, state: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:  # fmt: skip
+        return await asyncio.to_thread(self._create, app_name, user_id, state, session_id)
+
+    async def get_session(
+        self, *, app_name: str, user_id: str, session_id: str,
+        config: GetSessionConfig | None = None,
+    ) -> Session | None:  # fmt: skip
+        return await asyncio.to_thread(self._get, app_name, user_id, session_id, config)
+
+    async def list_sessions(
+        self, *, app_name: str, user_id: str | None = None
+    ) -> ListSessionsResponse:
+        return await asyncio.to_thread(self._list, app_name, user_id)
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        await asyncio.to_thread(self._delete, app_name, user_id, session_id)
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
+        return await asyncio.to_thread(self._state_of, self._user_key(app_name, user_id))
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        if event.partial:
+            return event
+        # temp: keys live in this invocation's session only, never in storage (ADK's rule)
+        self._apply_temp_state(session, event)
+        event = self._trim_temp_delta_state(event)
+        await asyncio.to_thread(self._append, session, event)
+        return self._commit_event_to_session(session, event)
+
+    # ---- keys ---------------------------------------------------------------------------
+
+    def _key(self, kind: str, *parts: str) -> str:
+        return f"{self.prefix}{kind}:" + json.dumps(list(parts), ensure_ascii=False)
+
+    def _session_key(self, app: str, user: str, sid: str) -> str:
+        return self._key("session", app, user, sid)
+
+    def _user_key(self, app: str, user: str) -> str:
+        return self._key("user", app, user)
+
+    def _app_key(self, app: str) -> str:
+        return self._key("app", app)
+
+    def _found(self, key: str) -> UUID:
+        return self.store.context_for_key(key, metadata=AS_GIVEN)
+
+    def _held(self, key: str) -> tuple[UUID, int, list[Message]] | None:
+        """A keyed context's id, version and messages; None when it holds nothing (a
+        read never creates the context)."""
+        cid = key_context_id(key, None)
+        try:
+            seen = self.store.visible(cid)
+        except ContextNotFoundError:
+            return None
+        return (cid, seen.version, seen.messages) if seen.messages else None
+
+    # ---- state ----------------------------------------------------------------------------
+
+    def _state_of(self, key: str) -> dict[str, Any]:
+        held = self._held(key)
+        return dict(_kept(held[2][-1], STATE)) if held else {}
+
+    def _merge_into(self, key: str, delta: dict[str, Any]) -> None:
+        """dict.update of an app's or a user's state: one replace, retried on a race."""
+        cid = self._found(key)
+        for _ in range(RETRIES):
+            seen = self.store.visible(cid)
+            last = seen.messages[-1] if seen.messages else None
+            state = {**(_kept(last, STATE) if last else {}), **delta}
+            record = {"role": "developer", "content": "",
+                      "metadata": {**RECORD_MARK, STATE: state}}  # fmt: skip
+            try:
+                if last is None:
+                    self.store.insert(cid, record, expected_version=seen.version)
+                else:
+                    self.store.replace(cid, last.id or "", record, expected_version=seen.version)
+                return
+            except VersionConflictError:
+                continue  # another writer merged first: merge into theirs
+        raise VersionConflictError(f"{key}: state kept changing under {RETRIES} attempts")
+
+    def _apply_shared(self, app: str, user: str, delta: dict[str, Any]) -> dict[str, Any]:
+        """Stores the app: and user: parts of a delta; returns the session's part."""
+        parts = _session_util.extract_json_safe_state_delta(delta)
+        if parts["app"]:
+            self._merge_into(self._app_key(app), parts["app"])
+        if parts["user"]:
+            self._merge_into(self._user_key(app, user), parts["user"])
+        return dict(parts["session"])
+
+    def _merged(self, app: str, user: str, own: dict[str, Any]) -> dict[str, Any]:
+        merged = dict(own)
+        for prefix, key in [(State.APP_PREFIX, self._app_key(app)),
+                            (State.USER_PREFIX, self._user_key(app, user))]:  # fmt: skip
+            merged.update({prefix + k: v for k, v in self._state_of(key).items()})
+        return merged
+
+    # ---- the work, on a thread ------------------------------------------------------------
+
+    def _create(
+        self, app: str, user: str, state: dict[str, Any] | None, session_id: str | None
+    ) -> Session:
+        sid = (session_id or "").strip() or str(uuid.uuid4())
+        cid = self._found(self._session_key(app, user, sid))
+        seen = self.store.visible(cid)
+        if seen.messages:
+            raise AlreadyExistsError(f"Session with id {sid} already exists.")
+        now = time.time()
+        own = _session_util.extract_json_safe_state_delta(state or {})["session"]
+        record = {"role": "developer", "content": "", "metadata": {
+            **RECORD_MARK, CREATED: {"app_name": app, "user_id": user, "id": sid,
+                                     "state": own, "created": now}}}  # fmt: skip
+        try:  # the version makes two racing creates of one id: one wins, one is told
+            written = self.store.insert(cid, record, expected_version=seen.version)
+        except VersionConflictError:
+            raise AlreadyExistsError(f"Session with id {sid} already exists.") from None
+        self._apply_shared(app, user, state or {})
+        session = Session(
+            app_name=app, user_id=user, id=sid, state=self._merged(app, user, own),
+            last_update_time=now,
+        )  # fmt: skip
+        session._storage_update_marker = str(written.version)
+        return session
+
+    def _get(
+        self, app: str, user: str, sid: str, config: GetSessionConfig | None
+    ) -> Session | None:
+        held = self._held(self._session_key(app, user, sid.strip()))
+        if held is None:
+            return None
+        _, version, messages = held
+        own, events, updated = _fold(messages)
+        if config is not None and config.after_timestamp:
+            events = [e for e in events if e.timestamp >= config.after_timestamp]
+        if config is not None and config.num_recent_events is not None:
+            recent = config.num_recent_events
+            events = events[-recent:] if recent else []
+        session = Session(
+            app_name=app, user_id=user, id=sid.strip(), state=self._merged(app, user, own),
+            events=events, last_update_time=updated,
+        )  # fmt: skip
+        session._storage_update_marker = str(version)
+        return session
+
+    def _list(self, app: str, user: str | None) -> ListSessionsResponse:
+        named = [app] if user is None else [app, user]
+        start = self._key("session", *named)[:-1] + ","
+        found = []
+        for c in self.store.contexts(limit=1_000_000, search=start):
+            if c.name is None or not c.name.startswith(start):
+                continue
+            app_name, user_id, sid = json.loads(c.name[len(self.prefix + "session:") :])
+            held = self._held(c.name)
+            if held is None or app_name != app:
+                continue
+            own, _, updated = _fold(held[2])
+            found.append(Session(
+                app_name=app, user_id=user_id, id=sid,
+                state=self._merged(app, user_id, own), last_update_time=updated,
+            ))  # fmt: skip
+        # oldest first, as the base class documents (ADK's SQLite service's order)
+        found.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
+        return ListSessionsResponse(sessions=found)
+
+    def _delete(self, app: str, user: str, sid: str) -> None:
+        held = self._held(self._session_key(app, user, sid.strip()))
+        if held is not None:
+            self.store.erase(held[0], reason=REASON, with_forks=True)
+
+    def _append(self, session: Session, event: Event) -> None:
+        held = self._held(self._session_key(session.app_name, session.user_id, session.id))
+        if held is None:
+            raise SessionNotFoundError(f"Session {session.id} not found.")
+        cid, version, messages = held
+        stored = [_kept(m, EVENT)["id"] for m in messages if EVENT in m.metadata]
+        expected = self._expected(session, version, stored, _fold(messages)[2])
+        try:
+            written = self.store.insert(cid, _message(event), expected_version=expected)
+        except VersionConflictError:
+            if self._stored(cid, event.id):  # our own earlier attempt landed (a lost reply)
+                return
+            raise StaleSessionError(STALE) from None
+        self._apply_shared(session.app_name, session.user_id, event.actions.state_delta or {})
+        session.last_update_time = event.timestamp
+        session._storage_update_marker = str(written.version)
+
+    def _expected(self, session: Session, version: int, stored: list[str], updated: float) -> int:
+        """The version this session was read at; refuses a session storage has moved past."""
+        marker = session._storage_update_marker
+        if marker is not None:
+            return int(marker)
+        # A session not read through this service (no marker): current when its events are
+        # storage's, or when storage has not moved past it (ADK's database service's rule).
+        if updated > session.last_update_time and stored != [e.id for e in session.events]:
+            raise StaleSessionError(STALE)
+        return version
+
+    def _stored(self, cid: UUID, event_id: str) -> bool:
+        seen = self.store.visible(cid).messages
+        return any(_kept(m, EVENT).get("id") == event_id for m in seen if EVENT in m.metadata)
+
+
+def _message(event: Event) -> dict[str, Any]:
+    """The ctxstore message keeping one ADK event: its text as a turn, or a record."""
+    kept = json.loads(event.model_dump_json(exclude_none=True))
+    parts = (event.content.parts or []) if event.content is not None else []
+    texts = [p.text for p in parts if p.text and not p.thought]
+    if texts:
+        role = "user" if event.content is not None and event.content.role == "user" else "assistant"
+        return {"role": role, "content": "\n".join(texts), "metadata": {EVENT: kept}}
+    return {"role": "developer", "content": "", "metadata": {**RECORD_MARK, EVENT: kept}}
+
+
+def _kept(message: Message, key: str) -> dict[str, Any]:
+    """What this service keeps in a message's metadata under `key` (always an object)."""
+    kept: dict[str, Any] = message.metadata[key]  # type: ignore[assignment]
+    return kept
+
+
+def _fold(messages: list[Message]) -> tuple[dict[str, Any], list[Event], float]:
+    """A session's own state, its events (in time order, ties in append order) and its
+    last update (the last appended event's time, or the creation's)."""
+    created = _kept(messages[0], CREATED)
+    state = dict(created["state"])
+    updated = float(created["created"])
+    events = []
+    for m in messages[1:]:
+        if EVENT not in m.metadata:
+            continue
+        event = Event.model_validate_json(json.dumps(_kept(m, EVENT)))
+        delta = event.actions.state_delta if event.actions else None
+        if delta:
+            state.update(_session_util.extract_json_safe_state_delta(delta)["session"])
+        events.append(event)
+        updated = event.timestamp
+    events.sort(key=lambda e: e.timestamp)  # stable: equal times keep their append order
+    return state, events, updated
