@@ -72,6 +72,10 @@ class Settings(BaseSettings):
     max_message_bytes: int = Field(
         default=1_000_000, ge=1024, description="largest message accepted (its JSON, UTF-8)"
     )
+    max_blob_bytes: int = Field(
+        default=32 * 1024 * 1024, ge=1024,
+        description="largest attachment (image, audio, file) a message or an upload may hold",
+    )  # fmt: skip
     max_messages: int = Field(
         default=100_000, ge=1, description="most visible messages a context may hold"
     )

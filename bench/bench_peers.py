@@ -1,7 +1,7 @@
 """ctxstore beside what users would otherwise pick, on the same machine in the same run.
 
     pip install -e '.[bench]' && python bench/bench_peers.py [--turns 500] [--skip-pg]
-        [--sections floor,langgraph,agents,reads]
+        [--sections floor,langgraph,agents,claude,adk,blobs,reads]
 
 1. The raw driver floor: an agent session's commands (each message inserted as it comes,
    batches kept or rolled back, compactions) against plain INSERTs of the very rows
@@ -14,7 +14,12 @@
    lower bounds, printed with > and >= (the delta saver's takes minutes on a slow day).
 3. The OpenAI Agents SDK's sessions (SQLiteSession; SQLAlchemySession on PostgreSQL)
    against ctxstore's session on the same database: items added per second, get_items.
-4. ctxstore's read paths at 100, 1,000, 10,000 and 100,000 events: a cold head read, a
+4. The Claude Agent SDK's session store against its default persistence (the transcript
+   appended to a local JSONL file, read by its own reader), and Google ADK's session
+   service against its DatabaseSessionService on the same database: appends and loads per
+   second; a session repeating one 1 MB image in every turn: the bytes its blobs take
+   (bench/sdk_peers.py).
+5. ctxstore's read paths at 100, 1,000, 10,000 and 100,000 events: a cold head read, a
    warm one, time travel to the middle, a rollback, an audit page.
 
 Prints ratios measured in one run and draws docs/performance.png.
@@ -45,6 +50,7 @@ from ctxstore.adapters.integrations.agents_session import CtxStoreSession
 from ctxstore.adapters.store.facade import ContextStore
 
 sys.path.insert(0, str(Path(__file__).parent))
+import sdk_peers
 from floor import Floor, RawPostgres, RawSQLite
 from scratch_pg import scratch_databases
 from workload import COMPACT_EVERY, build_history, run_command, session_commands, turns
@@ -484,7 +490,7 @@ def plot() -> None:
     print(f"\nplot: {PLOT}")
 
 
-SECTIONS = ("floor", "langgraph", "agents", "reads")
+SECTIONS = ("floor", "langgraph", "agents", "claude", "adk", "blobs", "reads")
 
 
 def unreachable(url: str) -> str | None:
@@ -535,6 +541,19 @@ def main() -> None:
         if "agents" in sections:
             with took("Agents SDK, SQLite"):
                 agents_sqlite(folder, conversation)
+        if "claude" in sections:
+            with took("Claude Agent SDK, SQLite"):
+                sdk_peers.claude(
+                    f"sqlite:///{folder / 'claude.db'}", folder, conversation, "SQLite"
+                )
+        if "adk" in sections:
+            with took("Google ADK, SQLite"):
+                sdk_peers.adk(f"sqlite:///{folder / 'adk_ours.db'}",
+                              f"sqlite+aiosqlite:///{folder / 'adk_theirs.db'}", conversation,
+                              "SQLite")  # fmt: skip
+        if "blobs" in sections:
+            with took("attachments, SQLite"):
+                sdk_peers.blobs(f"sqlite:///{folder / 'blobs.db'}", "SQLite")
         if "reads" in sections:
             with took("read paths, SQLite"):
                 read_paths("SQLite", lambda n: f"sqlite:///{folder / f'reads_{n}.db'}", sizes)
@@ -550,6 +569,16 @@ def main() -> None:
                 if "agents" in sections:
                     with took("Agents SDK, PostgreSQL"):
                         agents_postgres(fresh(), conversation)
+                if "claude" in sections:
+                    with took("Claude Agent SDK, PostgreSQL"):
+                        sdk_peers.claude(fresh(), folder, conversation, "PostgreSQL")
+                if "adk" in sections:
+                    with took("Google ADK, PostgreSQL"):
+                        theirs = fresh().replace("postgresql://", "postgresql+asyncpg://", 1)
+                        sdk_peers.adk(fresh(), theirs, conversation, "PostgreSQL")
+                if "blobs" in sections:
+                    with took("attachments, PostgreSQL"):
+                        sdk_peers.blobs(fresh(), "PostgreSQL")
                 if "reads" in sections:
                     with took("read paths, PostgreSQL"):
                         read_paths("PostgreSQL", lambda _: fresh(), sizes)

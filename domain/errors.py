@@ -40,6 +40,14 @@ class LimitExceededError(CtxStoreError, ValueError):
     """A message is larger, or a context would hold more messages, than configured."""
 
 
+class BlobTooLargeError(LimitExceededError):
+    """An attachment is larger than CTXSTORE_MAX_BLOB_BYTES."""
+
+
+class BlobNotFoundError(CtxStoreError, KeyError):
+    """The tenant holds no attachment with that sha256."""
+
+
 class VersionConflictError(CtxStoreError):
     """The context is not at the version the caller expected, or a racing writer won."""
 

@@ -4,7 +4,8 @@ OpenAI (gpt-4o and later vision models): `detail: "low"` costs 85 tokens; otherw
 image is scaled to fit 2048 x 2048, then so that its shorter side is at most 768, and costs
 85 + 170 per 512 x 512 tile. Anthropic: about width x height / 750 tokens, after scaling
 the long edge to at most 1568 pixels. The dimensions are read from the image's own bytes
-when it is inline (a data: URL or base64 source: PNG, JPEG, GIF, WebP); an image known only
+when it is inline (a data: URL or base64 source: PNG, JPEG, GIF, WebP) or from the
+reference of a stored attachment, which records them; an image known only
 by its URL costs a labelled estimate (a 1024 x 1024 image at high detail).
 """
 
@@ -15,10 +16,12 @@ import binascii
 import math
 import struct
 from typing import NamedTuple
+from urllib.parse import parse_qsl
 
 LOW_DETAIL = 85
 BASE, PER_TILE, TILE = 85, 170, 512
 UNKNOWN_SIZE = (1024, 1024)  # the estimate where the bytes are not at hand
+REFERENCE = "ctxstore-blob:"  # a stored attachment's reference (domain/blobs.py)
 MAX_HEADER = 64 * 1024  # bytes decoded to find the size (JPEG's frame header comes early)
 
 
@@ -57,12 +60,25 @@ def price_openai_url(url: str, detail: str = "auto") -> Priced:
 
 
 def size_of_data_url(url: str) -> tuple[int, int] | None:
+    if url.startswith(REFERENCE):
+        return size_of_reference(url)
     if not url.startswith("data:") or ";base64," not in url[:100]:
         return None
     return size_of_base64(url.split(",", 1)[1])
 
 
+def size_of_reference(uri: str) -> tuple[int, int] | None:
+    """The dimensions a stored attachment's reference records (domain/blobs.py)."""
+    fields = dict(parse_qsl(uri.partition("?")[2]))
+    try:
+        return int(fields["width"]), int(fields["height"])
+    except (KeyError, ValueError):
+        return None
+
+
 def size_of_base64(data: str) -> tuple[int, int] | None:
+    if data.startswith(REFERENCE):
+        return size_of_reference(data)
     head = data[: MAX_HEADER * 4 // 3]
     head = head[: len(head) - len(head) % 4]
     try:

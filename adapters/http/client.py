@@ -6,6 +6,7 @@ safe to retry (adapters/http/transport.py).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
@@ -32,6 +33,7 @@ from ctxstore.adapters.store.results import (
     Written,
 )
 from ctxstore.adapters.store.transfer import transcript_messages
+from ctxstore.domain.blobs import BlobRef, parse_ref
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.messages import as_plain, is_one_message
 from ctxstore.domain.prompt import Strategy
@@ -79,12 +81,26 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
     def contexts(self, *, limit: int = 1000, search: str | None = None) -> list[ContextSummary]:
         return self._get_list("/v1/contexts", ContextSummary, limit=limit, search=search)
 
+    def put_blob(self, data: bytes, media_type: str) -> BlobRef:
+        """Upload an attachment (stored once per tenant by its sha256) for messages to refer
+        to by `ref.uri()`; safe to resend, as the same bytes are the same blob."""
+        headers = {"Content-Type": media_type, "Idempotency-Key": uuid.uuid4().hex}
+        found = self._send("POST", "/v1/blobs", headers=headers, content=data).json()
+        return parse_ref(found["ref"])
+
+    def blob(self, sha256: str) -> bytes:
+        """An attachment's bytes; raises BlobNotFoundError."""
+        return self._send("GET", f"/v1/blobs/{sha256}").content
+
     def visible(
         self, context_id: UUID | str, *, at_version: int | None = None,
-        at_time: datetime | None = None,
+        at_time: datetime | None = None, inline: bool = False,
     ) -> VisibleContext:  # fmt: skip
         at = None if at_time is None else at_time.isoformat()
-        return self._get(self._ctx(context_id), VisibleContext, at_version=at_version, at_time=at)
+        return self._get(
+            self._ctx(context_id), VisibleContext, at_version=at_version, at_time=at,
+            inline="true" if inline else None,
+        )  # fmt: skip
 
     # ---- commands -----------------------------------------------------------------------
 

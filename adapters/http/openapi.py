@@ -40,10 +40,11 @@ PROBLEM = {
 }  # fmt: skip
 WHY = {
     "401": "no bearer token, or not a valid one",
-    "404": "no such context for this caller (another tenant's reads as none), or message",
+    "404": "no such context for this caller (another tenant's reads as none), message or blob",
     "409": "the context moved past If-Match or expected_version, the id is taken, or the "
     "Idempotency-Key is still running",
-    "413": "the body is larger than CTXSTORE_SERVICE__MAX_BODY_BYTES",
+    "413": "the body is larger than CTXSTORE_SERVICE__MAX_BODY_BYTES (an upload: than "
+    "CTXSTORE_MAX_BLOB_BYTES)",
     "415": "the body is not application/json",
     "422": "the request is not valid (a field, a message, a transcript, a number's bounds)",
     "500": "the context's stored events are damaged (damaged-context)",
@@ -57,6 +58,8 @@ def problems_of(path: str, method: str, operation: dict[str, Any]) -> list[str]:
     names = {p.get("name") for p in operation.get("parameters", [])}
     if "{context_id}" in path or "context_id" in names:
         found += ["404", "500"]
+    if path.startswith("/v1/blobs"):  # raw bytes in, raw bytes out
+        return sorted([*found, "404"] if method == "get" else [*found, "413"])
     if method in ("post", "delete"):
         found.append("409")
     if "requestBody" in operation:

@@ -16,6 +16,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ctxstore.domain.errors import (
+    BlobNotFoundError,
+    BlobTooLargeError,
     ContextExistsError,
     ContextNotFoundError,
     CtxStoreError,
@@ -38,12 +40,14 @@ MEDIA_TYPE = "application/problem+json"
 STATUS: list[tuple[type[CtxStoreError], int, str]] = [
     (ContextNotFoundError, 404, "context-not-found"),
     (UnknownMessageError, 404, "message-not-found"),
+    (BlobNotFoundError, 404, "blob-not-found"),
     (ContextExistsError, 409, "context-exists"),
     (VersionConflictError, 409, "version-conflict"),
     (InvalidMessageError, 422, "invalid-message"),
     (MalformedTranscriptError, 422, "malformed-transcript"),
     (UnknownBatchError, 422, "unknown-batch"),
     (PromptDoesNotFitError, 422, "prompt-does-not-fit"),
+    (BlobTooLargeError, 413, "too-large"),
     (LimitExceededError, 422, "limit-exceeded"),
     (NothingToSummarizeError, 422, "nothing-to-summarize"),
     (StoreUnavailableError, 503, "store-unavailable"),

@@ -70,12 +70,15 @@ class ServiceTransport:
         json: Any = None,
         params: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
+        content: bytes | None = None,
     ) -> httpx.Response:
         query = {k: v for k, v in (params or {}).items() if v is not None}
         safe = method == "GET" or "Idempotency-Key" in (headers or {})
         for attempt in range(self.retries + 1 if safe else 1):
             try:
-                response = self.http.request(method, path, json=json, params=query, headers=headers)
+                response = self.http.request(
+                    method, path, json=json, params=query, headers=headers, content=content
+                )
             except httpx.TransportError:
                 # Safe to resend: reads change nothing, and writes carry an idempotency key.
                 if not safe or attempt == self.retries:

@@ -123,12 +123,12 @@ class CtxStoreSessionService(BaseSessionService):
     def _found(self, key: str) -> UUID:
         return self.store.context_for_key(key, metadata=AS_GIVEN)
 
-    def _held(self, key: str) -> tuple[UUID, int, list[Message]] | None:
-        """A keyed context's id, version and messages; None when it holds nothing (a
-        read never creates the context)."""
+    def _held(self, key: str, *, inline: bool = True) -> tuple[UUID, int, list[Message]] | None:
+        """A keyed context's id, version and messages (attachments as their data unless not
+        `inline`); None when it holds nothing (a read never creates the context)."""
         cid = key_context_id(key, None)
         try:
-            seen = self.store.visible(cid)
+            seen = self.store.visible(cid, inline=inline)
         except ContextNotFoundError:
             return None
         return (cid, seen.version, seen.messages) if seen.messages else None
@@ -143,7 +143,7 @@ class CtxStoreSessionService(BaseSessionService):
         """dict.update of an app's or a user's state: one replace, retried on a race."""
         cid = self._found(key)
         for _ in range(RETRIES):
-            seen = self.store.visible(cid)
+            seen = self.store.visible(cid, inline=True)
             last = seen.messages[-1] if seen.messages else None
             state = {**(_kept(last, STATE) if last else {}), **delta}
             record = {"role": "developer", "content": "",
@@ -247,12 +247,12 @@ class CtxStoreSessionService(BaseSessionService):
             self.store.erase(held[0], reason=REASON, with_forks=True)
 
     def _append(self, session: Session, event: Event) -> None:
-        held = self._held(self._session_key(session.app_name, session.user_id, session.id))
+        key = self._session_key(session.app_name, session.user_id, session.id)
+        held = self._held(key, inline=False)  # (the version and event ids: no payloads)
         if held is None:
             raise SessionNotFoundError(f"Session {session.id} not found.")
         cid, version, messages = held
-        stored = [_kept(m, EVENT)["id"] for m in messages if EVENT in m.metadata]
-        expected = self._expected(session, version, stored, _fold(messages)[2])
+        expected = self._expected(session, version, messages)
         try:
             written = self.store.insert(cid, _message(event), expected_version=expected)
         except VersionConflictError:
@@ -263,13 +263,15 @@ class CtxStoreSessionService(BaseSessionService):
         session.last_update_time = event.timestamp
         session._storage_update_marker = str(written.version)
 
-    def _expected(self, session: Session, version: int, stored: list[str], updated: float) -> int:
+    def _expected(self, session: Session, version: int, messages: list[Message]) -> int:
         """The version this session was read at; refuses a session storage has moved past."""
         marker = session._storage_update_marker
         if marker is not None:
             return int(marker)
         # A session not read through this service (no marker): current when its events are
         # storage's, or when storage has not moved past it (ADK's database service's rule).
+        stored = [_kept(m, EVENT)["id"] for m in messages if EVENT in m.metadata]
+        updated = _fold(messages)[2]
         if updated > session.last_update_time and stored != [e.id for e in session.events]:
             raise StaleSessionError(STALE)
         return version

@@ -295,8 +295,8 @@ class CtxStoreSession(SessionABC):
         """Every item, or at least the newest `newest` (each message holds one or more)."""
         read = getattr(self.store, "visible_messages", None)
         if read is None:  # over HTTP: the visible context
-            return self._items_of(self.store.visible(self.context_id))
-        messages = read(self.context_id, last=newest)
+            return self._items_of(self.store.visible(self.context_id, inline=True))
+        messages = read(self.context_id, last=newest, inline=True)
         items = [
             i
             for m in messages
@@ -308,7 +308,7 @@ class CtxStoreSession(SessionABC):
 
     def _pop(self) -> Any:
         for _ in range(ATTEMPTS):  # a racing writer moved the tail: read it again
-            seen = self.store.visible(self.context_id)
+            seen = self.store.visible(self.context_id, inline=True)
             if not seen.messages:
                 return None
             last = seen.messages[-1]
@@ -329,7 +329,7 @@ class CtxStoreSession(SessionABC):
 
     def _clear(self) -> None:
         for _ in range(ATTEMPTS):
-            seen = self.store.visible(self.context_id)
+            seen = self.store.visible(self.context_id, inline=True)
             ids = [m.id for m in seen.messages if m.id is not None]
             if not ids:
                 return
@@ -345,7 +345,7 @@ class CtxStoreSession(SessionABC):
         # that raced in between is retried on the fresh history rather than cleared and
         # re-added around.
         for _ in range(ATTEMPTS):
-            seen = self.store.visible(self.context_id)
+            seen = self.store.visible(self.context_id, inline=True)
             ids = [m.id for m in seen.messages if m.id is not None]
             try:
                 if not ids:
@@ -373,7 +373,7 @@ class CtxStoreSession(SessionABC):
         )
 
     def _tail(self, limit: int) -> _Tail:
-        seen = self.store.visible(self.context_id)
+        seen = self.store.visible(self.context_id, inline=True)
         ids = [m.id for m in seen.messages if m.id is not None]
         held = [
             held_items(m.metadata, m.content, m.native) for m in seen.messages if m.id is not None

@@ -78,12 +78,15 @@ class CtxStoreSessionStore:
         return key_context_id(self._name(key, part), None)
 
     def _exists(self, cid: UUID) -> bool:
-        return self._messages(cid) is not None
+        return self._messages(cid, last=1, inline=False) is not None
 
-    def _messages(self, cid: UUID, last: int | None = None) -> list[dict[str, Any]] | None:
-        """A transcript's messages as JSON (native payload, metadata), or None."""
+    def _messages(
+        self, cid: UUID, last: int | None = None, *, inline: bool = True
+    ) -> list[dict[str, Any]] | None:
+        """A transcript's messages as JSON (native payload, metadata), or None; attachments
+        as their data unless not `inline`."""
         try:
-            seen = self.store.visible(cid).messages
+            seen = self.store.visible(cid, inline=inline).messages
         except ContextNotFoundError:
             return None
         if last is not None:
@@ -116,7 +119,8 @@ class CtxStoreSessionStore:
 
     def _append(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         cid = self._context(key)
-        seen = {u for m in self._messages(cid) or [] if (u := _entry(m).get("uuid"))}
+        held = self._messages(cid, inline=False) or []  # (the entries' uuids: no payloads)
+        seen = {u for m in held if (u := _entry(m).get("uuid"))}
         fresh = []
         for e in entries:
             uuid = e.get("uuid")

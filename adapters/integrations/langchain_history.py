@@ -131,7 +131,7 @@ class CtxStoreChatMessageHistory(BaseChatMessageHistory):
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The visible messages, as LangChain messages, in order."""
-        return [from_openai(m) for m in self.store.visible(self.context_id).messages]
+        return [from_openai(m) for m in self.store.visible(self.context_id, inline=True).messages]
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append messages in one event."""
@@ -141,7 +141,7 @@ class CtxStoreChatMessageHistory(BaseChatMessageHistory):
 
     def clear(self) -> None:
         """Hide every message (one delete event; the history stays in the audit)."""
-        seen = self.store.visible(self.context_id)
+        seen = self.store.visible(self.context_id, inline=True)
         ids = [m.id for m in seen.messages if m.id is not None]
         if ids:
             self.store.delete(self.context_id, ids, expected_version=None)

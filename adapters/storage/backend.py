@@ -14,6 +14,7 @@ from uuid import UUID
 from eventsourcing.persistence import Cipher, PersistenceError
 
 from ctxstore.adapters.storage.audit_index import AuditView
+from ctxstore.adapters.storage.blobs import BlobRows
 from ctxstore.adapters.storage.erasers import Eraser
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
@@ -76,6 +77,10 @@ class Backend(ABC):
     def turns(self, recorder: Any) -> Turns: ...
 
     @abstractmethod
+    def blobs(self, recorder: Any, cipher: Cipher | None) -> BlobRows:
+        """The store's attachments (stored through `cipher` when it has one)."""
+
+    @abstractmethod
     def snapshot_versions(self, snapshots: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
         """The context's snapshot versions below `below`, newest first."""
 
@@ -100,6 +105,7 @@ class SQLBackend(Backend, ABC):
     eraser_class: Any
     keys_class: Any
     turns_class: Any
+    blobs_class: Any
 
     def audit_view(self, recorder: Any) -> AuditView:
         view: AuditView = self.audit_view_class(recorder.datastore, recorder.events_table_name)
@@ -122,6 +128,11 @@ class SQLBackend(Backend, ABC):
     def turns(self, recorder: Any) -> Turns:
         found: Turns = self.turns_class(recorder.datastore)
         return found
+
+    def blobs(self, recorder: Any, cipher: Cipher | None) -> BlobRows:
+        rows: BlobRows = self.blobs_class(recorder.datastore)
+        rows.cipher = cipher  # attachments are encrypted at rest with the events
+        return rows
 
 
 def driver_errors() -> tuple[type[BaseException], ...]:

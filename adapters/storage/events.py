@@ -27,6 +27,7 @@ from eventsourcing.utils import Environment, TopicError, resolve_topic
 from ctxstore.adapters.settings import Settings, library_env, redact
 from ctxstore.adapters.storage.audit_index import AuditView
 from ctxstore.adapters.storage.backend import Backend, driver_errors
+from ctxstore.adapters.storage.blobs import BlobRows
 from ctxstore.adapters.storage.codec.chain import ChainingMapper
 from ctxstore.adapters.storage.codec.compression import compressor
 from ctxstore.adapters.storage.codec.transcoder import ContextTranscoder
@@ -131,6 +132,7 @@ class EventStorage:
         backend.prepare(self.recorder, self.snapshots.recorder)
         self.turns = backend.turns(self.recorder)  # contended contexts' writers take turns
         self.audit_index: AuditView = backend.audit_view(self.recorder)
+        self.blobs: BlobRows = backend.blobs(self.recorder, self.mapper.cipher)
         self.applied: list[Migration] = []  # what opening this storage migrated
 
     @classmethod

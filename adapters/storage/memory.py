@@ -19,6 +19,7 @@ from ctxstore.adapters.storage.audit_index import (
     matches,
 )
 from ctxstore.adapters.storage.backend import Backend
+from ctxstore.adapters.storage.blobs import BlobRows, MemoryBlobRows
 from ctxstore.adapters.storage.codec.chain import Row
 from ctxstore.adapters.storage.erasers import Eraser
 from ctxstore.adapters.storage.idempotency import Claimed, IdempotencyKeys
@@ -121,6 +122,7 @@ class MemoryBackend(Backend):
         Migration(1, "nothing to create in memory", _nothing_to_create),
         Migration(2, "erasure records say what residue may remain", _nothing_to_create),
         Migration(3, "erasure records name the forks erased with a context", _nothing_to_create),
+        Migration(4, "attachments stored once by their hash", _nothing_to_create),
     )
 
     def __init__(self, env: dict[str, str]) -> None:
@@ -146,6 +148,9 @@ class MemoryBackend(Backend):
 
     def turns(self, recorder: Any) -> Turns:
         return Turns()
+
+    def blobs(self, recorder: Any, cipher: Cipher | None) -> BlobRows:
+        return MemoryBlobRows()
 
     def snapshot_versions(self, snapshots: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
         return []

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -46,6 +46,7 @@ from ctxstore.adapters.storage.audit_index import (
     sql_filter,
 )
 from ctxstore.adapters.storage.backend import SQLBackend
+from ctxstore.adapters.storage.blobs import BLOBS, REFS, SQLBlobRows
 from ctxstore.adapters.storage.codec.chain import Row
 from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
 from ctxstore.adapters.storage.erasers import (
@@ -357,6 +358,22 @@ class PostgresIdempotencyKeys(SQLIdempotencyKeys):
             return None if row is None else tuple(row.values())
 
 
+class PostgresBlobRows(SQLBlobRows):
+    def __init__(self, datastore: PostgresDatastore) -> None:
+        schema = Identifier(datastore.schema)
+        blobs, refs = (
+            SQL("{0}.{1}").format(schema, Identifier(t)).as_string() for t in (BLOBS, REFS)
+        )
+        super().__init__(blobs, refs, "%s")
+        self.datastore = datastore
+
+    def _transaction(self) -> AbstractContextManager[Any]:
+        return self.datastore.transaction(commit=True)
+
+    def _lock(self, c: Any, tenant: str, sha256: str) -> None:
+        c.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{tenant}/{sha256}",))
+
+
 class PostgresTurns(Turns):
     """Turns as session advisory locks keyed by the context id; every insert tries the same
     key shared inside the insert function and is refused while a holder has it."""
@@ -407,6 +424,7 @@ class PostgresBackend(SQLBackend):
     eraser_class = PostgresEraser
     keys_class = PostgresIdempotencyKeys
     turns_class = PostgresTurns
+    blobs_class = PostgresBlobRows
 
     def __init__(self, env: dict[str, str]) -> None:
         super().__init__(env)

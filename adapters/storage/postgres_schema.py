@@ -39,7 +39,8 @@ SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the
 # erasure records and the HTTP service's idempotency keys (an owner's store creates them all).
 STORE_TABLES = (
     "ctxstore_events", "ctxstore_snapshots", "ctxstore_audit", "ctxstore_audit_tracking",
-    "ctxstore_erasures", "ctxstore_idempotency", "ctxstore_migrations",
+    "ctxstore_erasures", "ctxstore_idempotency", "ctxstore_migrations", "ctxstore_blobs",
+    "ctxstore_blob_refs",
 )  # fmt: skip
 ERASURES_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (context_id text NOT NULL, tenant text, "
@@ -51,6 +52,16 @@ IDEMPOTENCY_DDL = (
     "fingerprint text NOT NULL, status integer, body bytea, "
     "created double precision NOT NULL, context text, PRIMARY KEY (tenant, key))"
 )
+BLOBS_DDL = (
+    "CREATE TABLE IF NOT EXISTS {0} (tenant text NOT NULL, sha256 text NOT NULL, "
+    "media_type text NOT NULL, size bigint NOT NULL, width integer, height integer, "
+    "data bytea NOT NULL, created double precision NOT NULL, PRIMARY KEY (tenant, sha256))"
+)
+BLOB_REFS_DDL = (
+    "CREATE TABLE IF NOT EXISTS {0} (context_id text NOT NULL, tenant text NOT NULL, "
+    "sha256 text NOT NULL, PRIMARY KEY (context_id, sha256))"
+)
+BLOB_REFS_INDEX = "CREATE INDEX IF NOT EXISTS ctxstore_blob_refs_by_blob ON {0} (tenant, sha256)"
 MIGRATIONS_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (version integer PRIMARY KEY, description text NOT NULL, "
     "applied_at double precision NOT NULL)"
@@ -221,8 +232,19 @@ def _erasure_forks(backend: Any, events: Any, snapshots: Any) -> None:
         )
 
 
+def _blobs(backend: Any, events: Any, snapshots: Any) -> None:
+    """Attachments stored once by their hash, and the contexts that refer to them."""
+    schema = Identifier(events.datastore.schema)
+    refs = SQL("{0}.ctxstore_blob_refs").format(schema)
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(SQL(BLOBS_DDL).format(SQL("{0}.ctxstore_blobs").format(schema)))
+        c.execute(SQL(BLOB_REFS_DDL).format(refs))
+        c.execute(SQL(BLOB_REFS_INDEX).format(refs))
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
     Migration(3, "erasure records name the forks erased with a context", _erasure_forks),
+    Migration(4, "attachments stored once by their hash (blobs and references)", _blobs),
 )

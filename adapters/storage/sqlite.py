@@ -50,6 +50,7 @@ from ctxstore.adapters.storage.audit_index import (
     sql_filter,
 )
 from ctxstore.adapters.storage.backend import Backend, SQLBackend
+from ctxstore.adapters.storage.blobs import BLOBS, REFS, SQLBlobRows
 from ctxstore.adapters.storage.codec.chain import Row
 from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
 from ctxstore.adapters.storage.erasers import (
@@ -271,6 +272,28 @@ class SQLiteIdempotencyKeys(SQLIdempotencyKeys):
             return None if row is None else tuple(row)
 
 
+class SQLiteBlobRows(SQLBlobRows):
+    def __init__(self, datastore: SQLiteDatastore) -> None:
+        super().__init__(BLOBS, REFS, "?")
+        self.datastore = datastore
+
+    def _transaction(self) -> AbstractContextManager[Any]:
+        return self.datastore.transaction(commit=True)
+
+    def _rowcount(self, c: Any) -> int:
+        return max(int(c.sqlite_cursor.rowcount), 0)
+
+    def _secure(self, c: Any) -> None:
+        c.execute("PRAGMA secure_delete = ON")  # a deleted blob's pages are zeroed
+
+    def release(self, cid: UUID) -> int:
+        deleted = super().release(cid)
+        if deleted:  # the zeroed pages reach the file, and the log lets go of the old ones
+            with self.datastore.transaction(commit=False) as c:
+                c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return deleted
+
+
 class SQLiteTurns(Turns):
     """Turns as record locks in the `<file>-turns` file beside the database."""
 
@@ -330,6 +353,18 @@ IDEMPOTENCY_DDL = (
     "key TEXT NOT NULL, fingerprint TEXT NOT NULL, status INTEGER, body BLOB, "
     "created REAL NOT NULL, context TEXT, PRIMARY KEY (tenant, key))"
 )
+BLOBS_DDL = (
+    "CREATE TABLE IF NOT EXISTS ctxstore_blobs (tenant TEXT NOT NULL, sha256 TEXT NOT NULL, "
+    "media_type TEXT NOT NULL, size INTEGER NOT NULL, width INTEGER, height INTEGER, "
+    "data BLOB NOT NULL, created REAL NOT NULL, PRIMARY KEY (tenant, sha256))"
+)
+BLOB_REFS_DDL = (
+    "CREATE TABLE IF NOT EXISTS ctxstore_blob_refs (context_id TEXT NOT NULL, "
+    "tenant TEXT NOT NULL, sha256 TEXT NOT NULL, PRIMARY KEY (context_id, sha256))"
+)
+BLOB_REFS_INDEX = (
+    "CREATE INDEX IF NOT EXISTS ctxstore_blob_refs_by_blob ON ctxstore_blob_refs (tenant, sha256)"
+)
 MIGRATIONS_DDL = (
     f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (version INTEGER PRIMARY KEY, "
     "description TEXT NOT NULL, applied_at REAL NOT NULL)"
@@ -381,10 +416,19 @@ def _erasure_forks(backend: Backend, events: Any, snapshots: Any) -> None:
     add_column(events.datastore, TABLE, "forks")
 
 
+def _blobs(backend: Backend, events: Any, snapshots: Any) -> None:
+    """Attachments stored once by their hash, and the contexts that refer to them."""
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(BLOBS_DDL)
+        c.execute(BLOB_REFS_DDL)
+        c.execute(BLOB_REFS_INDEX)
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
     Migration(3, "erasure records name the forks erased with a context", _erasure_forks),
+    Migration(4, "attachments stored once by their hash (blobs and references)", _blobs),
 )
 
 
@@ -397,6 +441,7 @@ class SQLiteBackend(SQLBackend):
     eraser_class = SQLiteEraser
     keys_class = SQLiteIdempotencyKeys
     turns_class = SQLiteTurns
+    blobs_class = SQLiteBlobRows
 
     def __init__(self, env: dict[str, str]) -> None:
         super().__init__(env)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -113,6 +114,18 @@ def audit_page(
     )
 
 
+def check_attachments(core: StoreCore, w: ChainWalker) -> None:
+    """The attachments a context's events refer to are stored and hash to their names:
+    the chain covers each reference, the reference names the bytes' sha256."""
+    tenant = core.tenant_of(UUID(w.context_hex))
+    for sha, version in sorted(w.attachments.items(), key=lambda kv: kv[1]):
+        found = core.storage.blobs.fetch(tenant, sha)
+        if found is None or hashlib.sha256(found.data).hexdigest() != sha:
+            state = "is missing" if found is None else "does not match its sha256 (altered)"
+            w.fail(version, f"attachment sha256:{sha} {state}")
+            return
+
+
 def verify(core: StoreCore, context_id: UUID | str | None = None) -> Verification:
     """Check the hash chains of one context or of all; names the first broken link of each."""
     started = time.perf_counter()
@@ -151,6 +164,9 @@ def verify(core: StoreCore, context_id: UUID | str | None = None) -> Verificatio
         w = walker(hex_id)
         if w.broken is None and w.version < head:
             w.fail(w.version + 1, f"versions {w.version + 1}..{head} were stored and are gone")
+    for w in walkers.values():
+        if w.broken is None and w.attachments:
+            check_attachments(core, w)
     broken = [w.broken for w in walkers.values() if w.broken is not None]
     return Verification(
         contexts=len(walkers),

@@ -11,6 +11,10 @@ checkpointed and truncated, so the contents leave the file. On PostgreSQL the ro
 deleted and the tables vacuumed; PostgreSQL's own write-ahead log and any backups keep the
 old pages until they are recycled, which is why erasure should be paired with encryption at
 rest and backup rotation (docs/reliability.md).
+
+Attachments (stored once per tenant by their hash) go with the last context that refers to
+them: erasing releases the context's references, and a blob no other context refers to is
+deleted (a blob another context still shows stays: it is that context's content too).
 """
 
 from __future__ import annotations
@@ -71,11 +75,13 @@ def erase_context(
     if with_forks:
         for fork in reversed(forks):  # the newest copies first: a failure leaves the source
             eraser.erase(_record(core, fork, actor, f"erased with {cid}: {reason.strip()}"))
+            core.storage.blobs.release(fork)
             core.forget(fork)
             erased.append(fork)
     record = _record(core, cid, actor, reason.strip())
     record = record.model_copy(update={"forks": list(reversed(erased))})
     done = eraser.erase(record)
+    core.storage.blobs.release(cid)
     core.forget(cid)
     if forks and not with_forks:
         kept = ", ".join(str(f) for f in forks)

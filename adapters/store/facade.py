@@ -16,6 +16,7 @@ from uuid import UUID
 
 from ctxstore.adapters.llm.tokenizer import Tokenizers, check_encoding_name, encoding_for_model
 from ctxstore.adapters.settings import Settings, load_settings
+from ctxstore.adapters.storage.blobs import StoredBlob
 from ctxstore.adapters.storage.events import EventStorage
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
@@ -25,6 +26,7 @@ from ctxstore.adapters.store import (
     responses,
     usage,
 )
+from ctxstore.adapters.store.attachments import Attachments
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
@@ -41,9 +43,10 @@ from ctxstore.adapters.store.results import (
     Written,
 )
 from ctxstore.adapters.store.writer import Writer
+from ctxstore.domain.blobs import BlobRef
 from ctxstore.domain.compaction import summary_message
 from ctxstore.domain.context import JSON, Context, MessageRef
-from ctxstore.domain.errors import ContextExistsError
+from ctxstore.domain.errors import BlobNotFoundError, ContextExistsError
 from ctxstore.domain.limits import check_message_sizes, chosen_id, key_context_id
 from ctxstore.domain.messages import Message, is_one_message
 from ctxstore.domain.packing import Resource
@@ -61,6 +64,7 @@ class ContextStore(HistorySurface, ContextOperations):
         self._core = StoreCore(storage, settings, url)
         self._storage = storage
         self._writer = Writer(self._core)
+        self._attachments = Attachments(self._core)
 
     @classmethod
     def from_url(
@@ -139,6 +143,7 @@ class ContextStore(HistorySurface, ContextOperations):
         MalformedTranscriptError, VersionConflictError.
         """
         who = self._core.actor(actor)
+        messages = self._attachments.lifted(self._core.id(context_id), messages)
         batch: Any = [messages] if is_one_message(messages) else messages
         if isinstance(batch, list | tuple):
             check_message_sizes(batch, self.settings.max_message_bytes)
@@ -173,6 +178,7 @@ class ContextStore(HistorySurface, ContextOperations):
         """Give a visible message new content under the same id (a string: new text only)."""
         who = self._core.actor(actor)
         if not isinstance(message, str):
+            message = self._attachments.lifted(self._core.id(context_id), message)
             check_message_sizes([message], self.settings.max_message_bytes)
         return self._writer.command(
             context_id,
@@ -192,13 +198,12 @@ class ContextStore(HistorySurface, ContextOperations):
         who = self._core.actor(actor)
         if isinstance(summary, str):
             summary = summary_message(summary)
-        check_message_sizes([summary], self.settings.max_message_bytes)
+        made: Message | JSON = self._attachments.lifted(self._core.id(context_id), summary)
+        check_message_sizes([made], self.settings.max_message_bytes)
         return self._writer.command(
             context_id,
             expected_version,
-            lambda c: c.compress(
-                ids, summary, stats=stats, actor=who, counter=self._core.counter(c)
-            ),
+            lambda c: c.compress(ids, made, stats=stats, actor=who, counter=self._core.counter(c)),
         )
 
     def expand(
@@ -325,15 +330,42 @@ class ContextStore(HistorySurface, ContextOperations):
 
     def visible(
         self, context_id: UUID | str, *, at_version: int | None = None,
-        at_time: datetime | None = None,
+        at_time: datetime | None = None, inline: bool = False,
     ) -> VisibleContext:  # fmt: skip
-        """The visible context now, at a past version, or as it was at a time."""
-        return reads.visible(self._core, self._core.id(context_id), at_version, at_time)
+        """The visible context now, at a past version, or as it was at a time. Attachments
+        read as references (`ctxstore-blob:...`), or with `inline` as the data they were
+        given as (a data: URL or base64)."""
+        cid = self._core.id(context_id)
+        seen = reads.visible(self._core, cid, at_version, at_time)
+        if not inline:
+            return seen
+        messages = self._attachments.inline_messages(self._core.tenant_of(cid), seen.messages)
+        return seen.model_copy(update={"messages": messages})
 
-    def visible_messages(self, context_id: UUID | str, *, last: int | None = None) -> list[JSON]:
+    def visible_messages(
+        self, context_id: UUID | str, *, last: int | None = None, inline: bool = False
+    ) -> list[JSON]:
         """The visible messages as stored JSON (copies), or only the newest `last`: a
         session's latest items without building the whole visible context."""
-        return reads.visible_messages(self._core, self._core.id(context_id), last)
+        cid = self._core.id(context_id)
+        found = reads.visible_messages(self._core, cid, last)
+        if not inline:
+            return found
+        tenant = self._core.tenant_of(cid)
+        return [self._attachments.inline_json(tenant, m) for m in found]
+
+    def put_blob(self, data: bytes, media_type: str, *, tenant: str | None = None) -> BlobRef:
+        """Store an attachment (once per tenant, by its sha256) for messages to refer to by
+        its reference (`ref.uri()`); raises LimitExceededError over CTXSTORE_MAX_BLOB_BYTES."""
+        return self._attachments.put(tenant, data, media_type)
+
+    def blob(self, sha256: str, *, tenant: str | None = None) -> StoredBlob:
+        """A stored attachment's bytes and what is known of them; raises BlobNotFoundError
+        when the tenant holds no such blob."""
+        found = self._attachments.fetch(tenant, sha256)
+        if found is None:
+            raise BlobNotFoundError(f"no blob sha256:{sha256[:64]!r}")
+        return found
 
     def build_prompt(
         self, context_id: UUID | str, budget: int, strategy: Strategy | None = None, *,
@@ -346,10 +378,14 @@ class ContextStore(HistorySurface, ContextOperations):
         Resources are optional items ({"id", "tokens" or "text", "priority"}) packed into
         what the messages leave. Raises PromptDoesNotFitError, InvalidOperationError.
         """
-        return reads.prompt(
-            self._core, self._core.id(context_id), budget, strategy, query=query,
+        cid = self._core.id(context_id)
+        built = reads.prompt(
+            self._core, cid, budget, strategy, query=query,
             resources=resources, safety=safety, at_version=at_version, similarity=similarity,
         )  # fmt: skip
+        # What is sent holds the attachments' data: a model cannot read a reference.
+        messages = self._attachments.inline_messages(self._core.tenant_of(cid), built.messages)
+        return built.model_copy(update={"messages": messages})
 
     def batches(self, context_id: UUID | str) -> list[BatchFrame]:
         """The open batches above batch 0, lowest first."""

@@ -13,6 +13,7 @@ from ctxstore.adapters.store import (
     audit,
     debug,
     erasure,
+    reads,
     transfer,
 )
 from ctxstore.adapters.store.core import StoreCore
@@ -26,6 +27,7 @@ from ctxstore.adapters.store.results import (
     Verification,
 )
 from ctxstore.adapters.store.writer import Writer
+from ctxstore.domain.blobs import references
 from ctxstore.domain.context import JSON
 
 
@@ -94,10 +96,16 @@ class HistorySurface:
         metadata: JSON | None = None, actor: str | None = None,
     ) -> UUID:  # fmt: skip
         """A new context that starts as a copy of this one's visible context (at a version)."""
-        return debug.fork_context(
+        fork = debug.fork_context(
             self._writer, context_id, at_version=at_version, name=name, metadata=metadata,
             actor=self._core.actor(actor),
         )  # fmt: skip
+        # The copies refer to the source's attachments: they stay while the fork shows them.
+        held = reads.visible_messages(self._core, fork, None)
+        refs = {r.sha256 for m in held for r in references(m)}
+        if refs:
+            self._core.storage.blobs.keep(self._core.tenant_of(fork), fork, [], refs)
+        return fork
 
     def export_events(self, context_id: UUID | str) -> Iterator[str]:
         """The context's events as JSON lines (ids, versions, timestamps and chains kept)."""

@@ -2,12 +2,16 @@
 
 An export line is `{"context_id", "version", "topic", "state", "chain"}`: `state` is the
 stored event's JSON (without its chain), so re-encoding it gives the stored bytes back and
-an import reproduces every id, version, timestamp and chain. Imports check everything
+an import reproduces every id, version, timestamp and chain. The attachments the events
+refer to follow, one `{"blob": {"sha256", "media_type", "data"}}` line each (base64), then
+the trailer. Imports check everything
 before writing and write all events in one transaction, or nothing.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -21,6 +25,7 @@ from ctxstore.adapters.storage.codec.chain import GENESIS, link, unseal
 from ctxstore.adapters.storage.codec.transcoder import ContextTranscoder
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.writer import Writer
+from ctxstore.domain.blobs import Blob, describe
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import ContextExistsError, CtxStoreError, InvalidImportError
 from ctxstore.domain.messages import parse_message
@@ -33,6 +38,7 @@ TOPICS = {
     if isinstance(cls, type) and issubclass(cls, Context.Event) and cls is not Context.Event
 }
 CHUNK = 500  # transcript messages per insert event
+BLOB_SHA = re.compile(r"ctxstore-blob:sha256:([0-9a-f]{64})")  # an attachment's reference
 
 
 def export_lines(core: StoreCore, context_id: UUID | str) -> Iterator[str]:
@@ -40,6 +46,7 @@ def export_lines(core: StoreCore, context_id: UUID | str) -> Iterator[str]:
     cid = core.id(context_id)
     mapper = core.storage.mapper
     version, seen, last_chain = 0, False, None
+    shas: set[str] = set()
     while True:
         page = core.storage.recorder.select_events(cid, gt=version, limit=5000)
         if not page:
@@ -53,10 +60,20 @@ def export_lines(core: StoreCore, context_id: UUID | str) -> Iterator[str]:
                 f'"topic":{json.dumps(s.topic)},"state":{body.decode("utf-8")},'
                 f'"chain":{json.dumps(chain)}}}'
             )
+            shas.update(BLOB_SHA.findall(body.decode("utf-8")))
         version = page[-1].originator_version
         last_chain = chain
     if not seen:
         core.require(cid)
+    # The attachments its messages refer to: each checked against its hash on import.
+    tenant = core.tenant_of(cid)
+    for sha in sorted(shas):
+        found = core.storage.blobs.fetch(tenant, sha)
+        if found is not None:
+            r = found.ref
+            yield json.dumps({"blob": {
+                "sha256": sha, "media_type": r.media_type,
+                "data": base64.b64encode(found.data).decode("ascii")}})  # fmt: skip
     # The trailer: an export cut short (a lost tail) is refused on import, not taken for an
     # older version of the context.
     yield json.dumps({"trailer": {"context_id": str(cid), "events": version, "chain": last_chain}})
@@ -84,6 +101,30 @@ def _records(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
                 raise InvalidImportError(f"line {n} is not JSON: {exc.msg}") from None
 
 
+def _blobs(records: list[tuple[int, Any]]) -> dict[str, Blob]:
+    """The export's attachments (its `blob` lines, taken out of `records`), each checked
+    against its hash."""
+    found: dict[str, Blob] = {}
+    kept = []
+    for n, rec in records:
+        if not (isinstance(rec, dict) and "blob" in rec):
+            kept.append((n, rec))
+            continue
+        blob = rec["blob"]
+        try:
+            data = base64.b64decode(blob["data"], validate=True)
+            ref = describe(data, str(blob["media_type"]))
+        except (KeyError, TypeError, ValueError, binascii.Error, CtxStoreError):
+            raise InvalidImportError(
+                f"line {n}: a blob needs sha256, media_type and base64 data"
+            ) from None
+        if ref.sha256 != blob.get("sha256"):
+            raise InvalidImportError(f"line {n}: the blob's data does not match its sha256")
+        found[ref.sha256] = Blob(ref, data)
+    records[:] = kept
+    return found
+
+
 def import_lines(
     writer: Writer,
     lines: Iterable[str],
@@ -108,6 +149,7 @@ def import_lines(
     trailer = None
     if records and isinstance(records[-1][1], dict) and "trailer" in records[-1][1]:
         trailer = records.pop()[1]["trailer"]
+    blobs = _blobs(records)
     if not records:
         raise InvalidImportError("the export is empty")
     if trailer is None and not without_trailer:
@@ -196,6 +238,12 @@ def import_lines(
     check_transcript((i, ctx.stored_message(i)) for i in ctx.order)
     if core.exists(target):
         raise ContextExistsError(f"context {target} already exists; import with new_id")
+    referred = {sha for t in line_texts for sha in BLOB_SHA.findall(t)} - set(blobs)
+    missing = core.storage.blobs.keep(
+        ctx.tenant, target, list(blobs.values()), referred | set(blobs)
+    )
+    if missing:
+        raise InvalidImportError(f"the export refers to blob sha256:{missing[0]}, which it lacks")
     try:
         core.storage.recorder.insert_events(stored)
     except IntegrityError as exc:

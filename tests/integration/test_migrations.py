@@ -27,8 +27,8 @@ TOPIC_PREFIX = "ctxstore.domain.context:Context."
 
 def test_a_new_store_records_its_schema_version(durable_url):
     with ContextStore.from_url(durable_url) as store:
-        assert [m.version for m in store._storage.applied] == [1, 2, 3]
-        assert store.schema_version() == 3
+        assert [m.version for m in store._storage.applied] == [1, 2, 3, 4]
+        assert store.schema_version() == 4
     with ContextStore.from_url(durable_url) as store:
         assert store._storage.applied == []
 
@@ -66,25 +66,25 @@ def _set_version(url, version):
 def test_a_schema_newer_than_this_release_is_refused(durable_url):
     ContextStore.from_url(durable_url).close()
     _set_version(durable_url, 99)
-    with pytest.raises(StoreUnavailableError, match="version 99, newer than this release's 3"):
+    with pytest.raises(StoreUnavailableError, match="version 99, newer than this release's 4"):
         ContextStore.from_url(durable_url)
 
 
 def test_an_outdated_schema_is_refused_when_migrating_is_not_allowed(durable_url, monkeypatch):
     ContextStore.from_url(durable_url).close()
-    later = migrations.Migration(4, "a later change", lambda backend, events, snapshots: None)
+    later = migrations.Migration(5, "a later change", lambda backend, events, snapshots: None)
     for backend in (SQLiteBackend, PostgresBackend):
         monkeypatch.setattr(backend, "migrations", (*backend.migrations, later))
     with pytest.raises(StoreUnavailableError, match="run `ctxstore migrate`"):
         ContextStore.from_url(durable_url, migrate=False)
     applied = ContextStore.setup(durable_url)  # what `ctxstore migrate` runs
-    assert [m.version for m in applied] == [4]
+    assert [m.version for m in applied] == [5]
     with ContextStore.from_url(durable_url, migrate=False) as store:
-        assert store.schema_version() == 4
+        assert store.schema_version() == 5
 
 
 def _check_release_store(store: ContextStore, expected: dict) -> None:
-    assert [m.version for m in store._storage.applied] == [1, 2, 3]  # upgraded in place
+    assert [m.version for m in store._storage.applied] == [1, 2, 3, 4]  # upgraded in place
     for cid, seen in expected.items():
         if cid in ("erased", "audit_events"):
             continue

@@ -64,9 +64,12 @@ def visible(
     response: Response,
     at_version: Annotated[int | None, Query(ge=1, le=MAX_VERSION)] = None,
     at_time: Annotated[datetime | None, Query(description="ISO 8601 with a zone")] = None,
+    inline: Annotated[
+        bool, Query(description="attachments as their data, not as ctxstore-blob: references")
+    ] = False,
 ) -> VisibleContext:
     """The visible context now, at a version, or as it was at a time."""
-    found = ctx.store.visible(ctx.cid, at_version=at_version, at_time=at_time)
+    found = ctx.store.visible(ctx.cid, at_version=at_version, at_time=at_time, inline=inline)
     if at_version is None and at_time is None:
         response.headers["ETag"] = f'"{found.version}"'
     return found

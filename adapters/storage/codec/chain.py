@@ -11,6 +11,7 @@ stored bytes (after the cipher and compressor, if any, are undone).
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -180,6 +181,10 @@ class Verification(BaseModel):
 Row = tuple[str, int, str, bytes]  # context id (32 hex digits), version, topic, state
 
 
+BLOB_MARK = b"ctxstore-blob:"  # an attachment's reference (domain/blobs.py)
+BLOB_SHA = re.compile(rb"ctxstore-blob:sha256:([0-9a-f]{64})")
+
+
 class ChainWalker:
     """Checks one context's stored events in version order, link by link."""
 
@@ -191,6 +196,7 @@ class ChainWalker:
         self.chained = False  # a chained event was seen: every later one must be chained
         self.unchained = 0
         self.broken: BrokenLink | None = None
+        self.attachments: dict[str, int] = {}  # sha256 -> the first version referring to it
 
     def check(self, version: int, topic: str, state: bytes) -> None:
         """Check the next event; after the first broken link, nothing more."""
@@ -205,6 +211,9 @@ class ChainWalker:
         except Exception as exc:  # noqa: BLE001  # any cipher's or compressor's refusal
             self.fail(version, f"stored state cannot be read: {exc}")
             return
+        if BLOB_MARK in state:  # the chain covers the reference; verify checks its bytes
+            for sha in BLOB_SHA.findall(bytes(state)):
+                self.attachments.setdefault(sha.decode("ascii"), version)
         found = chain_of(state)
         if found is None:
             if self.chained:

@@ -1,0 +1,202 @@
+"""Blob rows: attachments' bytes, once per tenant and sha256, and which contexts refer to them.
+
+`ctxstore_blobs` holds the bytes (through the store's cipher when it has one: encrypted at
+rest with the events); `ctxstore_blob_refs` records each context that refers to a blob.
+A write keeps its blobs and references in one transaction before its command runs, so a
+stored message never refers to a blob that is not there (a command that then fails leaves
+a reference that only keeps the blob longer). Erasing a context releases its references
+and deletes each blob it referred to that no other context refers to. On PostgreSQL both
+take a transaction-scoped advisory lock per blob, so a release and a new reference to the
+same blob never pass each other; SQLite has one writer at a time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import Cipher
+
+from ctxstore.domain.blobs import Blob, BlobRef
+
+BLOBS, REFS = "ctxstore_blobs", "ctxstore_blob_refs"
+
+
+@dataclass(frozen=True)
+class StoredBlob:
+    ref: BlobRef
+    data: bytes
+
+
+class BlobRows(ABC):
+    """One store's blobs, per tenant (None: the store's own, as '' in the rows)."""
+
+    cipher: Cipher | None = None
+
+    @abstractmethod
+    def keep(
+        self, tenant: str | None, cid: UUID, blobs: Sequence[Blob], refs: set[str]
+    ) -> list[str]:
+        """Store `blobs` (once each) and record that `cid` refers to every sha in `refs`;
+        nothing is recorded when some referred sha is neither given nor stored: those shas."""
+
+    @abstractmethod
+    def fetch(self, tenant: str | None, sha256: str) -> StoredBlob | None: ...
+
+    @abstractmethod
+    def release(self, cid: UUID) -> int:
+        """Forget `cid`'s references; delete the blobs no context refers to any more.
+        Returns how many were deleted."""
+
+    @abstractmethod
+    def stored_bytes(self) -> int:
+        """The bytes all blobs take (as stored: encrypted when the store encrypts)."""
+
+    def _seal(self, data: bytes) -> bytes:
+        return data if self.cipher is None else self.cipher.encrypt(data)
+
+    def _open(self, data: bytes) -> bytes:
+        return data if self.cipher is None else self.cipher.decrypt(data)
+
+
+def _row_blob(row: Sequence[Any], data: bytes) -> StoredBlob:
+    sha, media_type, size, width, height = row[:5]
+    return StoredBlob(BlobRef(sha, media_type, int(size), width, height), data)
+
+
+class SQLBlobRows(BlobRows, ABC):
+    """Blob rows in two tables, in the backend's placeholder style."""
+
+    def __init__(self, blobs: str, refs: str, mark: str) -> None:
+        m = mark
+        self.put_sql = (
+            f"INSERT INTO {blobs} (tenant, sha256, media_type, size, width, height, data, created) "
+            f"VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}, {m}) ON CONFLICT (tenant, sha256) DO NOTHING"
+        )
+        self.has_sql = f"SELECT 1 FROM {blobs} WHERE tenant = {m} AND sha256 = {m}"
+        self.refer_sql = (
+            f"INSERT INTO {refs} (context_id, tenant, sha256) VALUES ({m}, {m}, {m}) "
+            "ON CONFLICT (context_id, sha256) DO NOTHING"
+        )
+        self.get_sql = (
+            f"SELECT sha256, media_type, size, width, height, data FROM {blobs} "
+            f"WHERE tenant = {m} AND sha256 = {m}"
+        )
+        self.referred_sql = f"SELECT tenant, sha256 FROM {refs} WHERE context_id = {m}"
+        self.unrefer_sql = f"DELETE FROM {refs} WHERE context_id = {m}"
+        self.orphan_sql = (
+            f"DELETE FROM {blobs} WHERE tenant = {m} AND sha256 = {m} AND NOT EXISTS "
+            f"(SELECT 1 FROM {refs} r WHERE r.tenant = {m} AND r.sha256 = {m})"
+        )
+        self.size_sql = f"SELECT COALESCE(SUM(LENGTH(data)), 0) FROM {blobs}"
+
+    @abstractmethod
+    def _transaction(self) -> AbstractContextManager[Any]:
+        """A cursor in a transaction that commits when the block ends without an error."""
+
+    def _lock(self, c: Any, tenant: str, sha256: str) -> None:
+        """Serialise work on one blob (PostgreSQL: an advisory lock until the commit)."""
+
+    def keep(
+        self, tenant: str | None, cid: UUID, blobs: Sequence[Blob], refs: set[str]
+    ) -> list[str]:
+        owner = tenant or ""
+        given = {b.ref.sha256: b for b in blobs}
+        now = time.time()
+        with self._transaction() as c:
+            missing = []
+            for sha in sorted(refs | set(given)):  # one order: two writers never deadlock
+                self._lock(c, owner, sha)
+                blob = given.get(sha)
+                if blob is not None:
+                    r = blob.ref
+                    c.execute(self.put_sql, (owner, sha, r.media_type, r.size, r.width, r.height,
+                                             self._seal(blob.data), now))  # fmt: skip
+                else:
+                    c.execute(self.has_sql, (owner, sha))
+                    if c.fetchone() is None:
+                        missing.append(sha)
+            if missing:
+                return missing  # (the block ends: the transaction commits nothing but puts)
+            for sha in sorted(refs):
+                c.execute(self.refer_sql, (cid.hex, owner, sha))
+        return []
+
+    def fetch(self, tenant: str | None, sha256: str) -> StoredBlob | None:
+        with self._transaction() as c:
+            c.execute(self.get_sql, (tenant or "", sha256))
+            row = c.fetchone()
+        if row is None:
+            return None
+        row = tuple(row.values()) if isinstance(row, dict) else tuple(row)
+        return _row_blob(row, self._open(bytes(row[5])))
+
+    def release(self, cid: UUID) -> int:
+        deleted = 0
+        with self._transaction() as c:
+            self._secure(c)
+            c.execute(self.referred_sql, (cid.hex,))
+            held = [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in c.fetchall()]
+            c.execute(self.unrefer_sql, (cid.hex,))
+            for tenant, sha in sorted(held):
+                self._lock(c, tenant, sha)
+                c.execute(self.orphan_sql, (tenant, sha, tenant, sha))
+                deleted += self._rowcount(c)
+        return deleted
+
+    def _rowcount(self, c: Any) -> int:
+        return max(int(c.rowcount), 0)
+
+    def _secure(self, c: Any) -> None:
+        """Make deleted rows' pages unreadable where the database can (SQLite)."""
+
+    def stored_bytes(self) -> int:
+        with self._transaction() as c:
+            c.execute(self.size_sql)
+            row = c.fetchone()
+        value = next(iter(row.values())) if isinstance(row, dict) else row[0]
+        return int(value)
+
+
+class MemoryBlobRows(BlobRows):
+    """For a memory:// store: blobs live as long as the process."""
+
+    def __init__(self) -> None:
+        self._blobs: dict[tuple[str, str], StoredBlob] = {}
+        self._refs: dict[str, set[tuple[str, str]]] = {}
+        self._lock = threading.Lock()
+
+    def keep(
+        self, tenant: str | None, cid: UUID, blobs: Sequence[Blob], refs: set[str]
+    ) -> list[str]:
+        owner = tenant or ""
+        with self._lock:
+            for b in blobs:
+                self._blobs.setdefault((owner, b.ref.sha256), StoredBlob(b.ref, b.data))
+            missing = sorted(s for s in refs if (owner, s) not in self._blobs)
+            if not missing:
+                self._refs.setdefault(cid.hex, set()).update((owner, s) for s in refs)
+            return missing
+
+    def fetch(self, tenant: str | None, sha256: str) -> StoredBlob | None:
+        with self._lock:
+            return self._blobs.get((tenant or "", sha256))
+
+    def release(self, cid: UUID) -> int:
+        with self._lock:
+            held = self._refs.pop(cid.hex, set())
+            left = set().union(*self._refs.values()) if self._refs else set()
+            gone = [k for k in held if k not in left and k in self._blobs]
+            for k in gone:
+                del self._blobs[k]
+            return len(gone)
+
+    def stored_bytes(self) -> int:
+        with self._lock:
+            return sum(len(b.data) for b in self._blobs.values())

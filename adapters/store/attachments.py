@@ -1,0 +1,124 @@
+"""Attachments by reference, for the store: lift payloads out of messages being written,
+keep them once per tenant, and put them back for readers that want the data inline.
+
+What a reference looks like and when a payload is lifted is domain/blobs.py's; where the
+bytes live, storage/blobs.py's. A message can also refer to a blob uploaded first (the
+HTTP service's POST /v1/blobs, or `put_blob`): writing it checks that the tenant has it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from typing import Any
+from uuid import UUID
+
+from ctxstore.adapters.storage.blobs import StoredBlob
+from ctxstore.adapters.store.core import StoreCore
+from ctxstore.domain.blobs import (
+    Blob,
+    BlobRef,
+    describe,
+    has_references,
+    holds_attachments,
+    inline,
+    lift,
+    references,
+)
+from ctxstore.domain.errors import BlobTooLargeError, InvalidMessageError
+from ctxstore.domain.messages import Message, as_plain, is_one_message
+
+
+class Attachments:
+    """One store's attachments."""
+
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+        self.rows = core.storage.blobs
+
+    # ---- writing ----------------------------------------------------------------------
+
+    def lifted(self, cid: UUID, messages: Any) -> Any:
+        """`messages` (one or a list, as a command takes them) with their payloads stored
+        and replaced by references; the caller's objects are never changed."""
+        one = is_one_message(messages)
+        batch = [messages] if one else messages
+        if not isinstance(batch, list | tuple):
+            return messages  # not messages at all: the command names what is wrong
+        out: list[Any] = []
+        blobs: list[Blob] = []
+        refs: set[str] = set()
+        for value in batch:
+            plain = as_plain(value)
+            if not isinstance(plain, dict) or not _may_hold(plain) or not holds_attachments(plain):
+                out.append(value)
+                continue
+            plain = copy.deepcopy(plain) if plain is value else plain
+            blobs.extend(lift(plain))
+            refs.update(r.sha256 for r in references(plain))
+            out.append(plain)
+        if refs:
+            self._keep(cid, blobs, refs)
+        return out[0] if one else out
+
+    def _keep(self, cid: UUID, blobs: list[Blob], refs: set[str]) -> None:
+        limit = self.core.settings.max_blob_bytes
+        for b in blobs:
+            if b.ref.size > limit:
+                raise BlobTooLargeError(
+                    f"an attachment of {b.ref.size} bytes is over the limit of {limit} "
+                    "(CTXSTORE_MAX_BLOB_BYTES)"
+                )
+        missing = self.rows.keep(self.core.tenant_of(cid), cid, blobs, refs)
+        if missing:
+            raise InvalidMessageError(
+                f"the message refers to blob sha256:{missing[0]}, which this store does not "
+                "hold (upload it first: POST /v1/blobs)"
+            )
+
+    def put(self, tenant: str | None, data: bytes, media_type: str) -> BlobRef:
+        """Store some bytes (an upload) and return their reference; kept once."""
+        limit = self.core.settings.max_blob_bytes
+        if len(data) > limit:
+            raise BlobTooLargeError(
+                f"an attachment of {len(data)} bytes is over the limit of {limit} "
+                "(CTXSTORE_MAX_BLOB_BYTES)"
+            )
+        ref = describe(data, media_type)
+        self.rows.keep(tenant, UPLOADS, [Blob(ref, data)], set())
+        return ref
+
+    # ---- reading ----------------------------------------------------------------------
+
+    def fetch(self, tenant: str | None, sha256: str) -> StoredBlob | None:
+        return self.rows.fetch(tenant, sha256)
+
+    def inline_json(self, tenant: str | None, value: Any) -> Any:
+        """A copy of message JSON with the data of every reference put back."""
+
+        def data(ref: BlobRef) -> bytes:
+            found = self.rows.fetch(tenant, ref.sha256)
+            if found is None:
+                raise InvalidMessageError(f"blob sha256:{ref.sha256} is missing from the store")
+            return found.data
+
+        return inline(value, data)
+
+    def inline_messages(self, tenant: str | None, messages: Sequence[Message]) -> list[Message]:
+        """The messages with their payloads put back (a message without references as is)."""
+        out = []
+        for m in messages:
+            held = m.stored()
+            if _may_hold(held) and has_references(held):
+                m = Message.model_validate(self.inline_json(tenant, held))
+            out.append(m)
+        return out
+
+
+UPLOADS = UUID(int=0)  # uploads refer to no context: they stay until a message refers to them
+
+
+def _may_hold(value: Any) -> bool:
+    """A cheap first look: whether a message could hold a payload or a reference at all
+    (any list or dict below its top level)."""
+    return any(isinstance(v, dict | list) for v in value.values())

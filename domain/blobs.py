@@ -1,0 +1,209 @@
+"""Attachments by reference: images, audio and files stored once, by their content's hash.
+
+A message's inline payload — a `data:` URL (OpenAI image_url, input_image, file_data),
+an Anthropic base64 `source`, an OpenAI `input_audio` — is lifted out when it is written:
+the bytes are stored once per tenant under their sha256, and the message keeps a reference
+in the payload's own place:
+
+    ctxstore-blob:sha256:<64 hex>?type=image/png&bytes=1048576&width=1024&height=768&as=data-url
+
+The reference says what the store knows about the bytes (media type, size, an image's
+dimensions, which token pricing reads) and how they were written (`as`: a data: URL or
+bare base64), so putting the data back gives the message exactly as it came. A payload is
+lifted only when it is at least LIFT_BYTES decoded and its base64 is canonical (encoding
+the decoded bytes again gives the same text), so nothing changes by being stored.
+Everything here is pure: the store's adapters keep and fetch the bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, quote
+
+from ctxstore.domain.errors import InvalidMessageError
+from ctxstore.domain.images import REFERENCE, image_size
+
+SCHEME = REFERENCE
+LIFT_BYTES = 1024  # smaller payloads stay inline: a reference would save nothing
+DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+);base64,", re.ASCII)
+SHA = re.compile(r"[0-9a-f]{64}")
+MEDIA_TYPE = re.compile(r"[\w.+-]+/[\w.+-]+", re.ASCII)
+FORMS = ("data-url", "base64")
+
+
+@dataclass(frozen=True)
+class BlobRef:
+    """What a message's reference says about the bytes it stands for."""
+
+    sha256: str
+    media_type: str
+    size: int
+    width: int | None = None
+    height: int | None = None
+    form: str = "data-url"  # how the payload was written: a data: URL or bare base64
+
+    def uri(self) -> str:
+        query = f"type={quote(self.media_type, safe='/')}&bytes={self.size}"
+        if self.width is not None and self.height is not None:
+            query += f"&width={self.width}&height={self.height}"
+        return f"{SCHEME}sha256:{self.sha256}?{query}&as={self.form}"
+
+    def payload(self, data: bytes) -> str:
+        """The inline text this reference stands for, as it was written."""
+        text = base64.b64encode(data).decode("ascii")
+        return f"data:{self.media_type};base64,{text}" if self.form == "data-url" else text
+
+
+@dataclass(frozen=True)
+class Blob:
+    ref: BlobRef
+    data: bytes
+
+
+def describe(data: bytes, media_type: str, form: str = "data-url") -> BlobRef:
+    """The reference of some bytes: their hash, size and (an image's) dimensions."""
+    if not MEDIA_TYPE.fullmatch(media_type):
+        raise InvalidMessageError(
+            f"a blob's media type must be type/subtype, got {media_type!r:.80}"
+        )
+    size = image_size(data[: 64 * 1024]) if media_type.startswith("image/") else None
+    width, height = size if size else (None, None)
+    digest = hashlib.sha256(data).hexdigest()
+    return BlobRef(digest, media_type, len(data), width, height, form)
+
+
+def is_ref(value: Any) -> bool:
+    return isinstance(value, str) and value.startswith(SCHEME)
+
+
+def parse_ref(uri: str) -> BlobRef:
+    """A reference's fields; raises InvalidMessageError for a malformed one."""
+    path, _, query = uri[len(SCHEME) :].partition("?")
+    algorithm, _, digest = path.partition(":")
+    fields = dict(parse_qsl(query))
+    try:
+        ref = BlobRef(
+            sha256=digest, media_type=fields["type"], size=int(fields["bytes"]),
+            width=int(fields["width"]) if "width" in fields else None,
+            height=int(fields["height"]) if "height" in fields else None,
+            form=fields.get("as", "data-url"),
+        )  # fmt: skip
+    except (KeyError, ValueError):
+        ref = None
+    if (
+        ref is None or algorithm != "sha256" or not SHA.fullmatch(digest)
+        or not MEDIA_TYPE.fullmatch(ref.media_type) or ref.form not in FORMS or ref.size < 0
+    ):  # fmt: skip
+        raise InvalidMessageError(f"malformed blob reference {uri[:120]!r}")
+    return ref
+
+
+def _decoded(text: str) -> bytes | None:
+    """The bytes of canonical base64 (re-encoding gives the same text), else None."""
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return data if base64.b64encode(data).decode("ascii") == text else None
+
+
+def _payloads(node: Any) -> Iterator[tuple[Any, Any, str | None]]:
+    """(container, key, media type of a bare base64 payload or None for a data: URL) of
+    every inline payload in a message's JSON, wherever its shape puts one."""
+    if isinstance(node, dict):
+        if node.get("type") == "base64" and isinstance(node.get("media_type"), str):
+            yield node, "data", node["media_type"]  # an Anthropic source
+        for key, value in node.items():
+            if key == "input_audio" and isinstance(value, dict):
+                fmt = value.get("format")
+                if isinstance(fmt, str):
+                    yield value, "data", f"audio/{fmt}"
+            if isinstance(value, str) and value.startswith("data:"):
+                yield node, key, None
+            elif isinstance(value, dict | list):
+                yield from _payloads(value)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            if isinstance(value, str) and value.startswith("data:"):
+                yield node, i, None
+            elif isinstance(value, dict | list):
+                yield from _payloads(value)
+
+
+def lift(message: Any, min_bytes: int = LIFT_BYTES) -> list[Blob]:
+    """Replace each inline payload of a message's JSON (in place) by its reference; the
+    blobs lifted out. Payloads that are small or not canonical base64 stay inline."""
+    lifted = []
+    for container, key, media_type in list(_payloads(message)):
+        text = container[key]
+        if not isinstance(text, str) or len(text) < min_bytes:
+            continue
+        if media_type is None:
+            head = DATA_URL.match(text)
+            if head is None:
+                continue
+            mt, body, form = head.group(1), text[head.end() :], "data-url"
+        else:
+            mt, body, form = media_type, text, "base64"
+        if not MEDIA_TYPE.fullmatch(mt):
+            continue
+        data = _decoded(body)
+        if data is None or len(data) < min_bytes:
+            continue
+        ref = describe(data, mt, form)
+        container[key] = ref.uri()
+        lifted.append(Blob(ref, data))
+    return lifted
+
+
+def holds_attachments(node: Any, min_bytes: int = LIFT_BYTES) -> bool:
+    """Whether a message's JSON holds a reference, or a payload big enough to lift (a
+    look that changes nothing: most messages hold neither)."""
+    if any(isinstance(t, str) and len(t) >= min_bytes for t in _texts(_payloads(node))):
+        return True
+    return has_references(node)
+
+
+def has_references(node: Any) -> bool:
+    """Whether a message's JSON refers to any blob."""
+    return any(True for _ in _ref_texts(node))
+
+
+def _texts(found: Iterator[tuple[Any, Any, str | None]]) -> Iterator[Any]:
+    for container, key, _ in found:
+        yield container[key]
+
+
+def _ref_texts(node: Any) -> Iterator[str]:
+    if is_ref(node):
+        yield node
+    elif isinstance(node, dict):
+        for value in node.values():
+            yield from _ref_texts(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _ref_texts(value)
+
+
+def references(node: Any) -> Iterator[BlobRef]:
+    """Every blob reference in a message's JSON."""
+    for text in _ref_texts(node):
+        yield parse_ref(text)
+
+
+def inline(node: Any, fetch: Callable[[BlobRef], bytes]) -> Any:
+    """A copy of a message's JSON with each reference replaced by its payload, as written."""
+    if is_ref(node):
+        ref = parse_ref(node)
+        return ref.payload(fetch(ref))
+    if isinstance(node, dict):
+        return {k: inline(v, fetch) for k, v in node.items()}
+    if isinstance(node, list):
+        return [inline(v, fetch) for v in node]
+    return node
