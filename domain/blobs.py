@@ -35,6 +35,8 @@ DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+);base64,", re.ASCII)
 SHA = re.compile(r"[0-9a-f]{64}")
 MEDIA_TYPE = re.compile(r"[\w.+-]+/[\w.+-]+", re.ASCII)
 FORMS = ("data-url", "base64")
+DATA_URL_KEYS = frozenset({"url", "image_url", "file_data"})  # where the shapes put data: URLs
+REF_KEYS = DATA_URL_KEYS | {"data"}  # and bare base64 (an Anthropic source, input_audio)
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,8 @@ def _decoded(text: str) -> bytes | None:
 
 def _payloads(node: Any) -> Iterator[tuple[Any, Any, str | None]]:
     """(container, key, media type of a bare base64 payload or None for a data: URL) of
-    every inline payload in a message's JSON, wherever its shape puts one."""
+    every inline payload in a message's JSON, where its shape puts one (a data: URL as a
+    text part's text is text, and stays)."""
     if isinstance(node, dict):
         if node.get("type") == "base64" and isinstance(node.get("media_type"), str):
             yield node, "data", node["media_type"]  # an Anthropic source
@@ -124,15 +127,13 @@ def _payloads(node: Any) -> Iterator[tuple[Any, Any, str | None]]:
                 fmt = value.get("format")
                 if isinstance(fmt, str):
                     yield value, "data", f"audio/{fmt}"
-            if isinstance(value, str) and value.startswith("data:"):
+            if key in DATA_URL_KEYS and isinstance(value, str) and value.startswith("data:"):
                 yield node, key, None
             elif isinstance(value, dict | list):
                 yield from _payloads(value)
     elif isinstance(node, list):
-        for i, value in enumerate(node):
-            if isinstance(value, str) and value.startswith("data:"):
-                yield node, i, None
-            elif isinstance(value, dict | list):
+        for value in node:
+            if isinstance(value, dict | list):
                 yield from _payloads(value)
 
 
@@ -181,14 +182,18 @@ def _texts(found: Iterator[tuple[Any, Any, str | None]]) -> Iterator[Any]:
 
 
 def _ref_texts(node: Any) -> Iterator[str]:
-    if is_ref(node):
-        yield node
-    elif isinstance(node, dict):
-        for value in node.values():
-            yield from _ref_texts(value)
+    """The references in a message's JSON: where a payload was (under REF_KEYS)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if isinstance(value, str):
+                if key in REF_KEYS and is_ref(value):
+                    yield value
+            elif isinstance(value, dict | list):
+                yield from _ref_texts(value)
     elif isinstance(node, list):
         for value in node:
-            yield from _ref_texts(value)
+            if isinstance(value, dict | list):
+                yield from _ref_texts(value)
 
 
 def references(node: Any) -> Iterator[BlobRef]:
@@ -199,11 +204,15 @@ def references(node: Any) -> Iterator[BlobRef]:
 
 def inline(node: Any, fetch: Callable[[BlobRef], bytes]) -> Any:
     """A copy of a message's JSON with each reference replaced by its payload, as written."""
-    if is_ref(node):
-        ref = parse_ref(node)
-        return ref.payload(fetch(ref))
     if isinstance(node, dict):
-        return {k: inline(v, fetch) for k, v in node.items()}
+        out = {}
+        for key, value in node.items():
+            if key in REF_KEYS and is_ref(value):
+                ref = parse_ref(value)
+                out[key] = ref.payload(fetch(ref))
+            else:
+                out[key] = inline(value, fetch)
+        return out
     if isinstance(node, list):
         return [inline(v, fetch) for v in node]
     return node

@@ -94,13 +94,18 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
 
     def visible(
         self, context_id: UUID | str, *, at_version: int | None = None,
-        at_time: datetime | None = None, inline: bool = False,
+        at_time: datetime | None = None, inline: bool = False, files: str | None = None,
     ) -> VisibleContext:  # fmt: skip
         at = None if at_time is None else at_time.isoformat()
         return self._get(
             self._ctx(context_id), VisibleContext, at_version=at_version, at_time=at,
-            inline="true" if inline else None,
+            inline="true" if inline else None, files=files,
         )  # fmt: skip
+
+    def record_file_id(self, sha256: str, provider: str, file_id: str) -> None:
+        """Note the id a provider's Files API gave an attachment (see the store's)."""
+        body = {"provider": provider, "file_id": file_id}
+        self._send("POST", f"/v1/blobs/{sha256}/file-ids", json=body, headers=self._key(None))
 
     # ---- commands -----------------------------------------------------------------------
 

@@ -58,8 +58,8 @@ def problems_of(path: str, method: str, operation: dict[str, Any]) -> list[str]:
     names = {p.get("name") for p in operation.get("parameters", [])}
     if "{context_id}" in path or "context_id" in names:
         found += ["404", "500"]
-    if path.startswith("/v1/blobs"):  # raw bytes in, raw bytes out
-        return sorted([*found, "404"] if method == "get" else [*found, "413"])
+    if path.startswith("/v1/blobs"):  # an upload (its own limit), or a blob by its hash
+        return sorted([*found, "404"] if "{sha256}" in path else [*found, "413"])
     if method in ("post", "delete"):
         found.append("409")
     if "requestBody" in operation:

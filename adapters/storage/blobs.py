@@ -12,6 +12,7 @@ same blob never pass each other; SQLite has one writer at a time.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -48,6 +49,14 @@ class BlobRows(ABC):
 
     @abstractmethod
     def fetch(self, tenant: str | None, sha256: str) -> StoredBlob | None: ...
+
+    @abstractmethod
+    def record_file_id(self, tenant: str | None, sha256: str, provider: str, file_id: str) -> bool:
+        """Note the id a provider's Files API gave the blob; False when there is no blob."""
+
+    @abstractmethod
+    def file_ids(self, tenant: str | None, shas: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The provider file ids recorded for these blobs: sha256 -> provider -> id."""
 
     @abstractmethod
     def release(self, cid: UUID) -> int:
@@ -95,6 +104,8 @@ class SQLBlobRows(BlobRows, ABC):
             f"(SELECT 1 FROM {refs} r WHERE r.tenant = {m} AND r.sha256 = {m})"
         )
         self.size_sql = f"SELECT COALESCE(SUM(LENGTH(data)), 0) FROM {blobs}"
+        self.ids_sql = f"SELECT file_ids FROM {blobs} WHERE tenant = {m} AND sha256 = {m}"
+        self.set_ids_sql = f"UPDATE {blobs} SET file_ids = {m} WHERE tenant = {m} AND sha256 = {m}"
 
     @abstractmethod
     def _transaction(self) -> AbstractContextManager[Any]:
@@ -137,6 +148,34 @@ class SQLBlobRows(BlobRows, ABC):
         row = tuple(row.values()) if isinstance(row, dict) else tuple(row)
         return _row_blob(row, self._open(bytes(row[5])))
 
+    def record_file_id(self, tenant: str | None, sha256: str, provider: str, file_id: str) -> bool:
+        owner = tenant or ""
+        with self._transaction() as c:
+            self._lock(c, owner, sha256)
+            c.execute(self.ids_sql, (owner, sha256))
+            row = c.fetchone()
+            if row is None:
+                return False
+            held = next(iter(row.values())) if isinstance(row, dict) else row[0]
+            ids = {**json.loads(held or "{}"), provider: file_id}
+            c.execute(self.set_ids_sql, (json.dumps(ids, sort_keys=True), owner, sha256))
+        return True
+
+    def file_ids(self, tenant: str | None, shas: Sequence[str]) -> dict[str, dict[str, str]]:
+        found = {}
+        with self._transaction() as c:
+            for sha in shas:
+                c.execute(self.ids_sql, (tenant or "", sha))
+                row = c.fetchone()
+                held = (
+                    None
+                    if row is None
+                    else (next(iter(row.values())) if isinstance(row, dict) else row[0])
+                )
+                if held:
+                    found[sha] = json.loads(held)
+        return found
+
     def release(self, cid: UUID) -> int:
         deleted = 0
         with self._transaction() as c:
@@ -170,6 +209,7 @@ class MemoryBlobRows(BlobRows):
     def __init__(self) -> None:
         self._blobs: dict[tuple[str, str], StoredBlob] = {}
         self._refs: dict[str, set[tuple[str, str]]] = {}
+        self._ids: dict[tuple[str, str], dict[str, str]] = {}
         self._lock = threading.Lock()
 
     def keep(
@@ -188,6 +228,17 @@ class MemoryBlobRows(BlobRows):
         with self._lock:
             return self._blobs.get((tenant or "", sha256))
 
+    def record_file_id(self, tenant: str | None, sha256: str, provider: str, file_id: str) -> bool:
+        with self._lock:
+            if (tenant or "", sha256) not in self._blobs:
+                return False
+            self._ids.setdefault((tenant or "", sha256), {})[provider] = file_id
+            return True
+
+    def file_ids(self, tenant: str | None, shas: Sequence[str]) -> dict[str, dict[str, str]]:
+        with self._lock:
+            return {s: dict(i) for s in shas if (i := self._ids.get((tenant or "", s)))}
+
     def release(self, cid: UUID) -> int:
         with self._lock:
             held = self._refs.pop(cid.hex, set())
@@ -195,6 +246,7 @@ class MemoryBlobRows(BlobRows):
             gone = [k for k in held if k not in left and k in self._blobs]
             for k in gone:
                 del self._blobs[k]
+                self._ids.pop(k, None)
             return len(gone)
 
     def stored_bytes(self) -> int:

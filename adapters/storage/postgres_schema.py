@@ -55,7 +55,8 @@ IDEMPOTENCY_DDL = (
 BLOBS_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (tenant text NOT NULL, sha256 text NOT NULL, "
     "media_type text NOT NULL, size bigint NOT NULL, width integer, height integer, "
-    "data bytea NOT NULL, created double precision NOT NULL, PRIMARY KEY (tenant, sha256))"
+    "data bytea NOT NULL, created double precision NOT NULL, file_ids text, "
+    "PRIMARY KEY (tenant, sha256))"
 )
 BLOB_REFS_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (context_id text NOT NULL, tenant text NOT NULL, "

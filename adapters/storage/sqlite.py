@@ -356,7 +356,7 @@ IDEMPOTENCY_DDL = (
 BLOBS_DDL = (
     "CREATE TABLE IF NOT EXISTS ctxstore_blobs (tenant TEXT NOT NULL, sha256 TEXT NOT NULL, "
     "media_type TEXT NOT NULL, size INTEGER NOT NULL, width INTEGER, height INTEGER, "
-    "data BLOB NOT NULL, created REAL NOT NULL, PRIMARY KEY (tenant, sha256))"
+    "data BLOB NOT NULL, created REAL NOT NULL, file_ids TEXT, PRIMARY KEY (tenant, sha256))"
 )
 BLOB_REFS_DDL = (
     "CREATE TABLE IF NOT EXISTS ctxstore_blob_refs (context_id TEXT NOT NULL, "

@@ -25,8 +25,15 @@ from ctxstore.domain.blobs import (
     lift,
     references,
 )
-from ctxstore.domain.errors import BlobTooLargeError, InvalidMessageError
+from ctxstore.domain.errors import (
+    BlobNotFoundError,
+    BlobTooLargeError,
+    InvalidMessageError,
+    InvalidOperationError,
+)
+from ctxstore.domain.limits import check_text
 from ctxstore.domain.messages import Message, as_plain, is_one_message
+from ctxstore.domain.provider_files import PROVIDERS, with_file_ids
 
 
 class Attachments:
@@ -104,18 +111,50 @@ class Attachments:
 
         return inline(value, data)
 
-    def inline_messages(self, tenant: str | None, messages: Sequence[Message]) -> list[Message]:
-        """The messages with their payloads put back (a message without references as is)."""
+    def record_file_id(self, tenant: str | None, sha256: str, provider: str, file_id: str) -> None:
+        if provider not in PROVIDERS:
+            raise InvalidOperationError(f"provider must be one of {', '.join(PROVIDERS)}")
+        check_text(file_id, "file_id")
+        if not self.rows.record_file_id(tenant, sha256, provider, file_id):
+            raise BlobNotFoundError(f"no blob sha256:{sha256[:64]!r}")
+
+    def as_files(self, tenant: str | None, value: Any, provider: str) -> Any:
+        """A copy of message JSON whose attachments with a file id at `provider` are given
+        as that file id (domain/provider_files.py)."""
+        if provider not in PROVIDERS:
+            raise InvalidOperationError(f"files must be one of {', '.join(PROVIDERS)}")
+        ids = self.rows.file_ids(tenant, sorted({r.sha256 for r in references(value)}))
+        return with_file_ids(value, provider, lambda sha: ids.get(sha, {}).get(provider))
+
+    def readable(
+        self, tenant: str | None, messages: Sequence[Message], *, inline: bool,
+        files: str | None = None,
+    ) -> list[Message]:  # fmt: skip
+        """The messages with their attachments as `provider`'s file ids where recorded,
+        and the rest as their data when `inline` (messages without references as they are)."""
         out = []
         for m in messages:
-            held = m.stored()
-            if _may_hold(held) and has_references(held):
-                m = Message.model_validate(self.inline_json(tenant, held))
+            if _may_refer(m):
+                held = m.stored()
+                if has_references(held):
+                    if files is not None:
+                        held = self.as_files(tenant, held, files)
+                    if inline:
+                        held = self.inline_json(tenant, held)
+                    m = Message.model_validate(held)
             out.append(m)
         return out
 
 
 UPLOADS = UUID(int=0)  # uploads refer to no context: they stay until a message refers to them
+
+
+def _may_refer(m: Message) -> bool:
+    """A cheap first look: a message whose content is text and whose metadata holds no
+    object refers to no attachment (most messages)."""
+    if m.native is not None or isinstance(m.content, list):
+        return True
+    return any(isinstance(v, dict | list) for v in m.metadata.values())
 
 
 def _may_hold(value: Any) -> bool:

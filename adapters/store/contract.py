@@ -114,7 +114,7 @@ class ContextOperations(Protocol):
     # ---- reads -------------------------------------------------------------------------
     def visible(
         self, context_id: UUID | str, *, at_version: int | None = None,
-        at_time: datetime | None = None, inline: bool = False,
+        at_time: datetime | None = None, inline: bool = False, files: str | None = None,
     ) -> VisibleContext: ...  # fmt: skip
 
     def build_prompt(

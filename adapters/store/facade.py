@@ -330,16 +330,19 @@ class ContextStore(HistorySurface, ContextOperations):
 
     def visible(
         self, context_id: UUID | str, *, at_version: int | None = None,
-        at_time: datetime | None = None, inline: bool = False,
+        at_time: datetime | None = None, inline: bool = False, files: str | None = None,
     ) -> VisibleContext:  # fmt: skip
         """The visible context now, at a past version, or as it was at a time. Attachments
-        read as references (`ctxstore-blob:...`), or with `inline` as the data they were
-        given as (a data: URL or base64)."""
+        read as references (`ctxstore-blob:...`); with `files` ("openai", "anthropic") as
+        that provider's file ids where one was recorded (`record_file_id`); with `inline`
+        (the rest) as the data they were given as (a data: URL or base64)."""
         cid = self._core.id(context_id)
         seen = reads.visible(self._core, cid, at_version, at_time)
-        if not inline:
+        if not inline and files is None:
             return seen
-        messages = self._attachments.inline_messages(self._core.tenant_of(cid), seen.messages)
+        messages = self._attachments.readable(
+            self._core.tenant_of(cid), seen.messages, inline=inline, files=files
+        )
         return seen.model_copy(update={"messages": messages})
 
     def visible_messages(
@@ -358,6 +361,14 @@ class ContextStore(HistorySurface, ContextOperations):
         """Store an attachment (once per tenant, by its sha256) for messages to refer to by
         its reference (`ref.uri()`); raises LimitExceededError over CTXSTORE_MAX_BLOB_BYTES."""
         return self._attachments.put(tenant, data, media_type)
+
+    def record_file_id(
+        self, sha256: str, provider: str, file_id: str, *, tenant: str | None = None
+    ) -> None:
+        """Note the id a provider's Files API ("openai", "anthropic") gave an attachment,
+        for readers that send it by id (`visible(..., files=provider)`); raises
+        BlobNotFoundError, InvalidOperationError."""
+        self._attachments.record_file_id(tenant, sha256, provider, file_id)
 
     def blob(self, sha256: str, *, tenant: str | None = None) -> StoredBlob:
         """A stored attachment's bytes and what is known of them; raises BlobNotFoundError
@@ -384,7 +395,9 @@ class ContextStore(HistorySurface, ContextOperations):
             resources=resources, safety=safety, at_version=at_version, similarity=similarity,
         )  # fmt: skip
         # What is sent holds the attachments' data: a model cannot read a reference.
-        messages = self._attachments.inline_messages(self._core.tenant_of(cid), built.messages)
+        messages = self._attachments.readable(
+            self._core.tenant_of(cid), built.messages, inline=True
+        )
         return built.model_copy(update={"messages": messages})
 
     def batches(self, context_id: UUID | str) -> list[BatchFrame]:

@@ -22,6 +22,7 @@ from ctxstore.domain.errors import (
     BlobTooLargeError,
     InvalidImportError,
     InvalidMessageError,
+    InvalidOperationError,
 )
 from ctxstore.domain.messages import parse_message
 from ctxstore.domain.tokens import message_cost
@@ -220,3 +221,44 @@ def test_verify_checks_each_attachment_against_its_hash(tmp_path: Path):
         with sqlite3.connect(tmp_path / "v.db") as db:
             db.execute("DELETE FROM ctxstore_blobs")
         assert "is missing" in store.verify().broken[0].reason
+
+
+def test_a_providers_file_id_stands_for_the_attachment(store):
+    cid = store.create()
+    for fmt, message in shapes():
+        store.insert(cid, message, format=fmt)
+    image = parse_ref(given(store.visible(cid).messages[0])["content"][1]["image_url"]["url"])
+    pdf = parse_ref(given(store.visible(cid).messages[2])["content"][2]["file_data"])
+    store.record_file_id(image.sha256, "openai", "file-img")
+    store.record_file_id(image.sha256, "anthropic", "file_011img")
+    store.record_file_id(pdf.sha256, "openai", "file-pdf")
+    openai = [given(m) for m in store.visible(cid, files="openai", inline=True).messages]
+    assert openai[0] == shapes()[0][1]  # a chat image_url has no file form: its data
+    assert openai[2]["content"][1] == {
+        "type": "input_image",
+        "detail": "auto",
+        "file_id": "file-img",
+    }
+    assert openai[2]["content"][2] == {"type": "input_file", "file_id": "file-pdf"}
+    assert openai[3] == shapes()[3][1]  # Anthropic's source takes Anthropic's ids only
+    anthropic = [given(m) for m in store.visible(cid, files="anthropic").messages]
+    assert anthropic[3]["content"][0]["source"] == {"type": "file", "file_id": "file_011img"}
+    assert is_ref(anthropic[2]["content"][1]["image_url"])  # no id: still a reference
+    with pytest.raises(BlobNotFoundError):
+        store.record_file_id("0" * 64, "openai", "file-x")
+    with pytest.raises(InvalidOperationError):
+        store.record_file_id(image.sha256, "gemini", "x")
+
+
+def test_text_that_looks_like_a_payload_or_a_reference_is_text(store):
+    cid = store.create()
+    pasted = "data:image/png;base64," + B64
+    messages = [
+        {"role": "user", "content": pasted},
+        {"role": "user", "content": [{"type": "text", "text": pasted}]},
+        {"role": "user", "content": "ctxstore-blob:sha256:not-a-reference"},
+        {"role": "user", "content": [{"type": "text", "text": "ctxstore-blob:sha256:" + "0" * 64}]},
+    ]
+    store.insert(cid, messages)
+    assert [given(m) for m in store.visible(cid).messages] == messages
+    assert store._storage.blobs.stored_bytes() == 0

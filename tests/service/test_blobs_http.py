@@ -79,3 +79,17 @@ def test_an_upload_over_the_limit_is_refused_413(durable_url: str) -> None:
 
                 CtxStoreClient(url, token="t").put_blob(b"y" * 200_000, "application/pdf")
             assert store._storage.blobs.stored_bytes() == 90_000
+
+
+def test_a_file_id_recorded_over_http(service: Service) -> None:
+    acme, globex = service.client(), service.client("token-globex")
+    ref = acme.put_blob(IMAGE, "image/png")
+    cid = acme.create()
+    item = {"type": "message", "role": "user", "content": [
+        {"type": "input_image", "image_url": ref.uri(), "detail": "low"}]}  # fmt: skip
+    acme.insert(cid, [item], format="openai-responses")
+    acme.record_file_id(ref.sha256, "openai", "file-abc")
+    with pytest.raises(BlobNotFoundError):
+        globex.record_file_id(ref.sha256, "openai", "file-theirs")  # not globex's blob
+    seen = acme.visible(cid, files="openai").to_responses()
+    assert seen[0]["content"][0] == {"type": "input_image", "detail": "low", "file_id": "file-abc"}

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Request, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ctxstore.adapters.http.deps import API, Svc, Who
 from ctxstore.domain.blobs import BlobRef
@@ -80,3 +80,19 @@ async def download(sha256: Sha, who: Who, svc: Svc) -> Response:
         found.data, media_type=found.ref.media_type,
         headers={"ETag": f'"{sha256}"', "Cache-Control": "private, max-age=31536000, immutable"},
     )  # fmt: skip
+
+
+class FileIdBody(BaseModel):
+    provider: Literal["openai", "anthropic"]
+    file_id: str = Field(min_length=1, max_length=200)
+
+
+@router.post("/{sha256}/file-ids", status_code=204, response_class=Response)
+async def record_file_id(sha256: Sha, body: FileIdBody, who: Who, svc: Svc) -> Response:
+    """Note the id a provider's Files API gave this blob: readers asking for that
+    provider's files (`GET /v1/contexts/{id}?files=openai`) get it in the blob's place."""
+    note = functools.partial(
+        svc.store.record_file_id, sha256, body.provider, body.file_id, tenant=who.tenant
+    )
+    await asyncio.get_running_loop().run_in_executor(svc.pool, note)
+    return Response(status_code=204)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
 
@@ -67,9 +67,15 @@ def visible(
     inline: Annotated[
         bool, Query(description="attachments as their data, not as ctxstore-blob: references")
     ] = False,
+    files: Annotated[
+        Literal["openai", "anthropic"] | None,
+        Query(description="attachments as this provider's file ids where one was recorded"),
+    ] = None,
 ) -> VisibleContext:
     """The visible context now, at a version, or as it was at a time."""
-    found = ctx.store.visible(ctx.cid, at_version=at_version, at_time=at_time, inline=inline)
+    found = ctx.store.visible(
+        ctx.cid, at_version=at_version, at_time=at_time, inline=inline, files=files
+    )
     if at_version is None and at_time is None:
         response.headers["ETag"] = f'"{found.version}"'
     return found
