@@ -1,15 +1,16 @@
 """Attachments by reference: images, audio and files stored once, by their content's hash.
 
 A message's inline payload — a `data:` URL (OpenAI image_url, input_image, file_data),
-an Anthropic base64 `source`, an OpenAI `input_audio` — is lifted out when it is written:
+an Anthropic base64 `source`, an OpenAI `input_audio`, Gemini's `inline_data` (in Google
+ADK's events) — is lifted out when it is written:
 the bytes are stored once per tenant under their sha256, and the message keeps a reference
 in the payload's own place:
 
     ctxstore-blob:sha256:<64 hex>?type=image/png&bytes=1048576&width=1024&height=768&as=data-url
 
 The reference says what the store knows about the bytes (media type, size, an image's
-dimensions, which token pricing reads) and how they were written (`as`: a data: URL or
-bare base64), so putting the data back gives the message exactly as it came. A payload is
+dimensions, which token pricing reads) and how they were written (`as`: a data: URL,
+bare base64, or URL-safe base64), so putting the data back gives the message exactly as it came. A payload is
 lifted only when it is at least LIFT_BYTES decoded and its base64 is canonical (encoding
 the decoded bytes again gives the same text), so nothing changes by being stored.
 Everything here is pure: the store's adapters keep and fetch the bytes.
@@ -34,7 +35,7 @@ LIFT_BYTES = 1024  # smaller payloads stay inline: a reference would save nothin
 DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+);base64,", re.ASCII)
 SHA = re.compile(r"[0-9a-f]{64}")
 MEDIA_TYPE = re.compile(r"[\w.+-]+/[\w.+-]+", re.ASCII)
-FORMS = ("data-url", "base64")
+FORMS = ("data-url", "base64", "base64url")
 DATA_URL_KEYS = frozenset({"url", "image_url", "file_data"})  # where the shapes put data: URLs
 REF_KEYS = DATA_URL_KEYS | {"data"}  # and bare base64 (an Anthropic source, input_audio)
 
@@ -58,6 +59,8 @@ class BlobRef:
 
     def payload(self, data: bytes) -> str:
         """The inline text this reference stands for, as it was written."""
+        if self.form == "base64url":  # Gemini's inline_data, as pydantic writes bytes
+            return base64.urlsafe_b64encode(data).decode("ascii")
         text = base64.b64encode(data).decode("ascii")
         return f"data:{self.media_type};base64,{text}" if self.form == "data-url" else text
 
@@ -106,29 +109,33 @@ def parse_ref(uri: str) -> BlobRef:
     return ref
 
 
-def _decoded(text: str) -> bytes | None:
+def _decoded(text: str, form: str = "base64") -> bytes | None:
     """The bytes of canonical base64 (re-encoding gives the same text), else None."""
+    url = form == "base64url"
     try:
-        data = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
+        data = (base64.urlsafe_b64decode if url else base64.b64decode)(text.encode("ascii"))
+    except (binascii.Error, ValueError, UnicodeEncodeError):
         return None
-    return data if base64.b64encode(data).decode("ascii") == text else None
+    again = (base64.urlsafe_b64encode if url else base64.b64encode)(data).decode("ascii")
+    return data if again == text else None
 
 
-def _payloads(node: Any) -> Iterator[tuple[Any, Any, str | None]]:
-    """(container, key, media type of a bare base64 payload or None for a data: URL) of
+def _payloads(node: Any) -> Iterator[tuple[Any, Any, str | None, str]]:
+    """(container, key, media type of a bare payload or None for a data: URL, form) of
     every inline payload in a message's JSON, where its shape puts one (a data: URL as a
     text part's text is text, and stays)."""
     if isinstance(node, dict):
         if node.get("type") == "base64" and isinstance(node.get("media_type"), str):
-            yield node, "data", node["media_type"]  # an Anthropic source
+            yield node, "data", node["media_type"], "base64"  # an Anthropic source
+        elif isinstance(node.get("mime_type"), str) and isinstance(node.get("data"), str):
+            yield node, "data", node["mime_type"], "base64url"  # Gemini's inline_data (ADK)
         for key, value in node.items():
             if key == "input_audio" and isinstance(value, dict):
                 fmt = value.get("format")
                 if isinstance(fmt, str):
-                    yield value, "data", f"audio/{fmt}"
+                    yield value, "data", f"audio/{fmt}", "base64"
             if key in DATA_URL_KEYS and isinstance(value, str) and value.startswith("data:"):
-                yield node, key, None
+                yield node, key, None, "data-url"
             elif isinstance(value, dict | list):
                 yield from _payloads(value)
     elif isinstance(node, list):
@@ -141,7 +148,7 @@ def lift(message: Any, min_bytes: int = LIFT_BYTES) -> list[Blob]:
     """Replace each inline payload of a message's JSON (in place) by its reference; the
     blobs lifted out. Payloads that are small or not canonical base64 stay inline."""
     lifted = []
-    for container, key, media_type in list(_payloads(message)):
+    for container, key, media_type, form in list(_payloads(message)):
         text = container[key]
         if not isinstance(text, str) or len(text) < min_bytes:
             continue
@@ -149,12 +156,12 @@ def lift(message: Any, min_bytes: int = LIFT_BYTES) -> list[Blob]:
             head = DATA_URL.match(text)
             if head is None:
                 continue
-            mt, body, form = head.group(1), text[head.end() :], "data-url"
+            mt, body = head.group(1), text[head.end() :]
         else:
-            mt, body, form = media_type, text, "base64"
+            mt, body = media_type, text
         if not MEDIA_TYPE.fullmatch(mt):
             continue
-        data = _decoded(body)
+        data = _decoded(body, form)
         if data is None or len(data) < min_bytes:
             continue
         ref = describe(data, mt, form)
@@ -176,8 +183,8 @@ def has_references(node: Any) -> bool:
     return any(True for _ in _ref_texts(node))
 
 
-def _texts(found: Iterator[tuple[Any, Any, str | None]]) -> Iterator[Any]:
-    for container, key, _ in found:
+def _texts(found: Iterator[tuple[Any, Any, str | None, str]]) -> Iterator[Any]:
+    for container, key, _, _ in found:
         yield container[key]
 
 

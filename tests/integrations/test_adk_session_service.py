@@ -11,6 +11,7 @@ conversation, a retried append is a no-op, and a Runner with a scripted model wo
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncGenerator, Callable, Iterator
 from pathlib import Path
@@ -485,3 +486,20 @@ def test_a_runner_keeps_its_session_here(durable_url: str) -> None:
                 for p in e.content.parts if p.function_response] == [
             {"city": "Paris", "temp": 21}]  # fmt: skip
         assert session.state["last_answer"] == "21 °C in Paris."
+
+
+def test_an_events_image_is_stored_once_and_read_back(ours: CtxStoreSessionService) -> None:
+    image = os.urandom(900_000)  # with its event's JSON, over a message's 1 MB alone
+
+    async def case() -> Any:
+        session = await ours.create_session(app_name=APP, user_id=USER, session_id="img")
+        content = types.Content(role="user", parts=[
+            types.Part(text="What is in it?"),
+            types.Part.from_bytes(data=image, mime_type="image/png")])  # fmt: skip
+        for _ in range(3):
+            await ours.append_event(session, Event(author="user", content=content))
+        return await ours.get_session(app_name=APP, user_id=USER, session_id="img"), content
+
+    got, content = asyncio.run(case())
+    assert [e.content for e in got.events] == [content] * 3
+    assert ours.store._storage.blobs.stored_bytes() == len(image)  # type: ignore[attr-defined]
