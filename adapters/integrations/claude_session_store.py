@@ -19,11 +19,17 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import OrderedDict
 from typing import Any
 from uuid import UUID
 
 from ctxstore.adapters.store.contract import ContextOperations
-from ctxstore.domain.errors import ContextNotFoundError, CtxStoreError, MissingExtraError
+from ctxstore.domain.errors import (
+    ContextNotFoundError,
+    CtxStoreError,
+    MissingExtraError,
+    VersionConflictError,
+)
 from ctxstore.domain.limits import key_context_id
 from ctxstore.domain.messages import RECORD_MARK
 from ctxstore.domain.shapes import ANTHROPIC, read_native
@@ -38,6 +44,8 @@ AT = "claude_message_at"  # metadata: the position of `message` among the entry'
 SUMMARY = "claude_summary"  # metadata of a summary record
 AS_GIVEN = {"ctxstore": {"transcript": "as-given"}}  # the SDK owns its transcript's validity
 REASON = "deleted through the Claude Agent SDK's SessionStore.delete"
+RETRIES = 20  # appends raced by other writers before giving up
+KNOWN = 256  # transcripts whose uuids an instance remembers
 
 
 class CtxStoreSessionStore:
@@ -46,6 +54,9 @@ class CtxStoreSessionStore:
     def __init__(self, store: ContextOperations, *, key_prefix: str = "claude-session:") -> None:
         self.store = store
         self.prefix = key_prefix
+        # transcript -> (version, uuids) as this store last wrote it: appends check uuids
+        # without reading the transcript again (bounded: a few sessions are live at once)
+        self._known: dict[UUID, tuple[int, frozenset[str]]] = LRU(KNOWN)
 
     # ---- the protocol -----------------------------------------------------------------
 
@@ -115,23 +126,48 @@ class CtxStoreSessionStore:
                 found.append((c.context_id, named))
         return found
 
+    def _uuids(self, cid: UUID) -> tuple[int, frozenset[str]]:
+        """The transcript's version and its entries' uuids: as this store last wrote them
+        (an insert at that version fails if another writer came between), else read."""
+        known = self._known.get(cid)
+        if known is not None:
+            return known
+        try:
+            seen = self.store.visible(cid)  # (the uuids only: no attachments' data)
+        except ContextNotFoundError:
+            return 0, frozenset()
+        held = [{"native": m.native, "metadata": m.metadata} for m in seen.messages]
+        found = (seen.version, frozenset(u for m in held if (u := _entry(m).get("uuid"))))
+        self._known[cid] = found
+        return found
+
     # ---- the work, on a thread ----------------------------------------------------------------
 
     def _append(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         cid = self._context(key)
-        held = self._messages(cid, inline=False) or []  # (the entries' uuids: no payloads)
-        seen = {u for m in held if (u := _entry(m).get("uuid"))}
-        fresh = []
-        for e in entries:
-            uuid = e.get("uuid")
-            if uuid is not None and uuid in seen:
-                continue  # appended before (a retry): a no-op
-            if uuid is not None:
-                seen.add(uuid)
-            fresh.append(e)
-        if not fresh:
-            return
-        self.store.insert(cid, [_message(e) for e in fresh])
+        for _ in range(RETRIES):
+            version, seen = self._uuids(cid)
+            fresh = []
+            for e in entries:
+                uuid = e.get("uuid")
+                if uuid is not None and uuid in seen:
+                    continue  # appended before (a retry): a no-op
+                if uuid is not None:
+                    seen = seen | {uuid}
+                fresh.append(e)
+            if not fresh:
+                return
+            try:  # only if nobody wrote since the uuids were read: else read them again
+                written = self.store.insert(
+                    cid, [_message(e) for e in fresh], expected_version=version
+                )
+            except VersionConflictError:
+                self._known.pop(cid, None)
+                continue
+            self._known[cid] = (written.version, seen)
+            break
+        else:
+            raise VersionConflictError(f"transcript {self._name(key)} kept changing")
         if key.get("subpath") is None:  # subagents do not touch the session's summary
             self._fold(key, fresh)
 
@@ -181,8 +217,23 @@ class CtxStoreSessionStore:
             gone += [self._id({**key, "subpath": s}) for s in self._list_subkeys(key)]
             gone.append(self._id(key, "summary:"))
         for cid in gone:
+            self._known.pop(cid, None)
             if self._exists(cid):
                 self.store.erase(cid, reason=REASON, with_forks=True)
+
+
+class LRU(OrderedDict[UUID, tuple[int, frozenset[str]]]):
+    """A dict that forgets its least recently set keys past `most`."""
+
+    def __init__(self, most: int) -> None:
+        super().__init__()
+        self.most = most
+
+    def __setitem__(self, key: UUID, value: tuple[int, frozenset[str]]) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.most:
+            self.popitem(last=False)
 
 
 def _message(entry: dict[str, Any]) -> dict[str, Any]:

@@ -51,3 +51,23 @@ def test_entries_read_back_exactly_and_as_anthropic_messages(durable_url):
         asyncio.run(sessions.append(sub, [entries[1]]))
         created = store.history(sessions._id(sub), types=["create"])[0]
         assert created.details["metadata"]["claude_session"]["parent"] == str(cid)
+
+
+def test_two_stores_appending_to_one_transcript_lose_and_repeat_nothing(durable_url):
+    """Each instance remembers the uuids it wrote; another's write in between makes its
+    next append read the transcript again (the insert is conditional on the version)."""
+    key = {"project_key": "proj", "session_id": "shared"}
+
+    def entry(n: int) -> dict:
+        return {"type": "user", "uuid": f"u{n}", "message": {"role": "user", "content": f"{n}"}}
+
+    with ContextStore.from_url(durable_url) as store, ContextStore.from_url(durable_url) as other:
+        one, two = CtxStoreSessionStore(store), CtxStoreSessionStore(other)
+        asyncio.run(one.append(key, [entry(1)]))
+        asyncio.run(two.append(key, [entry(1), entry(2)]))  # u1 is there: only u2
+        asyncio.run(one.append(key, [entry(2), entry(3)]))  # one's memory is stale: re-read
+        asyncio.run(two.append(key, [entry(3)]))
+        assert [e["uuid"] for e in asyncio.run(one.load(key))] == ["u1", "u2", "u3"]
+        asyncio.run(one.delete(key))
+        asyncio.run(one.append(key, [entry(1)]))  # a new transcript under the same key
+        assert [e["uuid"] for e in asyncio.run(one.load(key))] == ["u1"]
