@@ -203,6 +203,25 @@ def _ref_texts(node: Any) -> Iterator[str]:
                 yield from _ref_texts(value)
 
 
+def restate(node: Any, known: dict[str, BlobRef]) -> None:
+    """Rewrite (in place) each reference in a message's JSON with what is known of its
+    blob (media type, size, dimensions), keeping how its payload was written: a reference a
+    caller wrote itself says only what the store holds."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in REF_KEYS and is_ref(value):
+                ref = parse_ref(value)
+                held = known.get(ref.sha256)
+                if held is not None:
+                    node[key] = BlobRef(held.sha256, held.media_type, held.size, held.width,
+                                        held.height, ref.form).uri()  # fmt: skip
+            elif isinstance(value, dict | list):
+                restate(value, known)
+    elif isinstance(node, list):
+        for value in node:
+            restate(value, known)
+
+
 def references(node: Any) -> Iterator[BlobRef]:
     """Every blob reference in a message's JSON."""
     for text in _ref_texts(node):

@@ -51,6 +51,10 @@ class BlobRows(ABC):
     def fetch(self, tenant: str | None, sha256: str) -> StoredBlob | None: ...
 
     @abstractmethod
+    def describe(self, tenant: str | None, sha256: str) -> BlobRef | None:
+        """What is stored of a blob without its bytes."""
+
+    @abstractmethod
     def record_file_id(self, tenant: str | None, sha256: str, provider: str, file_id: str) -> bool:
         """Note the id a provider's Files API gave the blob; False when there is no blob."""
 
@@ -95,6 +99,10 @@ class SQLBlobRows(BlobRows, ABC):
         )
         self.get_sql = (
             f"SELECT sha256, media_type, size, width, height, data FROM {blobs} "
+            f"WHERE tenant = {m} AND sha256 = {m}"
+        )
+        self.describe_sql = (
+            f"SELECT sha256, media_type, size, width, height FROM {blobs} "
             f"WHERE tenant = {m} AND sha256 = {m}"
         )
         self.referred_sql = f"SELECT tenant, sha256 FROM {refs} WHERE context_id = {m}"
@@ -176,6 +184,15 @@ class SQLBlobRows(BlobRows, ABC):
                     found[sha] = json.loads(held)
         return found
 
+    def describe(self, tenant: str | None, sha256: str) -> BlobRef | None:
+        with self._transaction() as c:
+            c.execute(self.describe_sql, (tenant or "", sha256))
+            row = c.fetchone()
+        if row is None:
+            return None
+        row = tuple(row.values()) if isinstance(row, dict) else tuple(row)
+        return _row_blob(row, b"").ref
+
     def release(self, cid: UUID) -> int:
         deleted = 0
         with self._transaction() as c:
@@ -227,6 +244,10 @@ class MemoryBlobRows(BlobRows):
     def fetch(self, tenant: str | None, sha256: str) -> StoredBlob | None:
         with self._lock:
             return self._blobs.get((tenant or "", sha256))
+
+    def describe(self, tenant: str | None, sha256: str) -> BlobRef | None:
+        found = self.fetch(tenant, sha256)
+        return None if found is None else found.ref
 
     def record_file_id(self, tenant: str | None, sha256: str, provider: str, file_id: str) -> bool:
         with self._lock:

@@ -24,6 +24,7 @@ from ctxstore.domain.blobs import (
     inline,
     lift,
     references,
+    restate,
 )
 from ctxstore.domain.errors import (
     BlobNotFoundError,
@@ -55,6 +56,7 @@ class Attachments:
         out: list[Any] = []
         blobs: list[Blob] = []
         refs: set[str] = set()
+        written: list[dict[str, Any]] = []  # messages holding references
         for value in batch:
             plain = as_plain(value)
             if not isinstance(plain, dict) or not _may_hold(plain) or not holds_attachments(plain):
@@ -63,9 +65,19 @@ class Attachments:
             plain = copy.deepcopy(plain) if plain is value else plain
             blobs.extend(lift(plain))
             refs.update(r.sha256 for r in references(plain))
+            written.append(plain)
             out.append(plain)
         if refs:
             self._keep(cid, blobs, refs)
+            # References a caller wrote (to an upload) say what the store holds, not what
+            # the caller claimed: the size and dimensions price the image.
+            known = {b.ref.sha256: b.ref for b in blobs}
+            tenant = self.core.tenant_of(cid)
+            for sha in refs - set(known):
+                if (held := self.rows.describe(tenant, sha)) is not None:
+                    known[sha] = held
+            for plain in written:
+                restate(plain, known)
         return out[0] if one else out
 
     def _keep(self, cid: UUID, blobs: list[Blob], refs: set[str]) -> None:

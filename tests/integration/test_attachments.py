@@ -262,3 +262,20 @@ def test_text_that_looks_like_a_payload_or_a_reference_is_text(store):
     store.insert(cid, messages)
     assert [given(m) for m in store.visible(cid).messages] == messages
     assert store._storage.blobs.stored_bytes() == 0
+
+
+def test_a_reference_written_by_a_caller_says_what_the_store_holds(store):
+    ref = store.put_blob(IMAGE, "image/png")
+    forged = ref.uri().replace("width=320&height=240", "width=99999&height=99999")
+    forged = forged.replace("type=image/png", "type=image/gif").replace("as=data-url", "as=base64")
+    cid = store.create()
+    message = {"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": forged}}]}  # fmt: skip
+    store.insert(cid, message, format="anthropic")
+    kept = parse_ref(given(store.visible(cid).messages[0])["content"][0]["source"]["data"])
+    assert (kept.media_type, kept.size, kept.width, kept.height, kept.form) == (
+        "image/png", len(IMAGE), 320, 240, "base64")  # fmt: skip
+    assert (
+        store.visible(cid, inline=True).messages[0].as_given()["content"][0]["source"]["data"]
+        == B64
+    )
