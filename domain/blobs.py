@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import hashlib
 import re
 from collections.abc import Callable, Iterator
@@ -188,38 +189,37 @@ def _texts(found: Iterator[tuple[Any, Any, str | None, str]]) -> Iterator[Any]:
         yield container[key]
 
 
-def _ref_texts(node: Any) -> Iterator[str]:
-    """The references in a message's JSON: where a payload was (under REF_KEYS)."""
+def _ref_slots(node: Any) -> Iterator[tuple[dict[str, Any], str]]:
+    """(container, key) of each reference in a message's JSON: where a payload was (a
+    string under REF_KEYS); the one walk every reader of references shares."""
     if isinstance(node, dict):
         for key, value in node.items():
             if isinstance(value, str):
                 if key in REF_KEYS and is_ref(value):
-                    yield value
+                    yield node, key
             elif isinstance(value, dict | list):
-                yield from _ref_texts(value)
+                yield from _ref_slots(value)
     elif isinstance(node, list):
         for value in node:
             if isinstance(value, dict | list):
-                yield from _ref_texts(value)
+                yield from _ref_slots(value)
+
+
+def _ref_texts(node: Any) -> Iterator[str]:
+    """The references in a message's JSON."""
+    for container, key in _ref_slots(node):
+        yield container[key]
 
 
 def restate(node: Any, known: dict[str, BlobRef]) -> None:
     """Rewrite (in place) each reference in a message's JSON with what is known of its
     blob (media type, size, dimensions), keeping how its payload was written: a reference a
     caller wrote itself says only what the store holds."""
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if key in REF_KEYS and is_ref(value):
-                ref = parse_ref(value)
-                held = known.get(ref.sha256)
-                if held is not None:
-                    node[key] = BlobRef(held.sha256, held.media_type, held.size, held.width,
-                                        held.height, ref.form).uri()  # fmt: skip
-            elif isinstance(value, dict | list):
-                restate(value, known)
-    elif isinstance(node, list):
-        for value in node:
-            restate(value, known)
+    for container, key in _ref_slots(node):
+        ref = parse_ref(container[key])
+        if (held := known.get(ref.sha256)) is not None:
+            container[key] = BlobRef(held.sha256, held.media_type, held.size, held.width,
+                                     held.height, ref.form).uri()  # fmt: skip
 
 
 def references(node: Any) -> Iterator[BlobRef]:
@@ -230,15 +230,10 @@ def references(node: Any) -> Iterator[BlobRef]:
 
 def inline(node: Any, fetch: Callable[[BlobRef], bytes]) -> Any:
     """A copy of a message's JSON with each reference replaced by its payload, as written."""
-    if isinstance(node, dict):
-        out = {}
-        for key, value in node.items():
-            if key in REF_KEYS and is_ref(value):
-                ref = parse_ref(value)
-                out[key] = ref.payload(fetch(ref))
-            else:
-                out[key] = inline(value, fetch)
-        return out
-    if isinstance(node, list):
-        return [inline(v, fetch) for v in node]
-    return node
+    if not has_references(node):
+        return node
+    copied = copy.deepcopy(node)
+    for container, key in list(_ref_slots(copied)):
+        ref = parse_ref(container[key])
+        container[key] = ref.payload(fetch(ref))
+    return copied

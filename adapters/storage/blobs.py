@@ -78,6 +78,11 @@ class BlobRows(ABC):
         return data if self.cipher is None else self.cipher.decrypt(data)
 
 
+def _tuple(row: Any) -> tuple[Any, ...]:
+    """A row as a tuple, from either driver's row type (PostgreSQL's are dicts)."""
+    return tuple(row.values()) if isinstance(row, dict) else tuple(row)
+
+
 def _row_blob(row: Sequence[Any], data: bytes) -> StoredBlob:
     sha, media_type, size, width, height = row[:5]
     return StoredBlob(BlobRef(sha, media_type, int(size), width, height), data)
@@ -147,14 +152,19 @@ class SQLBlobRows(BlobRows, ABC):
                 c.execute(self.refer_sql, (cid.hex, owner, sha))
         return []
 
-    def fetch(self, tenant: str | None, sha256: str) -> StoredBlob | None:
+    def _one(self, sql: str, tenant: str | None, sha256: str) -> tuple[Any, ...] | None:
         with self._transaction() as c:
-            c.execute(self.get_sql, (tenant or "", sha256))
+            c.execute(sql, (tenant or "", sha256))
             row = c.fetchone()
-        if row is None:
-            return None
-        row = tuple(row.values()) if isinstance(row, dict) else tuple(row)
-        return _row_blob(row, self._open(bytes(row[5])))
+        return None if row is None else _tuple(row)
+
+    def fetch(self, tenant: str | None, sha256: str) -> StoredBlob | None:
+        row = self._one(self.get_sql, tenant, sha256)
+        return None if row is None else _row_blob(row, self._open(bytes(row[5])))
+
+    def describe(self, tenant: str | None, sha256: str) -> BlobRef | None:
+        row = self._one(self.describe_sql, tenant, sha256)
+        return None if row is None else _row_blob(row, b"").ref
 
     def record_file_id(self, tenant: str | None, sha256: str, provider: str, file_id: str) -> bool:
         owner = tenant or ""
@@ -164,7 +174,7 @@ class SQLBlobRows(BlobRows, ABC):
             row = c.fetchone()
             if row is None:
                 return False
-            held = next(iter(row.values())) if isinstance(row, dict) else row[0]
+            held = _tuple(row)[0]
             ids = {**json.loads(held or "{}"), provider: file_id}
             c.execute(self.set_ids_sql, (json.dumps(ids, sort_keys=True), owner, sha256))
         return True
@@ -184,21 +194,12 @@ class SQLBlobRows(BlobRows, ABC):
                     found[sha] = json.loads(held)
         return found
 
-    def describe(self, tenant: str | None, sha256: str) -> BlobRef | None:
-        with self._transaction() as c:
-            c.execute(self.describe_sql, (tenant or "", sha256))
-            row = c.fetchone()
-        if row is None:
-            return None
-        row = tuple(row.values()) if isinstance(row, dict) else tuple(row)
-        return _row_blob(row, b"").ref
-
     def release(self, cid: UUID) -> int:
         deleted = 0
         with self._transaction() as c:
             self._secure(c)
             c.execute(self.referred_sql, (cid.hex,))
-            held = [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in c.fetchall()]
+            held = [_tuple(r) for r in c.fetchall()]
             c.execute(self.unrefer_sql, (cid.hex,))
             for tenant, sha in sorted(held):
                 self._lock(c, tenant, sha)
@@ -216,8 +217,7 @@ class SQLBlobRows(BlobRows, ABC):
         with self._transaction() as c:
             c.execute(self.size_sql)
             row = c.fetchone()
-        value = next(iter(row.values())) if isinstance(row, dict) else row[0]
-        return int(value)
+        return int(_tuple(row)[0])
 
 
 class MemoryBlobRows(BlobRows):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
@@ -46,7 +46,6 @@ from ctxstore.adapters.storage.audit_index import (
     sql_filter,
 )
 from ctxstore.adapters.storage.backend import SQLBackend
-from ctxstore.adapters.storage.blobs import BLOBS, REFS, SQLBlobRows
 from ctxstore.adapters.storage.codec.chain import Row
 from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
 from ctxstore.adapters.storage.erasers import (
@@ -58,6 +57,7 @@ from ctxstore.adapters.storage.erasers import (
 )
 from ctxstore.adapters.storage.idempotency import SQLIdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
+from ctxstore.adapters.storage.postgres_blobs import PostgresBlobRows
 from ctxstore.adapters.storage.postgres_bounds import bound_datastore, bound_retries
 from ctxstore.adapters.storage.turns import (
     TURN_HELD,
@@ -356,22 +356,6 @@ class PostgresIdempotencyKeys(SQLIdempotencyKeys):
                 return None
             row = cursor.fetchone()
             return None if row is None else tuple(row.values())
-
-
-class PostgresBlobRows(SQLBlobRows):
-    def __init__(self, datastore: PostgresDatastore) -> None:
-        schema = Identifier(datastore.schema)
-        blobs, refs = (
-            SQL("{0}.{1}").format(schema, Identifier(t)).as_string() for t in (BLOBS, REFS)
-        )
-        super().__init__(blobs, refs, "%s")
-        self.datastore = datastore
-
-    def _transaction(self) -> AbstractContextManager[Any]:
-        return self.datastore.transaction(commit=True)
-
-    def _lock(self, c: Any, tenant: str, sha256: str) -> None:
-        c.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"{tenant}/{sha256}",))
 
 
 class PostgresTurns(Turns):

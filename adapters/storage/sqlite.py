@@ -50,7 +50,6 @@ from ctxstore.adapters.storage.audit_index import (
     sql_filter,
 )
 from ctxstore.adapters.storage.backend import Backend, SQLBackend
-from ctxstore.adapters.storage.blobs import BLOBS, REFS, SQLBlobRows
 from ctxstore.adapters.storage.codec.chain import Row
 from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
 from ctxstore.adapters.storage.erasers import (
@@ -71,6 +70,7 @@ from ctxstore.adapters.storage.file_locks import (
 from ctxstore.adapters.storage.idempotency import SQLIdempotencyKeys
 from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
 from ctxstore.adapters.storage.migrations import Migration
+from ctxstore.adapters.storage.sqlite_blobs import SQLiteBlobRows
 from ctxstore.adapters.storage.turns import Turn, Turns
 from ctxstore.projections.audit import AuditRow, Revert
 
@@ -270,28 +270,6 @@ class SQLiteIdempotencyKeys(SQLIdempotencyKeys):
             c.execute(self.sql[statement], params)
             row = c.fetchone()
             return None if row is None else tuple(row)
-
-
-class SQLiteBlobRows(SQLBlobRows):
-    def __init__(self, datastore: SQLiteDatastore) -> None:
-        super().__init__(BLOBS, REFS, "?")
-        self.datastore = datastore
-
-    def _transaction(self) -> AbstractContextManager[Any]:
-        return self.datastore.transaction(commit=True)
-
-    def _rowcount(self, c: Any) -> int:
-        return max(int(c.sqlite_cursor.rowcount), 0)
-
-    def _secure(self, c: Any) -> None:
-        c.execute("PRAGMA secure_delete = ON")  # a deleted blob's pages are zeroed
-
-    def release(self, cid: UUID) -> int:
-        deleted = super().release(cid)
-        if deleted:  # the zeroed pages reach the file, and the log lets go of the old ones
-            with self.datastore.transaction(commit=False) as c:
-                c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return deleted
 
 
 class SQLiteTurns(Turns):

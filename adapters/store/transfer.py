@@ -238,7 +238,7 @@ def import_lines(
     check_transcript((i, ctx.stored_message(i)) for i in ctx.order)
     if core.exists(target):
         raise ContextExistsError(f"context {target} already exists; import with new_id")
-    referred = {sha for t in line_texts for sha in BLOB_SHA.findall(t)} - set(blobs)
+    referred = {sha for t in line_texts for sha in BLOB_SHA.findall(t)}
     missing = core.storage.blobs.keep(
         ctx.tenant, target, list(blobs.values()), referred | set(blobs)
     )
