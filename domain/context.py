@@ -15,14 +15,20 @@ Commands check everything before they trigger an event; event handlers only appl
 from __future__ import annotations
 
 from collections.abc import Sequence
-from secrets import token_hex
 from typing import Any, Self
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 from eventsourcing.domain import Snapshot as LibrarySnapshot
 
-from ctxstore.domain.context_reads import JSON, ContextReads, MessageRef, savepoints_as_stored
+from ctxstore.domain.context_reads import (
+    JSON,
+    ContextReads,
+    MessageRef,
+    new_message_id,
+    savepoints_as_stored,
+)
+from ctxstore.domain.context_streams import StreamCommands
 from ctxstore.domain.errors import (
     InvalidOperationError,
     MalformedTranscriptError,
@@ -30,17 +36,20 @@ from ctxstore.domain.errors import (
 )
 from ctxstore.domain.limits import check_name, check_tenant, check_usage, strict_int
 from ctxstore.domain.messages import Message, parse_batch, parse_json_object, parse_message
+from ctxstore.domain.streaming import (
+    ABANDONED,
+    STREAMING,
+    apply_deltas,
+    finalized,
+    incomplete_state,
+    marked,
+)
 from ctxstore.domain.summaries import covered_run, expanded_order, summary_payload
 from ctxstore.domain.tokens import ESTIMATE, TextCounter, message_cost
 from ctxstore.domain.transcript import check_placement, check_transcript, pairing_closure_violation
 
 
-def new_message_id() -> str:
-    """A fresh message id; ids are stable for the life of the message."""
-    return "msg_" + token_hex(12)
-
-
-class Context(ContextReads, Aggregate):
+class Context(StreamCommands, ContextReads, Aggregate):
     """A conversation's context as an event-sourced aggregate."""
 
     class Snapshot(LibrarySnapshot):
@@ -152,6 +161,50 @@ class Context(ContextReads, Aggregate):
         @staticmethod
         def upcast_v1_v2(state: JSON) -> None:
             state["sent"] = None  # v1 calls sent the whole visible context
+
+    class MessageBegun(Aggregate.Event):
+        """A reply starts streaming: visible at once, marked incomplete (domain/streaming.py)."""
+
+        class_version = 1
+        message: JSON
+        tokens: int
+        estimated: bool
+        after_id: str | None
+        batch: int
+        actor: str
+
+    class MessageDeltas(Aggregate.Event):
+        """What streamed into an incomplete message since the last such event (neutral
+        deltas, applied in order); `tokens` is what the message costs afterwards."""
+
+        class_version = 1
+        id: str
+        deltas: list[JSON]
+        tokens: int
+        estimated: bool
+        batch: int
+        actor: str
+
+    class MessageFinished(Aggregate.Event):
+        """A streamed reply is complete: as it streamed (`message` None) or as given."""
+
+        class_version = 1
+        id: str
+        message: JSON | None
+        tokens: int
+        estimated: bool
+        batch: int
+        actor: str
+
+    class MessageAbandoned(Aggregate.Event):
+        """A streamed reply stops for good: kept as it stands (marked), or hidden."""
+
+        class_version = 1
+        id: str
+        reason: str | None
+        keep: bool
+        batch: int
+        actor: str
 
     class ContextForked(Aggregate.Event):
         """The context starts as a copy of another's visible context at a version."""
@@ -299,6 +352,9 @@ class Context(ContextReads, Aggregate):
     ) -> str:
         """Put one summary message in place of a contiguous run; returns the summary's id."""
         covered = covered_run(self, self._resolve_distinct(refs, "compress"))
+        streaming = [i for i in covered if incomplete_state(self.stored_message(i)) == STREAMING]
+        if streaming:
+            raise InvalidOperationError(f"compress would cover {streaming[0]!r}, still streaming")
         parsed = summary_payload(summary)
         summary_id = parsed.id or new_message_id()
         if self._id_in_use(summary_id):
@@ -371,21 +427,11 @@ class Context(ContextReads, Aggregate):
         batch: int,
         actor: str,
     ) -> None:
-        new_ids = [m["id"] for m in messages]
-        for m, n in zip(messages, tokens, strict=True):
-            self._add_entry(m, n, estimated, summary_of=None)
-        if after_id is None:
-            self.order.extend(new_ids)
-        else:
-            at = self.order.index(after_id) + 1
-            self.order[at:at] = new_ids
+        self._place(messages, tokens, estimated, after_id)
 
     @event(MessagesDeleted)
     def _messages_deleted(self, ids: list[str], batch: int, actor: str) -> None:
-        gone = set(ids)
-        self.order = [i for i in self.order if i not in gone]
-        for i in ids:
-            self._drop_entry(i)
+        self._hide(ids)
 
     @event(MessageReplaced)
     def _message_replaced(
@@ -461,6 +507,39 @@ class Context(ContextReads, Aggregate):
     ) -> None:
         pass  # a record for audit and calibration: the visible context does not change
 
+    @event(MessageBegun)
+    def _message_begun(
+        self, message: JSON, tokens: int, estimated: bool, after_id: str | None, batch: int,
+        actor: str,
+    ) -> None:  # fmt: skip
+        self._place([message], [tokens], estimated, after_id)
+
+    @event(MessageDeltas)
+    def _message_deltas(
+        self, id: str, deltas: list[JSON], tokens: int, estimated: bool, batch: int, actor: str
+    ) -> None:
+        grown = apply_deltas(self.entries[id]["message"], deltas)
+        self._swap_entry(grown, tokens, estimated)
+
+    @event(MessageFinished)
+    def _message_finished(
+        self, id: str, message: JSON | None, tokens: int, estimated: bool, batch: int,
+        actor: str,
+    ) -> None:  # fmt: skip
+        done = finalized(self.entries[id]["message"] if message is None else message)
+        self._swap_entry(done, tokens, estimated)
+
+    @event(MessageAbandoned)
+    def _message_abandoned(
+        self, id: str, reason: str | None, keep: bool, batch: int, actor: str
+    ) -> None:
+        if keep:
+            old = self.entries[id]
+            self._swap_entry(marked(old["message"], ABANDONED, reason), old["tokens"],
+                             old["estimated"])  # fmt: skip
+        else:
+            self._hide([id])
+
     @event(ContextForked)
     def _context_forked(
         self, source_id: str, source_version: int, entries: list[JSON], actor: str
@@ -485,6 +564,31 @@ class Context(ContextReads, Aggregate):
         }
         self.tokens += tokens
         self.estimated += estimated
+
+    def _place(
+        self, messages: list[JSON], tokens: list[int], estimated: bool, after_id: str | None
+    ) -> None:
+        new_ids = [m["id"] for m in messages]
+        for m, n in zip(messages, tokens, strict=True):
+            self._add_entry(m, n, estimated, summary_of=None)
+        if after_id is None:
+            self.order.extend(new_ids)
+        else:
+            at = self.order.index(after_id) + 1
+            self.order[at:at] = new_ids
+
+    def _hide(self, ids: list[str]) -> None:
+        gone = set(ids)
+        self.order = [i for i in self.order if i not in gone]
+        for i in ids:
+            self._drop_entry(i)
+
+    def _swap_entry(self, message: JSON, tokens: int, estimated: bool) -> None:
+        """A message's new state under its id (entries are never changed in place)."""
+        old = self._drop_entry(message["id"])
+        self._add_entry(message, tokens, estimated, summary_of=old["summary_of"])
+        # No event carries the message as it now stands (deltas do not): a snapshot keeps it.
+        self.entries[message["id"]]["inline"] = True
 
     def _drop_entry(self, msg_id: str) -> JSON:
         entry = self.entries.pop(msg_id)

@@ -8,6 +8,7 @@ events and commands; nothing outside the domain indexes the aggregate's raw stat
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from secrets import token_hex
 from typing import Any, cast
 
 from ctxstore.domain.errors import InvalidOperationError, UnknownMessageError
@@ -15,6 +16,11 @@ from ctxstore.domain.messages import Message
 
 JSON = dict[str, Any]
 MessageRef = str | int  # a message id, or a position in the visible list (negative from the end)
+
+
+def new_message_id() -> str:
+    """A fresh message id; ids are stable for the life of the message."""
+    return "msg_" + token_hex(12)
 
 
 class ContextReads:

@@ -4,7 +4,8 @@ A message read in its own shape is its payload exactly as it came. Across shapes
 conversion is field by field (docs/messages.md lists it); what cannot cross — reasoning
 items and thinking blocks (another provider cannot verify their encryption or signature),
 hosted-tool items, a provider's own fields — is left out and reported in `omitted`, never
-mangled.
+mangled. A reply that did not finish streaming is sent repaired (domain/stream_repair.py),
+what was dropped reported the same way.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, cast
 
 from ctxstore.domain.messages import Message, is_record
 from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES
+from ctxstore.domain.stream_repair import repair
 
 JSON = dict[str, Any]
 
@@ -41,7 +43,13 @@ def convert(
     anthropic ({"system", "messages"}). Chat messages read back in the form Chat
     Completions takes; with `exact`, key for key as they were given (a provider's extras
     such as `reasoning_content` or `annotations` included, which some APIs refuse)."""
-    messages = [m for m in messages if not is_record(m)]  # records are never sent
+    messages, repaired = repair([m for m in messages if not is_record(m)])  # records: never sent
+    done = _convert(messages, shape, store, exact)
+    done.omitted[:0] = repaired
+    return done
+
+
+def _convert(messages: list[Message], shape: str, store: bool, exact: bool) -> Conversion:
     if shape == CHAT:
         done = Conversion(CHAT, [])
         for m in messages:

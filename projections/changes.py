@@ -122,7 +122,11 @@ def apply_event(ctx: Context | None, event: Context.Event) -> tuple[Context, Cha
     if ctx is not None:
         if isinstance(event, Context.MessagesDeleted | Context.MessagesCompressed):
             gone = [brief(ctx.entries[i]) for i in event.ids]
-        elif isinstance(event, Context.SummaryExpanded):
+        elif (
+            isinstance(event, Context.MessageAbandoned)
+            and not event.keep
+            or isinstance(event, Context.SummaryExpanded)
+        ):
             gone = [brief(ctx.entries[event.id])]
         elif isinstance(event, Context.BatchEnded) and not event.keep:
             saved = (list(ctx.order), dict(ctx.entries))
@@ -131,6 +135,12 @@ def apply_event(ctx: Context | None, event: Context.Event) -> tuple[Context, Cha
     entries = after.entries
     if isinstance(event, Context.MessagesInserted):
         change = Change(added=[brief(entries[m["id"]]) for m in event.messages])
+    elif isinstance(event, Context.MessageBegun):
+        change = Change(added=[brief(entries[event.message["id"]])])
+    elif isinstance(event, Context.MessageDeltas | Context.MessageFinished):
+        change = Change(changed=[brief(entries[event.id])])
+    elif isinstance(event, Context.MessageAbandoned):
+        change = Change(changed=[brief(entries[event.id])]) if event.keep else Change(removed=gone)
     elif isinstance(event, Context.ContextForked):
         change = Change(added=[brief(entries[i]) for i in after.order])
     elif isinstance(event, Context.MessageReplaced):

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.domain.streaming import delta_chars
 from ctxstore.projections.changes import Change, apply_event
 
 EVENT_TYPES: dict[str, str] = {
@@ -23,6 +24,10 @@ EVENT_TYPES: dict[str, str] = {
     "BatchEnded": "batch_end",
     "UsageRecorded": "usage",
     "ContextForked": "fork",
+    "MessageBegun": "begin",
+    "MessageDeltas": "append",
+    "MessageFinished": "finish",
+    "MessageAbandoned": "abandon",
 }
 
 
@@ -47,7 +52,8 @@ class HistoryEntry(BaseModel):
 
     version: int
     timestamp: datetime
-    type: str  # create, insert, delete, replace, compress, expand, batch_start, batch_end, usage
+    type: str  # create, insert, delete, replace, compress, expand, batch_start, batch_end, usage,
+    # fork, begin, append, finish, abandon
     actor: str
     batch: int
     reverted: bool  # a later batch_end rolled it back
@@ -113,6 +119,17 @@ def describe_event(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
             [x["message"]["id"] for x in e.entries],
             {"source_id": e.source_id, "source_version": e.source_version},
         )
+    if isinstance(e, Context.MessageBegun):
+        begun = {"after_id": e.after_id, "tokens": e.tokens, "estimated": e.estimated}
+        return e.batch, [e.message["id"]], begun
+    if isinstance(e, Context.MessageDeltas):
+        return e.batch, [e.id], {"deltas": len(e.deltas), "chars": delta_chars(e.deltas),
+                                 "tokens": e.tokens}  # fmt: skip
+    if isinstance(e, Context.MessageFinished):
+        done = {"tokens": e.tokens, "estimated": e.estimated, "final": e.message is not None}
+        return e.batch, [e.id], done
+    if isinstance(e, Context.MessageAbandoned):
+        return e.batch, [e.id], {"reason": e.reason, "keep": e.keep}
     if isinstance(e, Context.BatchEnded):
         return e.batch, [], {"to": e.to, "keep": e.keep, "reverts_from": e.reverts_from}
     raise TypeError(f"not a Context event: {type(e).__name__}")

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ctxstore.adapters.cli import admin, audit, commands, reads
+from ctxstore.adapters.cli import admin, audit, commands, reads, streams
 from ctxstore.adapters.cli.common import Options
 
 app = typer.Typer(
@@ -28,6 +28,11 @@ COMMANDS = (
     (commands.expand, "expand"),
     (commands.batch_start, "batch-start"),
     (commands.batch_end, "batch-end"),
+    (streams.stream, "stream"),
+    (streams.begin, "begin"),
+    (streams.append, "append"),
+    (streams.finish, "finish"),
+    (streams.abandon, "abandon"),
     (reads.show, "show"),
     (reads.log, "log"),
     (reads.prompt, "prompt"),

@@ -24,6 +24,7 @@ from ctxstore.domain.errors import (
     UnknownMessageError,
     VersionConflictError,
 )
+from ctxstore.domain.streaming import incomplete_state
 
 if TYPE_CHECKING:  # annotations only: the command line starts without them
     from ctxstore.adapters.store.facade import ContextStore
@@ -220,6 +221,9 @@ def render_visible(v: VisibleContext, offset: int = 0, limit: int | None = None)
             body = (body + " " if body else "") + f"[audio reply {m.audio.id}]"
         if m.id in v.summaries:
             body = f"[summary of {len(v.summaries[m.id])}] {body}"
+        state = incomplete_state(m)
+        if state is not None:
+            body = f"[{state}] {body}"
         tokens = str(v.token_counts.get(m.id or "", ""))
         table.add_row(str(n), m.id or "", m.role, tokens, shown_text(body))
     out.print(table)

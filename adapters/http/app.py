@@ -28,13 +28,22 @@ from ctxstore.adapters.http.auth import Tokens
 from ctxstore.adapters.http.deps import Service, Unauthorized
 from ctxstore.adapters.http.guard import RequestGuard
 from ctxstore.adapters.http.openapi import document_headers
-from ctxstore.adapters.http.routes import audit, blobs, commands, contexts, reads, transfer
+from ctxstore.adapters.http.routes import (
+    audit,
+    blobs,
+    commands,
+    contexts,
+    reads,
+    streams,
+    transfer,
+)
 from ctxstore.adapters.http.schemas import Health
 from ctxstore.adapters.settings import ServiceConfig
 from ctxstore.adapters.store.facade import ContextStore
 
 ROUTERS = (
-    contexts.router, commands.router, reads.router, transfer.router, audit.router, blobs.router
+    contexts.router, commands.router, streams.router, reads.router, transfer.router,
+    audit.router, blobs.router,
 )  # fmt: skip
 NO_TELEMETRY: TelemetryConfig = {
     "tracing": False, "metrics": False, "logs": False, "operation_spans": False

@@ -15,6 +15,7 @@ from uuid import UUID
 from ctxstore.adapters.http.schemas import Step
 from ctxstore.adapters.http.transport import ServiceTransport
 from ctxstore.adapters.store.contract import ContextOperations
+from ctxstore.adapters.store.reply_stream import ReplyStream, StreamPolicy
 from ctxstore.adapters.store.results import (
     AuditPage,
     BatchFrame,
@@ -37,6 +38,7 @@ from ctxstore.domain.blobs import BlobRef, parse_ref
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.messages import as_plain, is_one_message
 from ctxstore.domain.prompt import Strategy
+from ctxstore.domain.streaming import neutral_deltas
 
 REPLAY_PAGE = 500  # versions a replay request asks for
 
@@ -246,6 +248,64 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
             headers=self._key(idempotency_key),
         )
         return UUID(response.json()["context_id"])
+
+    # ---- streamed replies ---------------------------------------------------------------
+
+    def begin(
+        self, context_id: UUID | str, message: JSON | None = None, *,
+        after: MessageRef | None = None, format: str | None = None,
+        expected_version: int | None = None, idempotency_key: str | None = None,
+    ) -> Written:  # fmt: skip
+        body = {"message": None if message is None else as_plain(message), "after": after,
+                "format": format}  # fmt: skip
+        return self._post(
+            f"{self._ctx(context_id)}/begin", body, Written, if_match=expected_version,
+            key=idempotency_key,
+        )  # fmt: skip
+
+    def append(
+        self, context_id: UUID | str, message_id: MessageRef, deltas: Any, *,
+        expected_version: int | None = None, idempotency_key: str | None = None,
+    ) -> Written:  # fmt: skip
+        return self._post(
+            f"{self._ctx(context_id)}/append",
+            {"id": message_id, "deltas": neutral_deltas(deltas)},
+            Written, if_match=expected_version, key=idempotency_key,
+        )  # fmt: skip
+
+    def finish(
+        self, context_id: UUID | str, message_id: MessageRef, message: JSON | None = None, *,
+        deltas: Any = None, expected_version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Written:  # fmt: skip
+        body = {"id": message_id, "message": None if message is None else as_plain(message),
+                "deltas": None if deltas is None else neutral_deltas(deltas)}  # fmt: skip
+        return self._post(
+            f"{self._ctx(context_id)}/finish", body, Written, if_match=expected_version,
+            key=idempotency_key,
+        )  # fmt: skip
+
+    def abandon(
+        self, context_id: UUID | str, message_id: MessageRef, *, reason: str | None = None,
+        keep: bool = True, deltas: Any = None, expected_version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> Written:  # fmt: skip
+        body = {"id": message_id, "reason": reason, "keep": keep,
+                "deltas": None if deltas is None else neutral_deltas(deltas)}  # fmt: skip
+        return self._post(
+            f"{self._ctx(context_id)}/abandon", body, Written, if_match=expected_version,
+            key=idempotency_key,
+        )  # fmt: skip
+
+    def stream(
+        self, context_id: UUID | str, message: JSON | None = None, *,
+        after: MessageRef | None = None, format: str | None = None,
+        policy: StreamPolicy | None = None,
+    ) -> ReplyStream:  # fmt: skip
+        """Begin a reply; the handle batches its deltas (adapters/store/reply_stream.py)."""
+        return ReplyStream.begin(
+            self, context_id, message, after=after, format=format, policy=policy
+        )
 
     def compact(
         self,

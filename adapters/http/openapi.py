@@ -26,7 +26,10 @@ HEADERS = {
         "description": "a retry with the same key gets the first response, not a second write",
     },
 }  # fmt: skip
-CONDITIONAL = ("insert", "delete", "replace", "compress", "expand", "batch-start", "batch-end")
+CONDITIONAL = (
+    "insert", "delete", "replace", "compress", "expand", "batch-start", "batch-end", "begin",
+    "append", "finish", "abandon",
+)  # fmt: skip
 PROBLEM = {
     "type": "object",
     "description": "RFC 9457 problem details; `error` names the exception class ctxstore raised",

@@ -69,6 +69,43 @@ class InsertBody(Command):
     )
 
 
+Shape = Literal["openai-chat", "openai-responses", "anthropic"]
+DeltaJSON = dict[str, Any]
+DELTAS_SAID = (
+    "deltas: neutral ({text}, {reasoning}, {call}, ...) or a provider's stream events (Chat "
+    "Completions chunks, Responses or Anthropic stream events)"
+)
+DELTAS = Field(default=None, max_length=10_000, description=DELTAS_SAID)
+
+
+class BeginBody(Command):
+    message: MessageJSON | None = Field(
+        default=None, description="how the reply starts; default: an empty assistant message"
+    )
+    after: Ref | None = Field(default=None, description="place it after this message")
+    format: Shape | None = Field(default=None, description="its shape; default: detected")
+
+
+class AppendBody(Command):
+    id: Ref = Field(description="the streaming reply")
+    deltas: list[DeltaJSON] = Field(max_length=10_000, description=DELTAS_SAID)
+
+
+class FinishBody(Command):
+    id: Ref = Field(description="the streaming reply")
+    message: MessageJSON | None = Field(
+        default=None, description="the reply as the SDK finished it; default: as it streamed"
+    )
+    deltas: list[DeltaJSON] | None = DELTAS
+
+
+class AbandonBody(Command):
+    id: Ref = Field(description="the streaming reply")
+    reason: str | None = Field(default=None, max_length=1000)
+    keep: bool = Field(default=True, description="keep what arrived (marked), or hide it")
+    deltas: list[DeltaJSON] | None = DELTAS
+
+
 class DeleteBody(Command):
     ids: list[Ref]
 

@@ -44,12 +44,14 @@ REPLACED = get_topic(Context.MessageReplaced)
 COMPRESSED = get_topic(Context.MessagesCompressed)
 FORKED = get_topic(Context.ContextForked)
 EXPANDED = get_topic(Context.SummaryExpanded)
+BEGUN = get_topic(Context.MessageBegun)
 CARRIERS = {  # the events that add messages, and the schema version each is written in
     INSERTED: Context.MessagesInserted,
     REPLACED: Context.MessageReplaced,
     COMPRESSED: Context.MessagesCompressed,
     FORKED: Context.ContextForked,
     EXPANDED: Context.SummaryExpanded,
+    BEGUN: Context.MessageBegun,
 }
 log = logging.getLogger(__name__)
 
@@ -105,11 +107,18 @@ class SnapshotStore(EventStore[UUID]):
     def _with_messages(self, snapshot: Any) -> Any:
         state = dict(snapshot.state)
         del state[MESSAGES_IN_EVENTS]
-        wanted = {e["version"] for e in state["entries"].values()}
-        wanted.update(e["version"] for s in state["savepoints"] for e in s["entries"].values() if e)
+        wanted = {e["version"] for e in state["entries"].values() if "message" not in e}
+        wanted.update(
+            e["version"]
+            for s in state["savepoints"]
+            for e in s["entries"].values()
+            if e and "message" not in e
+        )
         messages = self._messages_at(snapshot.originator_id, wanted)
 
         def full(msg_id: str, entry: JSON) -> JSON:
+            if "message" in entry:  # kept inline: no event carries it as it stands
+                return entry
             message = messages.get((entry["version"], msg_id))
             if message is None:
                 raise UnresolvedSnapshotError(
@@ -141,7 +150,9 @@ def without_messages(snapshot: Any) -> Any:
     state = snapshot.state
     if not isinstance(state, dict) or "entries" not in state or MESSAGES_IN_EVENTS in state:
         return snapshot
-    bare = _map_entries(state, lambda _, e: {k: v for k, v in e.items() if k != "message"})
+    bare = _map_entries(
+        state, lambda _, e: e if e.get("inline") else {k: v for k, v in e.items() if k != "message"}
+    )
     bare[MESSAGES_IN_EVENTS] = True
     return _replaced_state(snapshot, bare)
 
@@ -163,7 +174,7 @@ def carried_messages(topic: str, body: JSON) -> list[JSON]:
     """The messages an event (its decoded state) adds to its context."""
     if topic == INSERTED:
         return cast(list[JSON], body["messages"])
-    if topic == REPLACED:
+    if topic in (REPLACED, BEGUN):
         return [body["message"]]
     if topic == COMPRESSED:
         return [body["summary"]]

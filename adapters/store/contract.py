@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Protocol
 from uuid import UUID
 
+from ctxstore.adapters.store.reply_stream import ReplyStream, StreamPolicy
 from ctxstore.adapters.store.results import (
     AuditPage,
     BatchFrame,
@@ -110,6 +111,34 @@ class ContextOperations(Protocol):
     ) -> Written: ...
 
     def compact(self, context_id: UUID | str, *, dry_run: bool = False) -> Compaction: ...
+
+    # ---- streamed replies ----------------------------------------------------------------
+    def begin(
+        self, context_id: UUID | str, message: JSON | None = None, *,
+        after: MessageRef | None = None, format: str | None = None,
+        expected_version: int | None = None,
+    ) -> Written: ...  # fmt: skip
+
+    def append(
+        self, context_id: UUID | str, message_id: MessageRef, deltas: Any, *,
+        expected_version: int | None = None,
+    ) -> Written: ...  # fmt: skip
+
+    def finish(
+        self, context_id: UUID | str, message_id: MessageRef, message: JSON | None = None, *,
+        deltas: Any = None, expected_version: int | None = None,
+    ) -> Written: ...  # fmt: skip
+
+    def abandon(
+        self, context_id: UUID | str, message_id: MessageRef, *, reason: str | None = None,
+        keep: bool = True, deltas: Any = None, expected_version: int | None = None,
+    ) -> Written: ...  # fmt: skip
+
+    def stream(
+        self, context_id: UUID | str, message: JSON | None = None, *,
+        after: MessageRef | None = None, format: str | None = None,
+        policy: StreamPolicy | None = None,
+    ) -> ReplyStream: ...  # fmt: skip
 
     # ---- reads -------------------------------------------------------------------------
     def visible(

@@ -42,6 +42,7 @@ from ctxstore.adapters.store.results import (
     VisibleContext,
     Written,
 )
+from ctxstore.adapters.store.streaming import StreamingSurface
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import BlobRef
 from ctxstore.domain.compaction import summary_message
@@ -57,7 +58,7 @@ from ctxstore.projections.listing import list_contexts
 
 
 @type_faults
-class ContextStore(HistorySurface, ContextOperations):
+class ContextStore(HistorySurface, StreamingSurface, ContextOperations):
     """Stores contexts as event streams; every public method is one command or one read."""
 
     def __init__(self, storage: EventStorage, settings: Settings, *, url: str = "") -> None:

@@ -21,6 +21,7 @@ from ctxstore.domain.limits import check_int, strict_int
 from ctxstore.domain.messages import is_record
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import (
+    OmittedMessage,
     PromptItem,
     PromptUnits,
     Similarity,
@@ -29,7 +30,9 @@ from ctxstore.domain.prompt import (
     lexical_similarity,
     prompt_units,
 )
-from ctxstore.domain.tokens import REPLY_PRIMING, TextCounter, message_tokens
+from ctxstore.domain.stream_repair import repair
+from ctxstore.domain.streaming import incomplete_state
+from ctxstore.domain.tokens import REPLY_PRIMING, TextCounter, message_cost, message_tokens
 from ctxstore.projections.history import event_type_filter, fold_history
 from ctxstore.projections.tokens import MAX_POINTS, fold_tokens, token_series
 from ctxstore.projections.visible import batch_stack, visible_of
@@ -123,7 +126,25 @@ def prompt(
         similarity=similarity or lexical_similarity,
         estimated=ctx.estimated > 0 or not counter.exact,
     )
-    return built.model_copy(update={"version": ctx.version})
+    return repaired_prompt(built, ctx, counter).model_copy(update={"version": ctx.version})
+
+
+def repaired_prompt(built: Prompt, ctx: Context, counter: TextCounter) -> Prompt:
+    """A prompt holding a reply that did not finish streaming, with it repaired
+    (domain/stream_repair.py): what was dropped said in `omitted`, the totals recounted."""
+    if not any(incomplete_state(m) for m in built.messages):
+        return built
+    messages, notes = repair(built.messages)
+    before = sum(ctx.tokens_of(str(m.id)) for m in built.messages if incomplete_state(m))
+    after = sum(
+        message_cost(m.model_dump(mode="json"), counter)[0] for m in messages if incomplete_state(m)
+    )
+    omitted = [*built.omitted, *(OmittedMessage(str(n["id"]), f"{n['what']}: {n['why']}")
+                                 for n in notes)]  # fmt: skip
+    return built.model_copy(update={
+        "messages": messages, "omitted": omitted, "tokens": built.tokens - before + after,
+        "message_tokens": built.message_tokens - before + after,
+    })  # fmt: skip
 
 
 def resource(raw: Resource | JSON, counter: TextCounter) -> Resource:

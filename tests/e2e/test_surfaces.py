@@ -28,6 +28,11 @@ SURFACES = {
     "record_usage": (f"POST {C}/usage", "usage"),
     "record_response": (f"POST {C}/responses", "record-response"),
     "compact": (f"POST {C}/compact", "compact"),
+    "begin": (f"POST {C}/begin", "begin"),
+    "append": (f"POST {C}/append", "append"),
+    "finish": (f"POST {C}/finish", "finish"),
+    "abandon": (f"POST {C}/abandon", "abandon"),
+    "stream": (f"POST {C}/begin", "stream"),  # a handle over begin, append and finish
     "visible": (f"GET {C}", "show"),
     "build_prompt": (f"POST {C}/prompt", "prompt"),
     "history": (f"GET {C}/history", "log"),

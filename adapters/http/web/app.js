@@ -8,7 +8,7 @@ const PAGE = 100; // timeline events per page
 const CHART_POINTS = 600;
 const CONTEXTS = 500; // listed at most: the first created (newest of them on top); search narrows
 const TYPES = ["create", "insert", "delete", "replace", "compress", "expand", "batch_start",
-  "batch_end", "usage", "fork"];
+  "batch_end", "usage", "fork", "begin", "append", "finish", "abandon"];
 const TOKEN_KEY = "ctxstore.token";
 
 const session = { token: sessionStorage.getItem(TOKEN_KEY) || "" };

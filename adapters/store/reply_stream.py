@@ -1,0 +1,186 @@
+"""A reply being stored while it streams: the handle that batches its deltas into events.
+
+Every delta is not an event: the handle keeps the deltas that arrive (joined: consecutive
+text becomes one string) and writes them as one `MessageDeltas` event when the oldest kept
+delta is `interval` seconds old or `max_chars` of text are kept, whichever comes first, and
+with the finish (one write: the last deltas and the finish). A reply that streams in one
+second with the defaults costs its begin, about four appends and its finish, however many
+deltas it came in. What a process that dies mid-stream loses is at most the deltas kept
+since the last write; the message stays incomplete and readable, and a later `finish` or
+`abandon` (by id) closes it.
+
+The handle works over any surface with begin/append/finish/abandon (the store in process,
+the HTTP client).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Protocol, Self
+from uuid import UUID
+
+from ctxstore.adapters.store.results import Written
+from ctxstore.domain.context import JSON, MessageRef
+from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES
+from ctxstore.domain.streaming import delta_chars, joined, neutral_deltas
+
+
+class StreamOps(Protocol):
+    """The four operations a reply stream is made of."""
+
+    def begin(
+        self, context_id: UUID | str, message: Any = None, *, after: MessageRef | None = None,
+        format: str | None = None,
+    ) -> Written: ...  # fmt: skip
+
+    def append(self, context_id: UUID | str, message_id: MessageRef, deltas: Any) -> Written: ...
+
+    def finish(
+        self, context_id: UUID | str, message_id: MessageRef, message: Any = None, *,
+        deltas: Any = None,
+    ) -> Written: ...  # fmt: skip
+
+    def abandon(
+        self, context_id: UUID | str, message_id: MessageRef, *, reason: str | None = None,
+        keep: bool = True, deltas: Any = None,
+    ) -> Written: ...  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StreamPolicy:
+    """When kept deltas are written: the oldest is `interval` seconds old, or `max_chars` of
+    text are kept (and always with the finish or abandon)."""
+
+    interval: float = 0.25
+    max_chars: int = 16_384
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.interval <= 3600 and 1 <= self.max_chars <= 10_000_000):
+            raise InvalidOperationError(
+                "a stream policy's interval is 0..3600 seconds and max_chars 1..10,000,000"
+            )
+
+
+def opening_message(message: Any, format: str | None) -> Any:
+    """How a streamed reply starts: the message given, else an empty assistant message of
+    the shape named (chat by default)."""
+    if message is not None:
+        return message
+    if format in (None, CHAT, ANTHROPIC):
+        return {"role": "assistant", "content": ""}
+    if format == RESPONSES:
+        return {"type": "message", "role": "assistant", "content": []}
+    raise InvalidOperationError(f"format must be one of {CHAT}, {RESPONSES}, {ANTHROPIC}")
+
+
+class ReplyStream:
+    """One streaming reply: `add` deltas, then `finish` or `abandon`. As a context manager
+    it finishes the reply when the block ends, and abandons it (keeping what arrived) when
+    the block raises."""
+
+    def __init__(
+        self, ops: StreamOps | Any, context_id: UUID | str, written: Written,
+        policy: StreamPolicy | None = None, extra: dict[str, Any] | None = None,
+    ) -> None:  # fmt: skip
+        self._ops = ops
+        self._extra = extra or {}  # passed to every operation (the store's actor)
+        self.context_id = context_id
+        self.id = written.ids[0]
+        self.written = written  # what the latest write answered
+        self.policy = policy or StreamPolicy()
+        self._kept: list[JSON] = []
+        self._kept_since = 0.0
+        self._chars = 0
+        self._lock = threading.Lock()
+        self.closed = False
+        self.writes = 1  # the begin
+
+    @classmethod
+    def begin(
+        cls, ops: StreamOps | Any, context_id: UUID | str, message: Any = None, *,
+        after: MessageRef | None = None, format: str | None = None,
+        policy: StreamPolicy | None = None, extra: dict[str, Any] | None = None,
+    ) -> ReplyStream:  # fmt: skip
+        written = ops.begin(context_id, opening_message(message, format), after=after,
+                            format=format, **(extra or {}))  # fmt: skip
+        return cls(ops, context_id, written, policy, extra)
+
+    def add(self, *deltas: Any) -> Written | None:
+        """Take deltas (neutral, or a provider's stream events); writes the kept ones when
+        the policy says so, and returns what that write answered (else None)."""
+        found = neutral_deltas(list(deltas))
+        with self._lock:
+            self._check_open()
+            if not found:
+                return None
+            if not self._kept:
+                self._kept_since = time.monotonic()
+            self._kept = joined(self._kept, found)
+            self._chars += delta_chars(found)
+            due = (
+                self._chars >= self.policy.max_chars
+                or time.monotonic() - self._kept_since >= self.policy.interval
+            )
+            return self._write_kept() if due else None
+
+    def flush(self) -> Written | None:
+        """Write the kept deltas now (None when none are kept)."""
+        with self._lock:
+            self._check_open()
+            return self._write_kept() if self._kept else None
+
+    def finish(self, message: Any = None) -> Written:
+        """Complete the reply, with the kept deltas, in one write (or as `message`)."""
+        with self._lock:
+            self._check_open()
+            kept, self._kept, self._chars = self._kept, [], 0
+            self.written = self._ops.finish(self.context_id, self.id, message, deltas=kept or None)
+            self.closed, self.writes = True, self.writes + 1
+            return self.written
+
+    def abandon(self, reason: str | None = None, *, keep: bool = True) -> Written:
+        """Stop the reply for good, with the kept deltas: kept as it stands (marked
+        abandoned), or hidden with `keep=False`."""
+        with self._lock:
+            self._check_open()
+            kept, self._kept, self._chars = self._kept, [], 0
+            self.written = self._ops.abandon(
+                self.context_id,
+                self.id,
+                reason=reason,
+                keep=keep,
+                deltas=kept or None,
+                **self._extra,
+            )
+            self.closed, self.writes = True, self.writes + 1
+            return self.written
+
+    def _write_kept(self) -> Written:
+        kept, self._kept, self._chars = self._kept, [], 0
+        self.written = self._ops.append(self.context_id, self.id, kept, **self._extra)
+        self.writes += 1
+        return self.written
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise InvalidOperationError(f"the stream of message {self.id!r} is closed")
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.closed:
+            return
+        if exc is None:
+            self.finish()
+        else:
+            self.abandon(reason=f"{type(exc).__name__}: {exc}"[:1000])
+
+
+__all__ = ["ReplyStream", "StreamOps", "StreamPolicy", "opening_message"]
