@@ -44,6 +44,10 @@ class ServiceConfig(BaseModel):
     # Seconds between catch-ups of the audit index (0: only when an audit is read).
     audit_refresh_seconds: float = Field(default=1.0, ge=0)
     threads: int = Field(default=32, ge=1, description="requests served at once per worker")
+    tail_max_clients: int = Field(default=1000, ge=1, description="live tails one instance serves")
+    tail_send_timeout: float = Field(
+        default=10.0, gt=0, description="seconds a live tail's send may wait before it is dropped"
+    )
     telemetry: bool = Field(default=False, description="FastAPI's OpenTelemetry instrumentation")
 
 

@@ -60,6 +60,10 @@ class StoreUnavailableError(CtxStoreError):
     """The database behind the store cannot be reached or opened."""
 
 
+class TooManyClientsError(StoreUnavailableError):
+    """A service instance already serves as many live tails as it may; retry later."""
+
+
 class DamagedContextError(CtxStoreError):
     """A context's stored events cannot be read back as a context: one is missing, or its
     type or state is not what was written. Names the context and the version."""

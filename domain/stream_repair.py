@@ -21,7 +21,7 @@ from typing import Any
 
 from ctxstore.domain.messages import Message
 from ctxstore.domain.shapes import ANTHROPIC, RESPONSES
-from ctxstore.domain.streaming import incomplete_state
+from ctxstore.domain.streaming import INCOMPLETE
 
 JSON = dict[str, Any]
 _TOOL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
@@ -30,22 +30,34 @@ _TOOL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
 def repair(messages: Sequence[Message]) -> tuple[list[Message], list[JSON]]:
     """The messages with each incomplete one repaired (or dropped), and what was dropped:
     {"id", "what", "why"}. Messages that are complete come back as they are."""
-    if not any(incomplete_state(m) for m in messages):
+    incomplete = [n for n, m in enumerate(messages) if INCOMPLETE in m.metadata]
+    if not incomplete:
         return list(messages), []
-    answered = _answers_after(messages)
+    # Which calls later messages answer: needed only when an incomplete message makes one.
+    calling = any(_makes_calls(messages[n]) for n in incomplete)
+    answered = _answers_after(messages) if calling else None
     out: list[Message] = []
     notes: list[JSON] = []
+    todo = set(incomplete)
     for n, m in enumerate(messages):
-        if not incomplete_state(m):
+        if n not in todo:
             out.append(m)
             continue
-        fixed = _repaired(m, answered[n], n == len(messages) - 1, notes)
+        later = set() if answered is None else answered[n]
+        fixed = _repaired(m, later, n == len(messages) - 1, notes)
         if fixed is None:
             notes.append({"id": m.id, "what": "message", "why": "incomplete: nothing sendable"})
             _drop_orphan_reasoning(out, m, notes)
         else:
             out.append(fixed)
     return out, notes
+
+
+def _makes_calls(m: Message) -> bool:
+    content = (m.native or {}).get("content") if m.format == ANTHROPIC else None
+    if isinstance(content, list):
+        return any(isinstance(b, dict) and b.get("type") in _TOOL_BLOCKS for b in content)
+    return bool(m.call_ids)
 
 
 def _answers_after(messages: Sequence[Message]) -> list[set[str]]:

@@ -70,6 +70,9 @@ def neutral_deltas(raw: Any) -> list[JSON]:
         raise InvalidOperationError(f"one append takes at most {MAX_DELTAS} deltas")
     found: list[JSON] = []
     for n, item in enumerate(raw):
+        if type(item) is dict and len(item) == 1 and _plain_text(item.get("text")):
+            _join(found, item)  # the common case: {"text": ...}, checked here and done
+            continue
         plain = as_plain(item)
         if not isinstance(plain, dict):
             raise InvalidOperationError(f"delta {n}: a JSON object, not {type(plain).__name__}")
@@ -79,6 +82,19 @@ def neutral_deltas(raw: Any) -> list[JSON]:
         for delta in _read(plain, n):
             _join(found, delta)
     return found
+
+
+def _plain_text(value: Any) -> bool:
+    """A str that is valid Unicode (storable as JSON text)."""
+    if type(value) is not str:
+        return False
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _read(event: JSON, n: int) -> list[JSON]:
@@ -226,12 +242,11 @@ def _join(found: list[JSON], delta: JSON) -> None:
     found.append(delta)
 
 
-def joined(earlier: list[JSON], later: list[JSON]) -> list[JSON]:
-    """Two runs of neutral deltas as one (what a batching writer stores in one event)."""
-    found = list(earlier)
+def join_into(kept: list[JSON], later: list[JSON]) -> None:
+    """Add a run of neutral deltas to `kept`, joined (what a batching writer stores in one
+    event)."""
     for delta in later:
-        _join(found, delta)
-    return found
+        _join(kept, delta)
 
 
 def delta_chars(deltas: list[JSON]) -> int:
@@ -427,7 +442,7 @@ __all__ = [
     "delta_chars",
     "finalized",
     "incomplete_state",
-    "joined",
+    "join_into",
     "marked",
     "neutral_deltas",
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
@@ -61,6 +62,36 @@ class HistoryEntry(BaseModel):
     message_ids: list[str]
     details: dict[str, Any]
     changes: Change | None = None  # what it changed in the visible context, where asked for
+
+
+_HEADER = ("originator_id", "originator_version", "timestamp", "actor", "batch")
+
+
+class TailEvent(BaseModel):
+    """One stored event as a live tail delivers it: what the history says of it, and
+    what it recorded (`payload`: the messages inserted, the deltas appended, ...)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    context_id: UUID
+    version: int
+    type: str
+    timestamp: datetime
+    actor: str
+    batch: int
+    message_ids: list[str]
+    details: dict[str, Any]
+    payload: dict[str, Any]
+
+
+def tail_event(e: Context.Event) -> TailEvent:
+    batch, ids, details = describe_event(e)
+    return TailEvent(
+        context_id=e.originator_id, version=e.originator_version,
+        type=EVENT_TYPES[type(e).__name__], timestamp=e.timestamp,
+        actor=getattr(e, "actor", ""), batch=batch, message_ids=ids, details=details,
+        payload={k: v for k, v in vars(e).items() if k not in _HEADER},
+    )  # fmt: skip
 
 
 def describe_event(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:

@@ -71,6 +71,7 @@ def serve(
         port=port,
         workers=workers,
         log_level=log_level,
+        timeout_graceful_shutdown=5,  # live tails never end by themselves: cut them at stop
     )
 
 

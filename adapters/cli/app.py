@@ -33,6 +33,7 @@ COMMANDS = (
     (streams.append, "append"),
     (streams.finish, "finish"),
     (streams.abandon, "abandon"),
+    (streams.tail, "tail"),
     (reads.show, "show"),
     (reads.log, "log"),
     (reads.prompt, "prompt"),

@@ -104,7 +104,7 @@ def handles_errors(fn: F) -> F:
 # in --url says so instead of creating folders and an empty store).
 READ_ONLY = {
     "show", "log", "batches", "tokens", "contexts", "diff", "replay", "calls", "export",
-    "verify", "audit", "erasures", "usage-report", "prompt",
+    "verify", "audit", "erasures", "usage-report", "prompt", "tail",
 }  # fmt: skip
 
 

@@ -1,12 +1,13 @@
 """Streamed replies on the command line: `stream` stores a reply from deltas on stdin as they
 arrive (JSON lines: neutral deltas or a provider's stream events), finishing it at the end
-of input and abandoning it on Ctrl-C; `begin`, `append`, `finish`, `abandon` are the steps."""
+of input and abandoning it on Ctrl-C; `begin`, `append`, `finish`, `abandon` are the steps;
+`tail` follows a context live."""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,14 +15,21 @@ from ctxstore.adapters.cli.common import (
     ExpectedVersion,
     JsonFlag,
     actor,
+    event_summary,
     handles_errors,
     json_option,
     open_store,
+    out,
     parse_ref,
+    preview,
     print_written,
 )
+from ctxstore.adapters.cli.terminal import shown_text
 from ctxstore.adapters.store.reply_stream import StreamPolicy
 from ctxstore.domain.errors import InvalidOperationError
+
+if TYPE_CHECKING:  # annotations only: the command line starts without them
+    from ctxstore.adapters.store.results import TailEvent
 
 MessageOption = Annotated[
     str | None, typer.Option("--message", help="How the reply starts (JSON); default: empty.")
@@ -152,3 +160,40 @@ def abandon(
             expected_version=expected_version,
         )  # fmt: skip
     print_written(w, as_json)
+
+
+@handles_errors
+def tail(
+    ctx: typer.Context,
+    context: str,
+    after: Annotated[
+        int | None, typer.Option(help="Start after this version (0: from the first event).")
+    ] = None,
+    idle: Annotated[
+        float | None, typer.Option(help="Stop after this many seconds without an event.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object a line.")] = False,
+) -> None:
+    """Follow a context live: each new event as it is written (Ctrl-C stops)."""
+    with open_store(ctx) as store:
+        try:
+            for event in store.follow(context, after=after, idle=idle):
+                if as_json:
+                    print(event.model_dump_json(), flush=True)
+                else:
+                    out.print(shown_text(tail_line(event)), markup=False, highlight=False)
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
+
+
+def tail_line(event: TailEvent) -> str:
+    """One event as `ctxstore tail` prints it: version, time, type, actor, what it did."""
+    what = event_summary(event.type, event.message_ids, event.details)
+    if event.type == "append":
+        text = "".join(
+            d.get("text", "") or d.get("reasoning", "") or d.get("call", {}).get("arguments", "")
+            for d in event.payload.get("deltas", [])
+        )
+        what = f"{what} {preview(text, 60)!r}"
+    stamp = event.timestamp.strftime("%H:%M:%S.%f")[:-3]
+    return f"v{event.version:<6} {stamp} {event.type:<11} {event.actor:<12} {what}"

@@ -33,17 +33,19 @@ from ctxstore.adapters.http.routes import (
     blobs,
     commands,
     contexts,
+    events,
     reads,
     streams,
     transfer,
 )
 from ctxstore.adapters.http.schemas import Health
+from ctxstore.adapters.http.tail import TailHub
 from ctxstore.adapters.settings import ServiceConfig
 from ctxstore.adapters.store.facade import ContextStore
 
 ROUTERS = (
     contexts.router, commands.router, streams.router, reads.router, transfer.router,
-    audit.router, blobs.router,
+    audit.router, blobs.router, events.router,
 )  # fmt: skip
 NO_TELEMETRY: TelemetryConfig = {
     "tracing": False, "metrics": False, "logs": False, "operation_spans": False
@@ -82,6 +84,7 @@ def create_app(
     config: ServiceConfig | None = None,
     *,
     on_close: Callable[[], None] | None = None,
+    tail: TailHub | None = None,
 ) -> FastAPI:
     """The service over one store (closed by the caller, or by `on_close` at shutdown)."""
     config = config or store.settings.service
@@ -130,6 +133,9 @@ def create_app(
     )
     app.state.service = service
     app.state.tokens = service.tokens
+    app.state.tail = tail or TailHub(
+        max_clients=config.tail_max_clients, send_timeout=config.tail_send_timeout
+    )
     for router in ROUTERS:
         app.include_router(router)
     problems.install(app)

@@ -28,6 +28,7 @@ from ctxstore.adapters.store.results import (
     ModelUsage,
     Prompt,
     ReplayStep,
+    TailEvent,
     TokenSeries,
     Verification,
     VisibleContext,
@@ -306,6 +307,21 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
         return ReplyStream.begin(
             self, context_id, message, after=after, format=format, policy=policy
         )
+
+    # ---- the live tail -----------------------------------------------------------------
+
+    def follow(
+        self, context_id: UUID | str, *, after: int | None = None, idle: float | None = None
+    ) -> Iterator[TailEvent]:
+        """The context's events after version `after` (default: only new ones) as they are
+        written (Server-Sent Events); a dropped connection is resumed after the last event
+        seen (Last-Event-ID), so none is lost or repeated. Ends after `idle` seconds
+        without an event, if given."""
+        path = f"{self._ctx(context_id)}/events"
+        for event_id, _, data in self._events(path, after, idle):
+            event = TailEvent.model_validate_json(data)
+            assert event.version == event_id
+            yield event
 
     def compact(
         self,

@@ -28,6 +28,7 @@ from ctxstore.domain.errors import (
     NothingToSummarizeError,
     PromptDoesNotFitError,
     StoreUnavailableError,
+    TooManyClientsError,
     UnknownBatchError,
     UnknownMessageError,
     VersionConflictError,
@@ -50,6 +51,7 @@ STATUS: list[tuple[type[CtxStoreError], int, str]] = [
     (BlobTooLargeError, 413, "too-large"),
     (LimitExceededError, 422, "limit-exceeded"),
     (NothingToSummarizeError, 422, "nothing-to-summarize"),
+    (TooManyClientsError, 503, "too-many-tail-clients"),
     (StoreUnavailableError, 503, "store-unavailable"),
     (DamagedContextError, 500, "damaged-context"),
 ]

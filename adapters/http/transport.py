@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any, Self, TypeVar
 from uuid import UUID
@@ -127,6 +128,45 @@ class ServiceTransport:
             self._send("GET", path, params=params).json()
         )
 
+    def _events(
+        self, path: str, after: int | None, idle: float | None
+    ) -> Iterator[tuple[int, str, str]]:
+        """Server-Sent Events of a live tail: (id, event, data) of each event with an id;
+        reconnects after a dropped connection with Last-Event-ID (at most `retries` times
+        in a row without an event in between); ends after `idle` seconds without one."""
+        last = after
+        failures = 0
+        while True:
+            headers = {"Accept": "text/event-stream"}
+            if last is not None:
+                headers["Last-Event-ID"] = str(last)
+            timeout = httpx.Timeout(self.http.timeout.connect or 30.0, read=idle or 60.0)
+            try:
+                with self.http.stream("GET", path, headers=headers, timeout=timeout) as response:
+                    if response.status_code >= 400:
+                        response.read()
+                        raise self._error(response)
+                    for event_id, kind, data in _sse(response.iter_lines()):
+                        if kind == "gone":
+                            raise errors.ContextNotFoundError(f"{path}: the context is erased")
+                        if kind == "dropped":
+                            raise errors.StoreUnavailableError(f"{path}: dropped ({data})")
+                        if event_id is None:
+                            continue
+                        failures = 0
+                        last = event_id
+                        yield event_id, kind, data
+            except httpx.ReadTimeout:
+                if idle is not None:
+                    return
+            except httpx.TransportError as exc:
+                failures += 1
+                if failures > self.retries:
+                    raise errors.StoreUnavailableError(
+                        f"{path}: the live tail failed ({exc})"
+                    ) from exc
+                time.sleep(min(0.1 * 2**failures, 2.0))
+
     def _key(self, given: str | None) -> dict[str, str]:
         if given is not None:
             return {"Idempotency-Key": given}
@@ -151,3 +191,25 @@ class ServiceTransport:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _sse(lines: Iterator[str]) -> Iterator[tuple[int | None, str, str]]:
+    """(id, event, data) of each Server-Sent Event in a stream of lines."""
+    event_id: int | None = None
+    kind, data = "message", list[str]()
+    for line in lines:
+        if not line:
+            if data:
+                yield event_id, kind, "\n".join(data)
+            event_id, kind, data = None, "message", list[str]()
+        elif line.startswith(":"):
+            continue
+        else:
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "id" and value.isdigit():
+                event_id = int(value)
+            elif field == "event":
+                kind = value
+            elif field == "data":
+                data.append(value)

@@ -18,6 +18,7 @@ from ctxstore.adapters.storage.blobs import BlobRows
 from ctxstore.adapters.storage.erasers import Eraser
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
+from ctxstore.adapters.storage.notifications import Notifications
 from ctxstore.adapters.storage.turns import Turns
 
 
@@ -92,6 +93,11 @@ class Backend(ABC):
         self, recorder: Any, cid: UUID, versions: Sequence[int]
     ) -> Iterable[tuple[int, str, bytes]]:
         """(version, topic, stored state) of a context's events at `versions` (ascending)."""
+
+    def notifications(self, recorder: Any) -> Notifications:
+        """Wake-ups when events are stored: this process's only, unless a backend can see
+        other processes' (storage/notifications.py)."""
+        return Notifications()
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the backend holds beside the recorders."""

@@ -34,6 +34,7 @@ from ctxstore.adapters.storage.codec.transcoder import ContextTranscoder
 from ctxstore.adapters.storage.erasers import Eraser
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration, current, pending, refuse_outdated
+from ctxstore.adapters.storage.notifications import Notifications
 from ctxstore.adapters.storage.snapshot_store import SnapshotStore
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
@@ -133,6 +134,7 @@ class EventStorage:
         self.turns = backend.turns(self.recorder)  # contended contexts' writers take turns
         self.audit_index: AuditView = backend.audit_view(self.recorder)
         self.blobs: BlobRows = backend.blobs(self.recorder, self.mapper.cipher)
+        self.notifications: Notifications = backend.notifications(self.recorder)
         self.applied: list[Migration] = []  # what opening this storage migrated
 
     @classmethod
@@ -241,6 +243,7 @@ class EventStorage:
         return cast(Context.Event, self.mapper.to_domain_event(stored))
 
     def close(self) -> None:
+        self.notifications.close()
         self.turns.close()
         self._library.close()
         self.backend.close()

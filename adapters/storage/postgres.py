@@ -57,6 +57,7 @@ from ctxstore.adapters.storage.erasers import (
 )
 from ctxstore.adapters.storage.idempotency import SQLIdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
+from ctxstore.adapters.storage.notifications import Notifications, PostgresNotifications
 from ctxstore.adapters.storage.postgres_blobs import PostgresBlobRows
 from ctxstore.adapters.storage.postgres_bounds import bound_datastore, bound_retries
 from ctxstore.adapters.storage.turns import (
@@ -453,6 +454,11 @@ class PostgresBackend(SQLBackend):
         view = super().audit_view(recorder)
         bound_retries(view)
         return view
+
+    def notifications(self, recorder: Any) -> Notifications:
+        return PostgresNotifications(
+            postgres_schema.conninfo(self.env), postgres_schema.channel(self.schema)
+        )
 
     def snapshot_versions(self, snapshots: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
         with snapshots.datastore.transaction(commit=False) as c:

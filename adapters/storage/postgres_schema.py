@@ -112,6 +112,42 @@ def libpq_params(env: dict[str, str]) -> dict[str, str]:
     return found
 
 
+def conninfo(env: dict[str, str]) -> str:
+    """A libpq connection string for a connection of the store's own (not the pool's)."""
+    params: dict[str, Any] = {
+        "dbname": env["POSTGRES_DBNAME"],
+        "host": env["POSTGRES_HOST"],
+        "port": env["POSTGRES_PORT"],
+        "user": env["POSTGRES_USER"],
+        "password": env["POSTGRES_PASSWORD"] or None,
+        "connect_timeout": int(env.get("POSTGRES_CONNECT_TIMEOUT", "10")),
+        **libpq_params(env),  # the URL's own: sslmode, host=/socket/dir, ...
+    }
+    return psycopg.conninfo.make_conninfo("", **params)
+
+
+def channel(schema: str) -> str:
+    """The NOTIFY channel of a schema's events (one store per schema)."""
+    return f"ctxstore_events:{schema}"[:63]
+
+
+NOTIFY_DDL = """
+CREATE OR REPLACE FUNCTION {schema}.ctxstore_notify_events() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE heads text;
+BEGIN
+  SELECT string_agg(DISTINCT originator_id::text, ',') INTO heads FROM new_events;
+  IF length(heads) > 7000 THEN heads := '*'; END IF;  -- NOTIFY carries 8,000 bytes at most
+  PERFORM pg_notify({channel}, coalesce(heads, '*'));
+  RETURN NULL;
+END $$;
+DROP TRIGGER IF EXISTS ctxstore_events_notify ON {events};
+CREATE TRIGGER ctxstore_events_notify AFTER INSERT ON {events}
+  REFERENCING NEW TABLE AS new_events FOR EACH STATEMENT
+  EXECUTE FUNCTION {schema}.ctxstore_notify_events();
+"""
+
+
 @contextmanager
 def schema_lock(env: dict[str, str]) -> Iterator[psycopg.Connection[Any] | None]:
     """On PostgreSQL, hold an advisory lock while the library creates tables and functions;
@@ -123,16 +159,7 @@ def schema_lock(env: dict[str, str]) -> Iterator[psycopg.Connection[Any] | None]
     if env.get("PERSISTENCE_MODULE") != "eventsourcing.postgres":
         yield None
         return
-    params: dict[str, Any] = {
-        "dbname": env["POSTGRES_DBNAME"],
-        "host": env["POSTGRES_HOST"],
-        "port": env["POSTGRES_PORT"],
-        "user": env["POSTGRES_USER"],
-        "password": env["POSTGRES_PASSWORD"] or None,
-        "connect_timeout": int(env.get("POSTGRES_CONNECT_TIMEOUT", "10")),
-        **libpq_params(env),  # the URL's own: sslmode, host=/socket/dir, ...
-    }
-    with psycopg.connect(psycopg.conninfo.make_conninfo("", **params), autocommit=True) as conn:
+    with psycopg.connect(conninfo(env), autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (SCHEMA_LOCK,))
         try:
             yield conn
@@ -243,9 +270,24 @@ def _blobs(backend: Any, events: Any, snapshots: Any) -> None:
         c.execute(SQL(BLOB_REFS_INDEX).format(refs))
 
 
+def _notify(backend: Any, events: Any, snapshots: Any) -> None:
+    """Each insert of events notifies, at commit, the contexts it wrote (live tails)."""
+    schema = events.datastore.schema
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(
+            SQL(NOTIFY_DDL).format(
+                schema=Identifier(schema), channel=Literal(channel(schema)),
+                events=SQL("{0}.{1}").format(
+                    Identifier(schema), Identifier(events.events_table_name)
+                ),
+            )
+        )  # fmt: skip
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
     Migration(3, "erasure records name the forks erased with a context", _erasure_forks),
     Migration(4, "attachments stored once by their hash (blobs and references)", _blobs),
+    Migration(5, "inserts of events notify the contexts they wrote (live tails)", _notify),
 )

@@ -70,6 +70,7 @@ from ctxstore.adapters.storage.file_locks import (
 from ctxstore.adapters.storage.idempotency import SQLIdempotencyKeys
 from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
 from ctxstore.adapters.storage.migrations import Migration
+from ctxstore.adapters.storage.notifications import Notifications, PollingNotifications
 from ctxstore.adapters.storage.sqlite_blobs import SQLiteBlobRows
 from ctxstore.adapters.storage.turns import Turn, Turns
 from ctxstore.projections.audit import AuditRow, Revert
@@ -453,6 +454,12 @@ class SQLiteBackend(SQLBackend):
                 "VALUES (?, ?, ?)",
                 (migration.version, migration.description, time.time()),
             )
+
+    def notifications(self, recorder: Any) -> Notifications:
+        path = self.env["SQLITE_DBNAME"]
+        if path == ":memory:" or path.startswith("file:"):
+            return Notifications()  # one connection's database: no other process sees it
+        return PollingNotifications(path, recorder.events_table_name)
 
     def snapshot_versions(self, snapshots: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
         with snapshots.datastore.transaction(commit=False) as c:

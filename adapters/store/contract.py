@@ -28,6 +28,7 @@ from ctxstore.adapters.store.results import (
     ModelUsage,
     Prompt,
     ReplayStep,
+    TailEvent,
     TokenSeries,
     Verification,
     VisibleContext,
@@ -184,6 +185,10 @@ class ContextOperations(Protocol):
         context_id: UUID | str | None = None, after: int = 0, limit: int = 100,
         from_version: int | None = None, to_version: int | None = None,
     ) -> AuditPage: ...  # fmt: skip
+
+    def follow(
+        self, context_id: UUID | str, *, after: int | None = None, idle: float | None = None
+    ) -> Iterator[TailEvent]: ...
 
     # ---- transfer ----------------------------------------------------------------------
     def export_events(self, context_id: UUID | str) -> Iterator[str]: ...

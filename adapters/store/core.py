@@ -182,8 +182,10 @@ class StoreCore:
         return self.cache.tenant(cid) is not UNKNOWN
 
     def forget(self, cid: UUID) -> None:
-        """Drop everything this process keeps about a context (after erasure)."""
+        """Drop everything this process keeps about a context (after erasure); its live
+        tails look again, and end."""
         self.cache.drop(cid)
+        self.storage.notifications.publish(cid.hex)
 
     # ---- messages as the read side uses them ----------------------------------------
 

@@ -57,6 +57,10 @@ class HistorySurface:
             from_version=from_version, to_version=to_version,
         )  # fmt: skip
 
+    def audit_head(self) -> int:
+        """The newest audit position (where a tenant's live tail starts by default)."""
+        return audit.catch_up(self._core)
+
     def refresh_audit_index(self) -> int:
         """Index every event stored so far (queries do it first anyway); the position reached."""
         return audit.catch_up(self._core)

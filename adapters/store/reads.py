@@ -31,7 +31,7 @@ from ctxstore.domain.prompt import (
     prompt_units,
 )
 from ctxstore.domain.stream_repair import repair
-from ctxstore.domain.streaming import incomplete_state
+from ctxstore.domain.streaming import INCOMPLETE
 from ctxstore.domain.tokens import REPLY_PRIMING, TextCounter, message_cost, message_tokens
 from ctxstore.projections.history import event_type_filter, fold_history
 from ctxstore.projections.tokens import MAX_POINTS, fold_tokens, token_series
@@ -132,12 +132,18 @@ def prompt(
 def repaired_prompt(built: Prompt, ctx: Context, counter: TextCounter) -> Prompt:
     """A prompt holding a reply that did not finish streaming, with it repaired
     (domain/stream_repair.py): what was dropped said in `omitted`, the totals recounted."""
-    if not any(incomplete_state(m) for m in built.messages):
+    incomplete = [m for m in built.messages if INCOMPLETE in m.metadata]
+    if not incomplete:
         return built
     messages, notes = repair(built.messages)
-    before = sum(ctx.tokens_of(str(m.id)) for m in built.messages if incomplete_state(m))
+    kept = {id(m) for m in messages}
+    changed = [m for m in incomplete if id(m) not in kept]
+    if not changed:
+        return built  # every incomplete message is sent as it stands
+    before = sum(ctx.tokens_of(str(m.id)) for m in changed)
+    ids = {m.id for m in changed}
     after = sum(
-        message_cost(m.model_dump(mode="json"), counter)[0] for m in messages if incomplete_state(m)
+        message_cost(m.model_dump(mode="json"), counter)[0] for m in messages if m.id in ids
     )
     omitted = [*built.omitted, *(OmittedMessage(str(n["id"]), f"{n['what']}: {n['why']}")
                                  for n in notes)]  # fmt: skip

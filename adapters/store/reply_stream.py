@@ -26,7 +26,7 @@ from ctxstore.adapters.store.results import Written
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES
-from ctxstore.domain.streaming import delta_chars, joined, neutral_deltas
+from ctxstore.domain.streaming import delta_chars, join_into, neutral_deltas
 
 
 class StreamOps(Protocol):
@@ -119,7 +119,7 @@ class ReplyStream:
                 return None
             if not self._kept:
                 self._kept_since = time.monotonic()
-            self._kept = joined(self._kept, found)
+            join_into(self._kept, found)
             self._chars += delta_chars(found)
             due = (
                 self._chars >= self.policy.max_chars

@@ -18,7 +18,7 @@ from ctxstore.domain.prompt import Prompt
 from ctxstore.projections.audit import AuditEntry, AuditPage
 from ctxstore.projections.calls import ModelCall
 from ctxstore.projections.changes import Change, Diff
-from ctxstore.projections.history import HistoryEntry
+from ctxstore.projections.history import HistoryEntry, TailEvent
 from ctxstore.projections.listing import ContextSummary
 from ctxstore.projections.tokens import TokenSeries
 from ctxstore.projections.usage import ModelUsage
@@ -68,5 +68,5 @@ class ReplayStep(NamedTuple):
 __all__ = [
     "AuditEntry", "AuditPage", "BatchFrame", "BrokenLink", "Change", "Compaction",
     "ContextSummary", "Diff", "Erasure", "HistoryEntry", "ModelCall", "ModelUsage", "Prompt",
-    "ReplayStep", "TokenSeries", "Verification", "VisibleContext", "Written",
+    "ReplayStep", "TailEvent", "TokenSeries", "Verification", "VisibleContext", "Written",
 ]  # fmt: skip

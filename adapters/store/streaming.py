@@ -1,23 +1,27 @@
-"""The facade's streamed replies: begin, append, finish, abandon (domain/streaming.py), and
-`stream()`, the handle that batches deltas into few events (adapters/store/reply_stream.py).
-ContextStore inherits it."""
+"""The facade's streamed replies: begin, append, finish, abandon (domain/streaming.py),
+`stream()`, the handle that batches deltas into few events (adapters/store/reply_stream.py),
+and the live tail: `follow()` and what the HTTP service's event streams read
+(adapters/store/tail.py). ContextStore inherits it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 from uuid import UUID
 
-from ctxstore.adapters.store import compaction
+from ctxstore.adapters.storage.notifications import Wake
+from ctxstore.adapters.store import compaction, tail
 from ctxstore.adapters.store.attachments import Attachments
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.reply_stream import ReplyStream, StreamPolicy, opening_message
-from ctxstore.adapters.store.results import Written
+from ctxstore.adapters.store.results import TailEvent, Written
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.limits import check_message_sizes
 from ctxstore.domain.messages import Message, json_size_bound
 from ctxstore.domain.streaming import apply_deltas, neutral_deltas
+from ctxstore.domain.tokens import TextCounter
 
 
 @type_faults
@@ -77,10 +81,12 @@ class StreamingSurface:
             check_message_sizes([final], self._core.settings.max_message_bytes)
 
         def command(c: Context) -> str:
+            # The last deltas and the finish count the same text: count it once.
+            counter = _Remembering(self._core.counter(c))
             if found:
                 self._check_growth(c, message_id, found)
-                c.append(message_id, found, actor=who, counter=self._core.counter(c))
-            return c.finish(message_id, final, actor=who, counter=self._core.counter(c))
+                c.append(message_id, found, actor=who, counter=counter)
+            return c.finish(message_id, final, actor=who, counter=counter)
 
         written = self._writer.command(context_id, expected_version, command)
         if self._core.settings.compaction.auto and compaction.crossed(
@@ -121,6 +127,29 @@ class StreamingSurface:
             extra={"actor": self._core.actor(actor)},
         )  # fmt: skip
 
+    # ---- the live tail ----------------------------------------------------------------
+
+    def follow(
+        self, context_id: UUID | str, *, after: int | None = None, idle: float | None = None
+    ) -> Iterator[TailEvent]:
+        """The context's events after version `after` (default: its head, so only new
+        ones) as they are written, by this process or any other; ends after `idle` seconds
+        without one (if given), and raises ContextNotFoundError when it is erased."""
+        return tail.follow(self._core, self._core.id(context_id), after, idle=idle)
+
+    def events_after(self, context_id: UUID | str, after: int) -> list[TailEvent]:
+        """One page of the context's stored events after version `after`."""
+        return tail.events_after(self._core, self._core.id(context_id), after)
+
+    def tail_head(self, context_id: UUID | str) -> int:
+        """The context's newest version (where a follower starts by default)."""
+        return tail.head_version(self._core, self._core.id(context_id))
+
+    def watch(self, wake: Wake) -> Callable[[], None]:
+        """Call `wake(context hex or None)` whenever events are stored (by any process the
+        backend can see) until the returned function is called; `wake` must be quick."""
+        return self._core.storage.notifications.subscribe(wake)
+
     def _check_growth(self, c: Context, ref: MessageRef, deltas: list[JSON]) -> None:
         """Refuse deltas that would make the message larger than CTXSTORE_MAX_MESSAGE_BYTES."""
         limit = self._core.settings.max_message_bytes
@@ -128,3 +157,28 @@ class StreamingSurface:
         bound = (json_size_bound(current) or limit + 1) + (json_size_bound(deltas) or limit + 1)
         if bound > limit:
             check_message_sizes([apply_deltas(current, deltas)], limit)
+
+
+class _Remembering:
+    """A counter that remembers its last text's count (a finish after its last deltas
+    counts the whole reply twice: the second time is free)."""
+
+    def __init__(self, counter: TextCounter) -> None:
+        self._counter = counter
+        self._last: tuple[str, int] | None = None
+
+    @property
+    def name(self) -> str:
+        return self._counter.name
+
+    @property
+    def exact(self) -> bool:
+        return self._counter.exact
+
+    def count(self, text: str) -> int:
+        if self._last is not None and self._last[0] == text:
+            return self._last[1]
+        n = self._counter.count(text)
+        if len(text) > 256:
+            self._last = (text, n)
+        return n

@@ -180,6 +180,7 @@ class Writer:
             with self.storage.turns.racing(cid):
                 recorder.insert_events(stored)
         held.chain = (before + len(stored), head)
+        self.storage.notifications.publish(cid.hex)  # this process's live tails, at once
 
     def stored_by(
         self, cid: Any, version: int, command: str, cause: BaseException | None = None

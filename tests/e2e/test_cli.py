@@ -7,22 +7,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from ctxstore.adapters.cli.app import app
-
-
-@pytest.fixture
-def cli(tmp_path):
-    runner = CliRunner()
-    url = f"sqlite:///{tmp_path / 'cli.db'}"
-
-    def run(*args, input=None, code=0):
-        result = runner.invoke(app, ["--url", url, "--actor", "cli-test", *args], input=input)
-        assert result.exit_code == code, (args, result.output, result.stderr)
-        return result
-
-    return run
 
 
 def test_a_session_through_the_cli(cli):

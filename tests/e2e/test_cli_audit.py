@@ -3,24 +3,9 @@
 import json
 import sqlite3
 
-import pytest
 from typer.testing import CliRunner
 
 from ctxstore.adapters.cli.app import app
-
-
-@pytest.fixture
-def cli(tmp_path):
-    runner = CliRunner()
-    url = f"sqlite:///{tmp_path / 'cli.db'}"
-
-    def run(*args, input=None, code=0, actor="cli-test"):
-        result = runner.invoke(app, ["--url", url, "--actor", actor, *args], input=input)
-        assert result.exit_code == code, (args, result.output, result.stderr)
-        return result
-
-    run.db = tmp_path / "cli.db"
-    return run
 
 
 def session(cli):

@@ -33,6 +33,7 @@ SURFACES = {
     "finish": (f"POST {C}/finish", "finish"),
     "abandon": (f"POST {C}/abandon", "abandon"),
     "stream": (f"POST {C}/begin", "stream"),  # a handle over begin, append and finish
+    "follow": (f"GET {C}/events", "tail"),
     "visible": (f"GET {C}", "show"),
     "build_prompt": (f"POST {C}/prompt", "prompt"),
     "history": (f"GET {C}/history", "log"),

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -168,3 +169,28 @@ def test_a_writer_killed_mid_stream_leaves_the_reply_incomplete_and_recoverable(
         assert store.verify(c).broken == []
         store.finish(c, reply, deltas=[{"text": "(recovered)"}])
         assert store.visible(c).messages[-1].content == text + "(recovered)"
+
+
+def test_a_follower_sees_another_stores_writes_in_order(store_url: str):
+    with ContextStore.from_url(store_url) as reader:
+        writer = reader if store_url.startswith("memory") else ContextStore.from_url(store_url)
+        c = writer.create(name="followed")
+        seen: list = []
+
+        def follow() -> None:
+            for e in reader.follow(c, idle=3):
+                seen.append(e.version)
+                if len(seen) == 6:
+                    return
+
+        t = threading.Thread(target=follow)
+        t.start()
+        time.sleep(0.2)
+        with writer.stream(c, policy=StreamPolicy(interval=0)) as reply:
+            for n in range(4):
+                reply.add({"text": str(n)})
+        t.join(10)
+        assert seen == [2, 3, 4, 5, 6, 7]  # begin, four appends, finish
+        assert [e.version for e in reader.follow(c, after=5, idle=0.2)] == [6, 7]
+        if writer is not reader:
+            writer.close()

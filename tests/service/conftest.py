@@ -13,6 +13,7 @@ import uvicorn
 
 from ctxstore.adapters.http import create_app
 from ctxstore.adapters.http.client import CtxStoreClient
+from ctxstore.adapters.http.tail import TailHub
 from ctxstore.adapters.settings import ServiceConfig
 from ctxstore.adapters.store.facade import ContextStore
 
@@ -34,10 +35,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def serve(store: ContextStore, config: ServiceConfig) -> Iterator[str]:
+def serve(store: ContextStore, config: ServiceConfig, tail: TailHub | None = None) -> Iterator[str]:
     port = free_port()
     server = uvicorn.Server(
-        uvicorn.Config(create_app(store, config), host="127.0.0.1", port=port, log_level="warning")
+        uvicorn.Config(
+            create_app(store, config, tail=tail),
+            host="127.0.0.1",
+            port=port,
+            log_level="warning",
+            timeout_graceful_shutdown=1,
+        )
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

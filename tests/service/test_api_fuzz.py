@@ -49,7 +49,13 @@ def api_schema(durable_url):
 
 
 def test_no_request_gets_a_server_error(api_schema):
-    operations = [result.ok() for result in api_schema.get_all_operations()]
+    # The live tail's streams do not end while the context lives: fuzzed through an in-process
+    # transport, each would wait forever. Their refusals are tested in test_tail_http.py.
+    operations = [
+        op
+        for op in (result.ok() for result in api_schema.get_all_operations())
+        if not op.path.endswith("/events")
+    ]
     assert len(operations) >= 20
     live, store = api_schema.live_context, api_schema.store
     sent = [0]

@@ -1,0 +1,70 @@
+"""Following a context live: its events after a version, as they are written.
+
+`follow` reads what is stored after the version given, then waits for a wake-up
+(storage/notifications.py) and reads again: every event exactly once, in version order,
+whatever the wake-ups (they carry nothing; the store is read). The HTTP service's
+Server-Sent Events and `ctxstore tail` are made of the same reads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from uuid import UUID
+
+from ctxstore.adapters.store.core import StoreCore
+from ctxstore.domain.context import Context
+from ctxstore.domain.errors import ContextNotFoundError
+from ctxstore.projections.history import TailEvent, tail_event
+
+PAGE = 500  # events read at a time
+
+
+def events_after(core: StoreCore, cid: UUID, after: int, limit: int = PAGE) -> list[TailEvent]:
+    """The context's stored events after version `after` (at most `limit`); raises
+    ContextNotFoundError when the context is gone (or never was)."""
+    found = [
+        tail_event(e)
+        for e in core.storage.events.get(cid, gt=after, limit=limit)
+        if isinstance(e, Context.Event)
+    ]
+    if not found and not core.exists(cid):
+        raise ContextNotFoundError(f"no context with id {cid}")
+    return found
+
+
+def head_version(core: StoreCore, cid: UUID) -> int:
+    """The context's newest stored version."""
+    found = core.storage.recorder.select_events(cid, desc=True, limit=1)
+    if not found:
+        raise ContextNotFoundError(f"no context with id {cid}")
+    return int(found[0].originator_version)
+
+
+def follow(
+    core: StoreCore, cid: UUID, after: int | None = None, *, idle: float | None = None,
+    stop: threading.Event | None = None,
+) -> Iterator[TailEvent]:  # fmt: skip
+    """The context's events after `after` (default: its head, so only new ones), as they
+    are written; ends when `stop` is set, after `idle` seconds without one, or (raising
+    ContextNotFoundError) when the context is erased."""
+    woken = threading.Event()
+    hex_id = cid.hex
+    unsubscribe = core.storage.notifications.subscribe(
+        lambda h: woken.set() if h is None or h == hex_id else None
+    )
+    try:
+        at = head_version(core, cid) if after is None else after
+        while stop is None or not stop.is_set():
+            woken.clear()
+            page = events_after(core, cid, at)
+            for event in page:
+                yield event
+                at = event.version
+            if len(page) == PAGE:
+                continue
+            # Without a wake-up in 5 s, look anyway (another instance's erasure notifies none).
+            if not woken.wait(idle if idle is not None else 5.0) and idle is not None:
+                return
+    finally:
+        unsubscribe()
