@@ -22,6 +22,10 @@ SDK's own SQLite and SQLAlchemy sessions are.
 
 Writes settle before a cancellation reaches the caller, as in the SDK's own sessions: a
 cancelled add has either been stored or not, and the caller is told only once it is known.
+
+A streamed run is stored as it streams through `streamed()` (docs/streaming.md): its output
+items visible while they stream, finished in place by the SDK's own items, abandoned (kept)
+when the run stops half way; `get_items` gives an unfinished item back repaired.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ import contextlib
 import contextvars
 import functools
 import json
-from collections.abc import Awaitable, Callable
+import threading
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from uuid import UUID
@@ -49,12 +55,20 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed: say which
     raise MissingExtraError("the OpenAI Agents SDK session", "agents") from exc
 
-from ctxstore.adapters.store.contract import ContextOperations
+from ctxstore.adapters.store.contract import ContextOperations, ReplyStream, StreamPolicy
 from ctxstore.adapters.store.results import VisibleContext
 from ctxstore.domain.compaction import summary_message as summary_of_text
 from ctxstore.domain.context import JSON
-from ctxstore.domain.errors import CtxStoreError, UnknownMessageError, VersionConflictError
+from ctxstore.domain.errors import (
+    CtxStoreError,
+    InvalidOperationError,
+    UnknownMessageError,
+    VersionConflictError,
+)
+from ctxstore.domain.messages import Message, as_plain
 from ctxstore.domain.shapes import RESPONSES, read_native
+from ctxstore.domain.stream_repair import repair
+from ctxstore.domain.streaming import INCOMPLETE
 
 AS_GIVEN = {"ctxstore": {"transcript": "as-given"}}  # the SDK owns its history's validity
 
@@ -205,6 +219,9 @@ class CtxStoreSession(SessionABC):
         self._key = key_prefix + session_id
         self._context: UUID | None = None
         self._native: bool | None = None  # whether this session's context holds native items
+        self._streams: dict[str, ReplyStream] = {}  # output items streaming, by item id
+        self._added: deque[str] = deque(maxlen=1000)  # ids of items the SDK added lately
+        self._streaming = threading.Lock()  # guards both: the SDK's adds run on threads
 
     @property
     def context_id(self) -> UUID:
@@ -283,13 +300,95 @@ class CtxStoreSession(SessionABC):
 
         return CompactionSnapshot(items, complete, replace_suffix)
 
+    # ---- streamed runs ------------------------------------------------------------------
+
+    async def streamed(
+        self, events: AsyncIterator[Any], *, policy: StreamPolicy | None = None
+    ) -> AsyncIterator[Any]:
+        """A streamed run's events, passed through unchanged, with each output item stored
+        in the session's context as it streams:
+
+            result = Runner.run_streamed(agent, "Hello", session=session)
+            async for event in session.streamed(result.stream_events()):
+                ...
+
+        An item is visible (marked incomplete) from its first event; when the SDK adds the
+        finished items to the session, each streamed one is finished with the SDK's item
+        instead of written again. A run that raises or is cancelled (a client gone, a user's
+        stop) leaves its items as they streamed, abandoned: what arrived stays in the
+        session, sent back repaired (docs/streaming.md)."""
+        try:
+            async for event in events:
+                data = getattr(event, "data", None)
+                if getattr(event, "type", None) == "raw_response_event" and data is not None:
+                    await self._stream_event(data, policy)
+                yield event
+        except BaseException as exc:
+            reason = f"the run stopped: {type(exc).__name__}"
+            await settled(self._stop_streams, reason, True)
+            raise
+        await settled(self._stop_streams, "the SDK did not add it to the session", False)
+
+    async def _stream_event(self, data: Any, policy: StreamPolicy | None) -> None:
+        kind = getattr(data, "type", None)
+        if kind == "response.output_item.added" and self.holds_native:
+            item = as_plain(data.item)
+            if isinstance(item, dict) and isinstance(item.get("id"), str):
+                await settled(self._begin_item, item, policy)
+            return
+        reply = self._streams.get(str(getattr(data, "item_id", "")))
+        if reply is None or reply.closed:
+            return
+        # The SDK may add (and so finish) the item while its events are still read here.
+        with contextlib.suppress(InvalidOperationError):
+            if reply.keep(data):
+                await settled(reply.flush)
+
+    def _begin_item(self, item: JSON, policy: StreamPolicy | None) -> None:
+        """Begin an output item as it starts streaming, unless the SDK added it already (its
+        run runs ahead of the events a caller reads)."""
+        with self._streaming:
+            if item["id"] in self._added:
+                return
+            reply = self.store.stream(self.context_id, item, format=RESPONSES, policy=policy)
+            self._streams[item["id"]] = reply
+
+    def _stop_streams(self, reason: str, keep: bool) -> None:
+        """Close what still streams: abandoned as it stands (`keep`), or hidden."""
+        with self._streaming:
+            open_ = [r for r in self._streams.values() if not r.closed]
+            self._streams.clear()
+        for reply in open_:
+            with contextlib.suppress(CtxStoreError):  # (finished meanwhile, or rolled back)
+                reply.abandon(reason, keep=keep)
+
     # ---- the work, on a thread ----------------------------------------------------------------
 
     def _add(self, items: list[Any]) -> None:
         # The context is found (or made) here too: on first use that is a query, which
         # would otherwise run on the event loop.
         messages = [self._message(i) for i in items]
-        self.store.insert(self.context_id, messages, expected_version=None)
+        with self._streaming:
+            rest = self._finish_streamed(items, messages) if self._streams else messages
+            self._added.extend(i["id"] for i in items if isinstance(i, dict) and "id" in i)
+        if rest:
+            self.store.insert(self.context_id, rest, expected_version=None)
+
+    def _finish_streamed(self, items: list[Any], messages: list[JSON]) -> list[JSON]:
+        """Finish the streamed items among `items` with the SDK's own (in place, where they
+        streamed); returns the messages still to insert. Streamed items must come first and
+        in order; otherwise the streamed copies are hidden and every item is inserted."""
+        ids = [i.get("id") if isinstance(i, dict) else None for i in items]
+        hits = [n for n, i in enumerate(ids) if isinstance(i, str) and i in self._streams]
+        if not hits:
+            return messages
+        if hits != list(range(len(hits))):
+            self._stop_streams("the SDK added its items in another order", False)
+            return messages
+        for n in hits:
+            reply = self._streams.pop(str(ids[n]))
+            reply.finish(messages[n])
+        return messages[len(hits) :]
 
     def _items(self, newest: int | None = None) -> list[Any]:
         """Every item, or at least the newest `newest` (each message holds one or more)."""
@@ -297,6 +396,11 @@ class CtxStoreSession(SessionABC):
         if read is None:  # over HTTP: the visible context
             return self._items_of(self.store.visible(self.context_id, inline=True))
         messages = read(self.context_id, last=newest, inline=True)
+        if any(INCOMPLETE in (m.get("metadata") or {}) for m in messages):
+            # A reply that did not finish streaming is given back repaired (docs/streaming.md).
+            messages = [
+                m.stored() for m in repair([Message.model_validate(m) for m in messages])[0]
+            ]
         items = [
             i
             for m in messages
@@ -415,4 +519,5 @@ class CtxStoreSession(SessionABC):
 
     @staticmethod
     def _items_of(seen: VisibleContext) -> list[Any]:
-        return [i for m in seen.messages for i in held_items(m.metadata, m.content, m.native)]
+        messages = repair(seen.messages)[0]
+        return [i for m in messages for i in held_items(m.metadata, m.content, m.native)]

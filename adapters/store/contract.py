@@ -202,3 +202,6 @@ class ContextOperations(Protocol):
     ) -> UUID: ...
 
     def close(self) -> None: ...
+
+
+__all__ = ["ContextOperations", "ReplyStream", "StreamPolicy"]

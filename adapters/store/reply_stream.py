@@ -114,18 +114,27 @@ class ReplyStream:
         the policy says so, and returns what that write answered (else None)."""
         found = neutral_deltas(list(deltas))
         with self._lock:
-            self._check_open()
-            if not found:
-                return None
-            if not self._kept:
-                self._kept_since = time.monotonic()
-            join_into(self._kept, found)
-            self._chars += delta_chars(found)
-            due = (
-                self._chars >= self.policy.max_chars
-                or time.monotonic() - self._kept_since >= self.policy.interval
-            )
-            return self._write_kept() if due else None
+            return self._write_kept() if self._keep(found) else None
+
+    def keep(self, *deltas: Any) -> bool:
+        """Take deltas without writing; whether a write is due (then call `flush`, e.g. off
+        an event loop)."""
+        found = neutral_deltas(list(deltas))
+        with self._lock:
+            return self._keep(found)
+
+    def _keep(self, found: list[JSON]) -> bool:
+        self._check_open()
+        if not found:
+            return False
+        if not self._kept:
+            self._kept_since = time.monotonic()
+        join_into(self._kept, found)
+        self._chars += delta_chars(found)
+        return (
+            self._chars >= self.policy.max_chars
+            or time.monotonic() - self._kept_since >= self.policy.interval
+        )
 
     def flush(self) -> Written | None:
         """Write the kept deltas now (None when none are kept)."""
