@@ -27,6 +27,7 @@ from ctxstore.domain.errors import (
 )
 
 if TYPE_CHECKING:
+    from ctxstore.adapters.store.async_store import AsyncContextStore
     from ctxstore.adapters.store.facade import ContextStore
     from ctxstore.domain.messages import Message
 
@@ -51,6 +52,7 @@ __all__ = [
     "UnknownBatchError",
     "UnknownMessageError",
     "VersionConflictError",
+    "aopen",
     "open",
 ]
 
@@ -74,3 +76,11 @@ def __getattr__(name: str) -> Any:
 
         return ContextStore
     raise AttributeError(f"module 'ctxstore' has no attribute {name!r}")
+
+
+async def aopen(url: str | None = None) -> AsyncContextStore:
+    """Open a store for asyncio callers: the same operations, awaited; commands and head
+    reads run on the event loop without blocking it (adapters/store/async_store.py)."""
+    from ctxstore.adapters.store.async_store import AsyncContextStore
+
+    return await AsyncContextStore.open(url)

@@ -24,10 +24,11 @@ win). Appending an event that is already stored (a retry after a lost reply) is 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from ctxstore.domain.errors import MissingExtraError
@@ -49,6 +50,7 @@ except ModuleNotFoundError as exc:  # the extra is not installed: say which
     raise MissingExtraError("the Google ADK session service", "adk") from exc
 
 from ctxstore.adapters.store.contract import ContextOperations
+from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.domain.errors import ContextNotFoundError, VersionConflictError
 from ctxstore.domain.limits import key_context_id
 from ctxstore.domain.messages import RECORD_MARK, Message
@@ -68,8 +70,14 @@ RETRIES = 20  # rounds of read-merge-write for an app's or a user's state under 
 class CtxStoreSessionService(BaseSessionService):
     """ADK's BaseSessionService (get_user_state included) over a ctxstore store."""
 
-    def __init__(self, store: ContextOperations, *, key_prefix: str = "adk:") -> None:
-        self.store = store
+    def __init__(
+        self, store: ContextOperations | AsyncContextOperations, *, key_prefix: str = "adk:"
+    ) -> None:
+        # An async store (ctxstore.aopen): events appended on the loop; the rest on threads
+        # through its sync twin (the same storage and cache).
+        given: Any = store
+        self._async: Any = given if inspect.iscoroutinefunction(given.insert) else None
+        self.store = cast(ContextOperations, given if self._async is None else given.sync)
         self.prefix = key_prefix
 
     # ---- the protocol -------------------------------------------------------------------
@@ -103,8 +111,36 @@ class CtxStoreSessionService(BaseSessionService):
         # temp: keys live in this invocation's session only, never in storage (ADK's rule)
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
-        await asyncio.to_thread(self._append, session, event)
+        if self._async is None:
+            await asyncio.to_thread(self._append, session, event)
+        else:
+            await self._append_awaited(session, event)
         return self._commit_event_to_session(session, event)
+
+    async def _append_awaited(self, session: Session, event: Event) -> None:
+        """`_append` through an async store: its reads and the insert awaited on the loop
+        (an app's or a user's state change, rare, on a thread)."""
+        key = self._session_key(session.app_name, session.user_id, session.id)
+        cid = key_context_id(key, None)
+        try:
+            seen = await self._async.visible(cid)
+        except ContextNotFoundError:
+            seen = None
+        if seen is None or not seen.messages:
+            raise SessionNotFoundError(f"Session {session.id} not found.")
+        expected = self._expected(session, seen.version, seen.messages)
+        try:
+            written = await self._async.insert(cid, _message(event), expected_version=expected)
+        except VersionConflictError:
+            again = (await self._async.visible(cid)).messages
+            if any(_kept(m, EVENT).get("id") == event.id for m in again if EVENT in m.metadata):
+                return  # our own earlier attempt landed (a lost reply)
+            raise StaleSessionError(STALE) from None
+        delta = event.actions.state_delta or {}
+        if any(k.startswith((State.APP_PREFIX, State.USER_PREFIX)) for k in delta):
+            await asyncio.to_thread(self._apply_shared, session.app_name, session.user_id, delta)
+        session.last_update_time = event.timestamp
+        session._storage_update_marker = str(written.version)
 
     # ---- keys ---------------------------------------------------------------------------
 

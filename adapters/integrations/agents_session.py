@@ -34,12 +34,13 @@ import asyncio
 import contextlib
 import contextvars
 import functools
+import inspect
 import json
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from ctxstore.domain.errors import MissingExtraError
@@ -56,6 +57,7 @@ except ModuleNotFoundError as exc:  # the extra is not installed: say which
     raise MissingExtraError("the OpenAI Agents SDK session", "agents") from exc
 
 from ctxstore.adapters.store.contract import ContextOperations, ReplyStream, StreamPolicy
+from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.adapters.store.results import VisibleContext
 from ctxstore.domain.compaction import summary_message as summary_of_text
 from ctxstore.domain.context import JSON
@@ -157,7 +159,15 @@ async def settled(fn: Callable[..., T], *args: Any) -> T:
     its cancellation once the write has ended. The executor's future is awaited as it is:
     a task wrapping `asyncio.to_thread` cost ~30 µs more per call."""
     loop = asyncio.get_running_loop()
-    task = loop.run_in_executor(None, functools.partial(contextvars.copy_context().run, fn, *args))
+    return await settled_await(
+        loop.run_in_executor(None, functools.partial(contextvars.copy_context().run, fn, *args))
+    )
+
+
+async def settled_await(awaitable: Awaitable[T]) -> T:
+    """An awaited write (a future or a coroutine), run to its end through cancellations:
+    the caller learns of a cancellation once the write is stored or refused."""
+    task = asyncio.ensure_future(awaitable)
     cancelled: asyncio.CancelledError | None = None
     while not task.done():
         try:
@@ -203,13 +213,17 @@ class CtxStoreSession(SessionABC):
     def __init__(
         self,
         session_id: str,
-        store: ContextBackend,
+        store: ContextBackend | AsyncContextOperations,
         *,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         key_prefix: str = "agents-session:",
     ) -> None:
         self.session_id = session_id
-        self.store = store
+        # An async store (ctxstore.aopen): adds and reads awaited on the loop; the rest on
+        # threads through its sync twin (the same storage and cache).
+        given: Any = store
+        self._async: Any = given if inspect.iscoroutinefunction(given.insert) else None
+        self.store = cast(ContextBackend, given if self._async is None else given.sync)
         # As the SDK's own sessions: empty settings (no limit) unless given.
         self.session_settings = (
             coerce_session_settings(session_settings)
@@ -254,9 +268,21 @@ class CtxStoreSession(SessionABC):
         wanted = resolve_session_limit(limit, self.session_settings)
         if wanted is not None and wanted == 0:
             return []
-        items = await asyncio.to_thread(
-            self._items, None if wanted is None or wanted < 0 else wanted
-        )
+        newest = None if wanted is None or wanted < 0 else wanted
+        if self._async is not None:
+            if self._context is None:
+                await settled(lambda: self.context_id)  # (the first use reads the store)
+            items = self._items_in(
+                await self._async.visible_messages(self.context_id, last=newest, inline=True),
+                newest,
+            )
+            if items is None:  # messages without items among the newest: read them all
+                items = self._items_in(
+                    await self._async.visible_messages(self.context_id, inline=True), None
+                )
+        else:
+            items = await asyncio.to_thread(self._items, newest)
+        assert items is not None
         if wanted is None or wanted < 0:
             return items
         return items[-wanted:]
@@ -265,7 +291,13 @@ class CtxStoreSession(SessionABC):
         """Append items; concurrent adds are retried on conflict, none is lost."""
         if not items:
             return
-        await settled(self._add, list(items))
+        if self._async is None or self._streams:
+            await settled(self._add, list(items))
+            return
+        if self._native is None:
+            await settled(lambda: self.holds_native)  # (the first use reads the store)
+        messages = [self._message(i) for i in items]
+        await settled_await(self._async.insert(self.context_id, messages))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove and return the newest item, or None when the session is empty."""
@@ -395,7 +427,13 @@ class CtxStoreSession(SessionABC):
         read = getattr(self.store, "visible_messages", None)
         if read is None:  # over HTTP: the visible context
             return self._items_of(self.store.visible(self.context_id, inline=True))
-        messages = read(self.context_id, last=newest, inline=True)
+        found = self._items_in(read(self.context_id, last=newest, inline=True), newest)
+        return self._items() if found is None else found
+
+    @staticmethod
+    def _items_in(messages: list[JSON], newest: int | None) -> list[Any] | None:
+        """The items the newest messages hold; None when they hold fewer than `newest` items
+        and older messages may hold more (read them all)."""
         if any(INCOMPLETE in (m.get("metadata") or {}) for m in messages):
             # A reply that did not finish streaming is given back repaired (docs/streaming.md).
             messages = [
@@ -407,7 +445,7 @@ class CtxStoreSession(SessionABC):
             for i in held_items(m.get("metadata") or {}, m.get("content"), m.get("native"))
         ]
         if newest is not None and len(items) < newest and len(messages) == newest:
-            return self._items()  # messages without items among the newest: read them all
+            return None
         return items
 
     def _pop(self) -> Any:

@@ -17,13 +17,16 @@ PostgreSQL).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from ctxstore.adapters.store.contract import ContextOperations
+from ctxstore.adapters.store.contract_async import AsyncContextOperations
+from ctxstore.domain.context import JSON
 from ctxstore.domain.errors import (
     ContextNotFoundError,
     CtxStoreError,
@@ -46,23 +49,37 @@ AS_GIVEN = {"ctxstore": {"transcript": "as-given"}}  # the SDK owns its transcri
 REASON = "deleted through the Claude Agent SDK's SessionStore.delete"
 RETRIES = 20  # appends raced by other writers before giving up
 KNOWN = 256  # transcripts whose uuids an instance remembers
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class CtxStoreSessionStore:
     """The SDK's SessionStore protocol (all methods, the optional ones included)."""
 
-    def __init__(self, store: ContextOperations, *, key_prefix: str = "claude-session:") -> None:
-        self.store = store
+    def __init__(
+        self, store: ContextOperations | AsyncContextOperations, *,
+        key_prefix: str = "claude-session:",
+    ) -> None:  # fmt: skip
+        # An async store (ctxstore.aopen): appends awaited on the loop; the rest on threads
+        # through its sync twin (the same storage and cache).
+        given: Any = store
+        self._async: Any = given if inspect.iscoroutinefunction(given.insert) else None
+        self.store = cast(ContextOperations, given if self._async is None else given.sync)
+        self._contexts: LRU[str, UUID] = LRU(KNOWN)  # a transcript's name -> its context
         self.prefix = key_prefix
         # transcript -> (version, uuids) as this store last wrote it: appends check uuids
         # without reading the transcript again (bounded: a few sessions are live at once)
-        self._known: dict[UUID, tuple[int, frozenset[str]]] = LRU(KNOWN)
+        self._known: LRU[UUID, tuple[int, frozenset[str]]] = LRU(KNOWN)
 
     # ---- the protocol -----------------------------------------------------------------
 
     async def append(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
-        if entries:
+        if not entries:
+            return
+        if self._async is None:
             await asyncio.to_thread(self._append, dict(key), list(entries))
+        else:
+            await self._append_awaited(dict(key), list(entries))
 
     async def load(self, key: dict[str, Any]) -> list[dict[str, Any]] | None:
         return await asyncio.to_thread(self._load, dict(key))
@@ -141,20 +158,67 @@ class CtxStoreSessionStore:
         self._known[cid] = found
         return found
 
+    # ---- the work, awaited (an async store) --------------------------------------------------
+
+    async def _context_of(self, key: dict[str, Any], part: str = "") -> UUID:
+        """A transcript's context, found (or made) once on a thread, then remembered."""
+        name = self._name(key, part)
+        found = self._contexts.get(name)
+        if found is None:
+            found = self._contexts[name] = await asyncio.to_thread(self._context, key, part)
+        return found
+
+    async def _append_awaited(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+        try:
+            await self._append_to(key, entries)
+        except ContextNotFoundError:  # deleted by another instance since it was remembered
+            self._contexts.clear()
+            self._known.clear()
+            await self._append_to(key, entries)
+
+    async def _append_to(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+        cid = await self._context_of(key)
+        for _ in range(RETRIES):
+            known = self._known.get(cid)
+            if known is None:
+                seen_now = await self._async.visible(cid)
+                held = [{"native": m.native, "metadata": m.metadata} for m in seen_now.messages]
+                known = (seen_now.version,
+                         frozenset(u for m in held if (u := _entry(m).get("uuid"))))  # fmt: skip
+            version, seen = known
+            fresh = [e for e in _unseen(entries, seen)]
+            if not fresh:
+                return
+            try:
+                written = await self._async.insert(
+                    cid, [_message(e) for e in fresh], expected_version=version
+                )
+            except VersionConflictError:
+                self._known.pop(cid, None)
+                continue
+            uuids = {u for e in fresh if (u := e.get("uuid")) is not None}
+            self._known[cid] = (written.version, seen | uuids)
+            break
+        else:
+            raise VersionConflictError(f"transcript {self._name(key)} kept changing")
+        if key.get("subpath") is None:  # subagents do not touch the session's summary
+            sid = await self._context_of(key, "summary:")
+            last = (await self._async.visible(sid)).messages[-1:]
+            prev = last[0].metadata[SUMMARY] if last else None
+            record = self._summary_record(key, fresh, prev)
+            if last:
+                await self._async.replace(sid, last[0].id or "", record)
+            else:
+                await self._async.insert(sid, record)
+
     # ---- the work, on a thread ----------------------------------------------------------------
 
     def _append(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         cid = self._context(key)
         for _ in range(RETRIES):
             version, seen = self._uuids(cid)
-            fresh = []
-            for e in entries:
-                uuid = e.get("uuid")
-                if uuid is not None and uuid in seen:
-                    continue  # appended before (a retry): a no-op
-                if uuid is not None:
-                    seen = seen | {uuid}
-                fresh.append(e)
+            fresh = _unseen(entries, seen)
+            seen = seen | {u for e in fresh if (u := e.get("uuid")) is not None}
             if not fresh:
                 return
             try:  # only if nobody wrote since the uuids were read: else read them again
@@ -175,15 +239,20 @@ class CtxStoreSessionStore:
         sid = self._context(key, "summary:")
         held = self._messages(sid, last=1) or []
         prev = held[0]["metadata"][SUMMARY] if held else None
-        summary = fold_session_summary(prev, key, entries)  # type: ignore[arg-type]
-        # Stamped after the transcript's write: never older than list_sessions' mtime.
-        summary["mtime"] = int(time.time() * 1000)
-        record = {"role": "developer", "content": "",
-                  "metadata": {**RECORD_MARK, SUMMARY: dict(summary)}}  # fmt: skip
+        record = self._summary_record(key, entries, prev)
         if held:
             self.store.replace(sid, held[0]["id"], record)
         else:
             self.store.insert(sid, record)
+
+    @staticmethod
+    def _summary_record(key: dict[str, Any], entries: list[dict[str, Any]], prev: Any) -> JSON:
+        """The session's summary record after `entries` (the SDK's own fold)."""
+        summary = fold_session_summary(prev, key, entries)  # type: ignore[arg-type]
+        # Stamped after the transcript's write: never older than list_sessions' mtime.
+        summary["mtime"] = int(time.time() * 1000)
+        return {"role": "developer", "content": "",
+                "metadata": {**RECORD_MARK, SUMMARY: dict(summary)}}  # fmt: skip
 
     def _load(self, key: dict[str, Any]) -> list[dict[str, Any]] | None:
         held = self._messages(self._id(key))
@@ -218,18 +287,20 @@ class CtxStoreSessionStore:
             gone.append(self._id(key, "summary:"))
         for cid in gone:
             self._known.pop(cid, None)
+            for name in [n for n, c in self._contexts.items() if c == cid]:
+                self._contexts.pop(name, None)
             if self._exists(cid):
                 self.store.erase(cid, reason=REASON, with_forks=True)
 
 
-class LRU(OrderedDict[UUID, tuple[int, frozenset[str]]]):
+class LRU(OrderedDict[K, V]):
     """A dict that forgets its least recently set keys past `most`."""
 
     def __init__(self, most: int) -> None:
         super().__init__()
         self.most = most
 
-    def __setitem__(self, key: UUID, value: tuple[int, frozenset[str]]) -> None:
+    def __setitem__(self, key: K, value: V) -> None:
         super().__setitem__(key, value)
         self.move_to_end(key)
         while len(self) > self.most:
@@ -266,3 +337,16 @@ def _entry(message: dict[str, Any]) -> dict[str, Any]:
 def _mtime(store: ContextOperations, cid: UUID) -> int:
     """The transcript's last write, in epoch milliseconds."""
     return int(store.visible(cid).modified_at.timestamp() * 1000)
+
+
+def _unseen(entries: list[dict[str, Any]], seen: frozenset[str]) -> list[dict[str, Any]]:
+    """The entries not appended before (a retry's are a no-op), each uuid once."""
+    fresh, uuids = [], set(seen)
+    for e in entries:
+        uuid = e.get("uuid")
+        if uuid is not None and uuid in uuids:
+            continue
+        if uuid is not None:
+            uuids.add(uuid)
+        fresh.append(e)
+    return fresh

@@ -13,6 +13,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import Cipher, PersistenceError
 
+from ctxstore.adapters.storage.async_events import AsyncEvents
 from ctxstore.adapters.storage.audit_index import AuditView
 from ctxstore.adapters.storage.blobs import BlobRows
 from ctxstore.adapters.storage.erasers import Eraser
@@ -93,6 +94,11 @@ class Backend(ABC):
         self, recorder: Any, cid: UUID, versions: Sequence[int]
     ) -> Iterable[tuple[int, str, bytes]]:
         """(version, topic, stored state) of a context's events at `versions` (ascending)."""
+
+    def async_events(self, storage: Any) -> AsyncEvents:
+        """The store's events for the async store (storage/async_events.py): in process,
+        unless a backend awaits its database."""
+        return AsyncEvents(storage)
 
     def notifications(self, recorder: Any) -> Notifications:
         """Wake-ups when events are stored: this process's only, unless a backend can see

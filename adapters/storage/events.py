@@ -25,6 +25,7 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import Environment, TopicError, resolve_topic
 
 from ctxstore.adapters.settings import Settings, library_env, redact
+from ctxstore.adapters.storage.async_events import AsyncEvents
 from ctxstore.adapters.storage.audit_index import AuditView
 from ctxstore.adapters.storage.backend import Backend, driver_errors
 from ctxstore.adapters.storage.blobs import BlobRows
@@ -238,6 +239,10 @@ class EventStorage:
     def idempotency_keys(self, ttl: float, pending: float) -> IdempotencyKeys:
         """The HTTP service's idempotency keys, in this store's database."""
         return self.backend.idempotency_keys(self.recorder, ttl, pending, self.mapper.cipher)
+
+    def async_events(self) -> AsyncEvents:
+        """This storage's events for an async store (its own connections, where it has)."""
+        return self.backend.async_events(self)
 
     def to_event(self, stored: Any) -> Context.Event:
         return cast(Context.Event, self.mapper.to_domain_event(stored))

@@ -33,6 +33,7 @@ from psycopg.rows import tuple_row
 from psycopg.sql import SQL, Composed, Identifier
 
 from ctxstore.adapters.storage import postgres_schema
+from ctxstore.adapters.storage.async_events import AsyncEvents, PostgresAsyncEvents
 from ctxstore.adapters.storage.audit_index import (
     COLUMNS,
     INDEXES,
@@ -72,6 +73,7 @@ from ctxstore.adapters.storage.turns import (
 from ctxstore.projections.audit import AuditRow, Revert
 
 CHUNK = 500  # versions per query
+ASYNC_POOL = 10  # the async store's connections, at most
 POSTGRES_RESIDUE = (
     "PostgreSQL: the write-ahead log, streaming replicas and base backups keep the deleted "
     "rows until they are recycled, and VACUUM marks the rows' space free without zeroing it: "
@@ -89,6 +91,25 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
     lock on the context's key, adapters/storage/turns.py): while another session holds it, an
     insert is refused at once (SQLSTATE TURN_HELD_SQLSTATE) instead of losing later.
     """
+
+    def sql_insert_rows(self, n: int) -> Composed:
+        """The insert function called with `n` events given as row parameters (originator
+        id, version, topic, state each): what an async connection sends, having no
+        composite type registered."""
+        schema = Identifier(self.datastore.schema)
+        row = SQL("ROW(%s, %s, %s, %s)::{0}.{1}").format(
+            schema, Identifier(self.stored_event_type_name)
+        )
+        return SQL("SELECT * FROM {0}.{1}(ARRAY[{2}])").format(
+            schema, Identifier(self.pg_function_name_insert_events), SQL(", ").join([row] * n)
+        )
+
+    def sql_select_after(self) -> Composed:
+        """A context's events after a version: (version, topic, state), in order."""
+        return SQL(
+            "SELECT originator_version, topic, state FROM {0}.{1} "
+            "WHERE originator_id = %s AND originator_version > %s ORDER BY originator_version"
+        ).format(Identifier(self.datastore.schema), Identifier(self.events_table_name))
 
     def insert_events_on(self, conn: Any, stored_events: Sequence[StoredEvent]) -> None:
         """Insert on a given pooled connection: the one that holds the context's turn
@@ -454,6 +475,11 @@ class PostgresBackend(SQLBackend):
         view = super().audit_view(recorder)
         bound_retries(view)
         return view
+
+    def async_events(self, storage: Any) -> AsyncEvents:
+        timeout = float(self.env.get("POSTGRES_STATEMENT_TIMEOUT", "30"))
+        conninfo = postgres_schema.conninfo(self.env)
+        return PostgresAsyncEvents(storage, conninfo, ASYNC_POOL, timeout)
 
     def notifications(self, recorder: Any) -> Notifications:
         return PostgresNotifications(

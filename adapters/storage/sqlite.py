@@ -37,6 +37,7 @@ from eventsourcing.sqlite import (
     SQLiteTransaction,
 )
 
+from ctxstore.adapters.storage.async_events import AsyncEvents, SQLiteAsyncEvents
 from ctxstore.adapters.storage.audit_index import (
     COLUMNS,
     INDEXES,
@@ -93,10 +94,17 @@ class SQLiteEventsRecorder(SQLiteApplicationRecorder):
         pool = self.datastore.pool
         conn = pool.get_connection(is_writer=True)  # the pool's writer interlock, as before
         try:
-            with SQLiteTransaction(conn, commit=True) as curs, curs:
-                return self._insert_events(curs, stored_events, **kwargs)
+            return self.insert_events_with(conn, stored_events, **kwargs)
         finally:
             pool.put_connection(conn)
+
+    def insert_events_with(
+        self, conn: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """Insert on a writer connection already taken (the async store's, which takes it
+        without waiting)."""
+        with SQLiteTransaction(conn, commit=True) as curs, curs:
+            return self._insert_events(curs, stored_events, **kwargs)
 
 
 class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
@@ -454,6 +462,9 @@ class SQLiteBackend(SQLBackend):
                 "VALUES (?, ?, ?)",
                 (migration.version, migration.description, time.time()),
             )
+
+    def async_events(self, storage: Any) -> AsyncEvents:
+        return SQLiteAsyncEvents(storage, int(self.env.get("SQLITE_LOCK_TIMEOUT", "30")) * 1000)
 
     def notifications(self, recorder: Any) -> Notifications:
         path = self.env["SQLITE_DBNAME"]

@@ -27,6 +27,7 @@ from ctxstore.adapters.store import (
     usage,
 )
 from ctxstore.adapters.store.attachments import Attachments
+from ctxstore.adapters.store.commands import Commands
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
@@ -45,14 +46,12 @@ from ctxstore.adapters.store.results import (
 from ctxstore.adapters.store.streaming import StreamingSurface
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import BlobRef
-from ctxstore.domain.compaction import summary_message
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import BlobNotFoundError, ContextExistsError
-from ctxstore.domain.limits import check_message_sizes, chosen_id, key_context_id
-from ctxstore.domain.messages import Message, is_one_message
+from ctxstore.domain.limits import chosen_id, key_context_id
+from ctxstore.domain.messages import Message
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import Similarity, Strategy
-from ctxstore.domain.summaries import covered_entries
 from ctxstore.domain.summarize import Summarizer
 from ctxstore.projections.listing import list_contexts
 
@@ -66,6 +65,7 @@ class ContextStore(HistorySurface, StreamingSurface, ContextOperations):
         self._storage = storage
         self._writer = Writer(self._core)
         self._attachments = Attachments(self._core)
+        self._commands = Commands(self._core, self._attachments)
 
     @classmethod
     def from_url(
@@ -143,23 +143,19 @@ class ContextStore(HistorySurface, StreamingSurface, ContextOperations):
         Raises: ContextNotFoundError, InvalidMessageError, UnknownMessageError,
         MalformedTranscriptError, VersionConflictError.
         """
-        who = self._core.actor(actor)
-        messages = self._attachments.lifted(self._core.id(context_id), messages)
-        batch: Any = [messages] if is_one_message(messages) else messages
-        if isinstance(batch, list | tuple):
-            check_message_sizes(batch, self.settings.max_message_bytes)
+        cid, command = self._commands.insert(
+            context_id, messages, after=after, actor=actor, format=format
+        )
+        return self._compacting(self._writer.command(cid, expected_version, command), actor)
 
-        def command(c: Context) -> list[str]:
-            self._core.check_count(c, len(batch) if isinstance(batch, list | tuple) else 1)
-            return c.insert(
-                batch, after=after, actor=who, counter=self._core.counter(c), format=format
-            )
-
-        written = self._writer.command(context_id, expected_version, command)
+    def _compacting(self, written: Written, actor: str | None) -> Written:
+        """After an insert or a finish: compact proactively when a threshold is crossed."""
         if self.settings.compaction.auto and compaction.crossed(
             self._core, written.tokens, written.messages
         ):
-            compaction.compact_proactively(self._core, self._writer, written.context_id, who)
+            compaction.compact_proactively(
+                self._core, self._writer, written.context_id, self._core.actor(actor)
+            )
         return written
 
     def delete(
@@ -167,25 +163,16 @@ class ContextStore(HistorySurface, StreamingSurface, ContextOperations):
         actor: str | None = None, expected_version: int | None = None,
     ) -> Written:  # fmt: skip
         """Hide visible messages; a tool call and its results go together or not at all."""
-        who = self._core.actor(actor)
-        return self._writer.command(
-            context_id, expected_version, lambda c: c.delete(ids, actor=who)
-        )
+        cid, command = self._commands.delete(context_id, ids, actor=actor)
+        return self._writer.command(cid, expected_version, command)
 
     def replace(
         self, context_id: UUID | str, message_id: MessageRef, message: Message | JSON | str, *,
         actor: str | None = None, expected_version: int | None = None,
     ) -> Written:  # fmt: skip
         """Give a visible message new content under the same id (a string: new text only)."""
-        who = self._core.actor(actor)
-        if not isinstance(message, str):
-            message = self._attachments.lifted(self._core.id(context_id), message)
-            check_message_sizes([message], self.settings.max_message_bytes)
-        return self._writer.command(
-            context_id,
-            expected_version,
-            lambda c: c.replace(message_id, message, actor=who, counter=self._core.counter(c)),
-        )
+        cid, command = self._commands.replace(context_id, message_id, message, actor=actor)
+        return self._writer.command(cid, expected_version, command)
 
     def compress(
         self, context_id: UUID | str, ids: MessageRef | Sequence[MessageRef],
@@ -196,16 +183,8 @@ class ContextStore(HistorySurface, StreamingSurface, ContextOperations):
 
         A plain string becomes a user message marked as a summary in its metadata.
         """
-        who = self._core.actor(actor)
-        if isinstance(summary, str):
-            summary = summary_message(summary)
-        made: Message | JSON = self._attachments.lifted(self._core.id(context_id), summary)
-        check_message_sizes([made], self.settings.max_message_bytes)
-        return self._writer.command(
-            context_id,
-            expected_version,
-            lambda c: c.compress(ids, made, stats=stats, actor=who, counter=self._core.counter(c)),
-        )
+        cid, command = self._commands.compress(context_id, ids, summary, stats=stats, actor=actor)
+        return self._writer.command(cid, expected_version, command)
 
     def expand(
         self, context_id: UUID | str, summary_id: MessageRef, *, actor: str | None = None,
@@ -215,15 +194,7 @@ class ContextStore(HistorySurface, StreamingSurface, ContextOperations):
         after it (one event). Raises InvalidOperationError when it is not a summary or a
         covered message is visible again, MalformedTranscriptError when the result would not
         be a well-formed transcript."""
-        who = self._core.actor(actor)
-        cid = self._core.id(context_id)
-
-        def command(c: Context) -> list[str]:
-            found = c.resolve(summary_id)
-            covered = covered_entries(cid, c, found, self._core.storage.get)
-            self._core.check_count(c, len(covered) - 1)
-            return c.expand(found, covered, actor=who)
-
+        cid, command = self._commands.expand(context_id, summary_id, actor=actor)
         return self._writer.command(cid, expected_version, command)
 
     def batch_start(
@@ -231,20 +202,16 @@ class ContextStore(HistorySurface, StreamingSurface, ContextOperations):
         expected_version: int | None = None,
     ) -> Written:  # fmt: skip
         """Open batch n+1 on top of the current batch n."""
-        who = self._core.actor(actor)
-        return self._writer.command(
-            context_id, expected_version, lambda c: c.batch_start(actor=who)
-        )
+        cid, command = self._commands.batch_start(context_id, actor=actor)
+        return self._writer.command(cid, expected_version, command)
 
     def batch_end(
         self, context_id: UUID | str, to: int | None = None, *, keep: bool = False,
         actor: str | None = None, expected_version: int | None = None,
     ) -> Written:  # fmt: skip
         """Close the batches above `to` (default: the top one), rolling back unless keep."""
-        who = self._core.actor(actor)
-        return self._writer.command(
-            context_id, expected_version, lambda c: c.batch_end(to=to, keep=keep, actor=who)
-        )
+        cid, command = self._commands.batch_end(context_id, to, keep=keep, actor=actor)
+        return self._writer.command(cid, expected_version, command)
 
     def record_usage(
         self, context_id: UUID | str, *, model: str, prompt_tokens: int,

@@ -77,6 +77,35 @@ def opening_message(message: Any, format: str | None) -> Any:
     raise InvalidOperationError(f"format must be one of {CHAT}, {RESPONSES}, {ANTHROPIC}")
 
 
+class KeptDeltas:
+    """The deltas a streaming reply keeps until they are due to be written (the policy)."""
+
+    def __init__(self, policy: StreamPolicy) -> None:
+        self.policy = policy
+        self._kept: list[JSON] = []
+        self._since = 0.0
+        self._chars = 0
+
+    def keep(self, deltas: Any) -> bool:
+        """Take deltas (neutral, or a provider's stream events); whether a write is due."""
+        found = neutral_deltas(list(deltas))
+        if not found:
+            return False
+        if not self._kept:
+            self._since = time.monotonic()
+        join_into(self._kept, found)
+        self._chars += delta_chars(found)
+        return (
+            self._chars >= self.policy.max_chars
+            or time.monotonic() - self._since >= self.policy.interval
+        )
+
+    def take(self) -> list[JSON]:
+        """The kept deltas, now no longer kept."""
+        kept, self._kept, self._chars = self._kept, [], 0
+        return kept
+
+
 class ReplyStream:
     """One streaming reply: `add` deltas, then `finish` or `abandon`. As a context manager
     it finishes the reply when the block ends, and abandons it (keeping what arrived) when
@@ -92,9 +121,7 @@ class ReplyStream:
         self.id = written.ids[0]
         self.written = written  # what the latest write answered
         self.policy = policy or StreamPolicy()
-        self._kept: list[JSON] = []
-        self._kept_since = 0.0
-        self._chars = 0
+        self._kept = KeptDeltas(self.policy)
         self._lock = threading.Lock()
         self.closed = False
         self.writes = 1  # the begin
@@ -112,42 +139,31 @@ class ReplyStream:
     def add(self, *deltas: Any) -> Written | None:
         """Take deltas (neutral, or a provider's stream events); writes the kept ones when
         the policy says so, and returns what that write answered (else None)."""
-        found = neutral_deltas(list(deltas))
         with self._lock:
-            return self._write_kept() if self._keep(found) else None
+            self._check_open()
+            return self._write_kept() if self._kept.keep(deltas) else None
 
     def keep(self, *deltas: Any) -> bool:
         """Take deltas without writing; whether a write is due (then call `flush`, e.g. off
         an event loop)."""
-        found = neutral_deltas(list(deltas))
         with self._lock:
-            return self._keep(found)
-
-    def _keep(self, found: list[JSON]) -> bool:
-        self._check_open()
-        if not found:
-            return False
-        if not self._kept:
-            self._kept_since = time.monotonic()
-        join_into(self._kept, found)
-        self._chars += delta_chars(found)
-        return (
-            self._chars >= self.policy.max_chars
-            or time.monotonic() - self._kept_since >= self.policy.interval
-        )
+            self._check_open()
+            return self._kept.keep(deltas)
 
     def flush(self) -> Written | None:
         """Write the kept deltas now (None when none are kept)."""
         with self._lock:
             self._check_open()
-            return self._write_kept() if self._kept else None
+            return self._write_kept()
 
     def finish(self, message: Any = None) -> Written:
         """Complete the reply, with the kept deltas, in one write (or as `message`)."""
         with self._lock:
             self._check_open()
-            kept, self._kept, self._chars = self._kept, [], 0
-            self.written = self._ops.finish(self.context_id, self.id, message, deltas=kept or None)
+            kept = self._kept.take()
+            self.written = self._ops.finish(
+                self.context_id, self.id, message, deltas=kept or None, **self._extra
+            )
             self.closed, self.writes = True, self.writes + 1
             return self.written
 
@@ -156,20 +172,18 @@ class ReplyStream:
         abandoned), or hidden with `keep=False`."""
         with self._lock:
             self._check_open()
-            kept, self._kept, self._chars = self._kept, [], 0
+            kept = self._kept.take()
             self.written = self._ops.abandon(
-                self.context_id,
-                self.id,
-                reason=reason,
-                keep=keep,
-                deltas=kept or None,
+                self.context_id, self.id, reason=reason, keep=keep, deltas=kept or None,
                 **self._extra,
-            )
+            )  # fmt: skip
             self.closed, self.writes = True, self.writes + 1
             return self.written
 
-    def _write_kept(self) -> Written:
-        kept, self._kept, self._chars = self._kept, [], 0
+    def _write_kept(self) -> Written | None:
+        kept = self._kept.take()
+        if not kept:
+            return None
         self.written = self._ops.append(self.context_id, self.id, kept, **self._extra)
         self.writes += 1
         return self.written
@@ -192,4 +206,4 @@ class ReplyStream:
             self.abandon(reason=f"{type(exc).__name__}: {exc}"[:1000])
 
 
-__all__ = ["ReplyStream", "StreamOps", "StreamPolicy", "opening_message"]
+__all__ = ["KeptDeltas", "ReplyStream", "StreamOps", "StreamPolicy", "opening_message"]

@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
-from uuid import uuid4
+from uuid import UUID, uuid4
 
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
@@ -139,21 +139,7 @@ class Writer:
                     held.stale()
                     raise
                 self.maybe_snapshot(ctx, before)
-                ids = (
-                    touched
-                    if isinstance(touched, list)
-                    else [touched]
-                    if isinstance(touched, str)
-                    else []
-                )
-                return Written(
-                    context_id=cid,
-                    version=ctx.version,
-                    batch=ctx.batch,
-                    ids=ids,
-                    tokens=ctx.tokens + REPLY_PRIMING,
-                    messages=len(ctx.order),
-                )
+                return written_of(cid, ctx, touched)
         raise VersionConflictError(f"context {cid}: gave up after {MAX_ATTEMPTS} racing writes")
 
     def put(
@@ -213,13 +199,17 @@ class Writer:
         chain = unseal(plain)[1]
         return anchor(plain) if chain is None else chain
 
+    def snapshot_due(self, ctx: Context, before: int) -> bool:
+        """Whether the version crossed a multiple of the step (storage/snapshot_policy.py)."""
+        every = snapshot_step(self.core.settings.snapshot_interval, held_messages(ctx))
+        return ctx.version // every > before // every
+
     def maybe_snapshot(self, ctx: Context, before: int) -> None:
         """Snapshot when the version crosses a multiple of the step (storage/snapshot_policy.py),
         then delete the older snapshot the new one makes redundant, if any."""
-        held = held_messages(ctx)
-        every = snapshot_step(self.core.settings.snapshot_interval, held)
-        if ctx.version // every <= before // every:
+        if not self.snapshot_due(ctx, before):
             return
+        held = held_messages(ctx)
         snapshots = self.storage.snapshots
         try:
             snapshots.put([Context.Snapshot.take(ctx)])
@@ -256,3 +246,13 @@ class Writer:
         held.chain = (ctx.version, chain)
         held.ctx = ctx
         self.maybe_snapshot(ctx, 0)
+
+
+def written_of(cid: UUID, ctx: Context, touched: list[str] | str | int | None) -> Written:
+    """What a command wrote: the ids it touched (a list or one id; none for a batch
+    number), the context's new version, batch, size."""
+    ids = touched if isinstance(touched, list) else [touched] if isinstance(touched, str) else []
+    return Written(
+        context_id=cid, version=ctx.version, batch=ctx.batch, ids=ids,
+        tokens=ctx.tokens + REPLY_PRIMING, messages=len(ctx.order),
+    )  # fmt: skip

@@ -35,6 +35,7 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 
 from ctxstore.adapters.integrations.adk_session_service import CtxStoreSessionService
+from ctxstore.adapters.store.async_store import AsyncContextStore
 from ctxstore.adapters.store.facade import ContextStore
 
 from ..conftest import make_url
@@ -43,14 +44,22 @@ APP, USER = "my_app", "test_user"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres),
+                        "sqlite-async", pytest.param("postgres-async", marks=pytest.mark.postgres),
                         "adk-sqlite"])  # fmt: skip
 def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseSessionService]:
-    """ctxstore's service on every durable backend, and ADK's own as the reference."""
+    """ctxstore's service on every durable backend (over the sync store, and over an async
+    one: events appended on the loop), and ADK's own as the reference."""
     if request.param == "adk-sqlite":
         yield SqliteSessionService(str(tmp_path / "adk.db"))
         return
-    with ContextStore.from_url(make_url(request.param, tmp_path, request)) as store:
-        yield CtxStoreSessionService(store)
+    backend, _, mode = request.param.partition("-")
+    with ContextStore.from_url(make_url(backend, tmp_path, request)) as store:
+        if mode == "async":
+            events = store._storage.async_events()
+            yield CtxStoreSessionService(AsyncContextStore(store, events))
+            events.discard()
+        else:
+            yield CtxStoreSessionService(store)
 
 
 @pytest.fixture

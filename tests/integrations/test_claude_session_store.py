@@ -13,20 +13,34 @@ pytest.importorskip("claude_agent_sdk")  # (a test dependency: see pyproject's t
 from claude_agent_sdk.testing import run_session_store_conformance
 
 from ctxstore.adapters.integrations.claude_session_store import CtxStoreSessionStore
+from ctxstore.adapters.store.async_store import AsyncContextStore
 from ctxstore.adapters.store.facade import ContextStore
 
 
-def test_the_sdks_conformance_suite_passes(durable_url):
+@pytest.fixture(params=["sync", "async"])
+def over(request: pytest.FixtureRequest):
+    """The store as the session store takes it: the sync one, or an async one over it
+    (appends awaited on the loop; the same storage and cache)."""
+
+    def wrap(store: ContextStore):
+        if request.param == "sync":
+            return store
+        return AsyncContextStore(store, store._storage.async_events())
+
+    return wrap
+
+
+def test_the_sdks_conformance_suite_passes(durable_url, over):
     with ContextStore.from_url(durable_url) as store:
 
         def fresh() -> CtxStoreSessionStore:
             # One prefix per contract: each sees an empty store (the SDK's isolation).
-            return CtxStoreSessionStore(store, key_prefix=f"claude-{uuid.uuid4().hex[:8]}:")
+            return CtxStoreSessionStore(over(store), key_prefix=f"claude-{uuid.uuid4().hex[:8]}:")
 
         asyncio.run(run_session_store_conformance(fresh))
 
 
-def test_entries_read_back_exactly_and_as_anthropic_messages(durable_url):
+def test_entries_read_back_exactly_and_as_anthropic_messages(durable_url, over):
     entries = [
         {"type": "summary", "summary": "Weather chat", "leafUuid": "u2"},
         {"type": "user", "uuid": "u1", "sessionId": "s", "message": {
@@ -38,7 +52,7 @@ def test_entries_read_back_exactly_and_as_anthropic_messages(durable_url):
     ]  # fmt: skip
     key = {"project_key": "proj", "session_id": "s"}
     with ContextStore.from_url(durable_url) as store:
-        sessions = CtxStoreSessionStore(store)
+        sessions = CtxStoreSessionStore(over(store))
         asyncio.run(sessions.append(key, entries))
         asyncio.run(sessions.append(key, entries[1:]))  # a retry: the uuids make it a no-op
         loaded = asyncio.run(sessions.load(key))
@@ -53,7 +67,7 @@ def test_entries_read_back_exactly_and_as_anthropic_messages(durable_url):
         assert created.details["metadata"]["claude_session"]["parent"] == str(cid)
 
 
-def test_two_stores_appending_to_one_transcript_lose_and_repeat_nothing(durable_url):
+def test_two_stores_appending_to_one_transcript_lose_and_repeat_nothing(durable_url, over):
     """Each instance remembers the uuids it wrote; another's write in between makes its
     next append read the transcript again (the insert is conditional on the version)."""
     key = {"project_key": "proj", "session_id": "shared"}
@@ -62,7 +76,7 @@ def test_two_stores_appending_to_one_transcript_lose_and_repeat_nothing(durable_
         return {"type": "user", "uuid": f"u{n}", "message": {"role": "user", "content": f"{n}"}}
 
     with ContextStore.from_url(durable_url) as store, ContextStore.from_url(durable_url) as other:
-        one, two = CtxStoreSessionStore(store), CtxStoreSessionStore(other)
+        one, two = CtxStoreSessionStore(over(store)), CtxStoreSessionStore(over(other))
         asyncio.run(one.append(key, [entry(1)]))
         asyncio.run(two.append(key, [entry(1), entry(2)]))  # u1 is there: only u2
         asyncio.run(one.append(key, [entry(2), entry(3)]))  # one's memory is stale: re-read

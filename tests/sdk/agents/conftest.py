@@ -1,6 +1,7 @@
 """The OpenAI Agents SDK's own session tests (tests/memory/test_session.py and
 test_session_limit.py from the openai-agents 0.24.0 sdist, MIT License, Copyright (c) 2025
-OpenAI), run against CtxStoreSession on SQLite and PostgreSQL.
+OpenAI), run against CtxStoreSession on SQLite and PostgreSQL, over the sync store and over
+the async one.
 
 The files are the SDK's, changed only in their imports. The sessions they make as
 `SQLiteSession(session_id, db_path)` (sdk_helpers.py) are CtxStoreSessions here: on a ctxstore SQLite file at
@@ -45,14 +46,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(
-    autouse=True, params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
+    autouse=True,
+    params=[
+        "sqlite", "sqlite-async",
+        pytest.param("postgres", marks=pytest.mark.postgres),
+        pytest.param("postgres-async", marks=pytest.mark.postgres),
+    ],
+)  # fmt: skip
 def sdk_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    """The backend, and the store: sync (its calls on threads) or async (ctxstore.aopen's:
+    adds and reads awaited on the loop)."""
     import sdk_helpers  # type: ignore[import-not-found]  # (beside it: see sys.path above)
 
     from tests.conftest import make_url  # the suite's own: a fresh schema per test
 
-    url = None if request.param == "sqlite" else make_url("postgres", tmp_path, request)
-    sdk_helpers.BACKEND["url"] = url
+    kind, _, mode = request.param.partition("-")
+    url = None if kind == "sqlite" else make_url("postgres", tmp_path, request)
+    sdk_helpers.BACKEND.update(url=url, mode=mode or "sync")
     yield request.param
-    sdk_helpers.BACKEND["url"] = None
+    sdk_helpers.BACKEND.update(url=None, mode="sync")

@@ -9,6 +9,7 @@ from typing import Any
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
 from ctxstore.adapters.integrations.agents_session import CtxStoreSession
+from ctxstore.adapters.store.async_store import AsyncContextStore
 from ctxstore.adapters.store.facade import ContextStore
 
 
@@ -22,8 +23,9 @@ def get_text_message(content: str) -> ResponseOutputMessage:
     )
 
 
-# Where the sessions the tests make are stored (conftest.py sets it per test).
-BACKEND: dict[str, str | None] = {"url": None}  # None: a SQLite file at the db_path
+# Where the sessions the tests make are stored (conftest.py sets it per test): url None, a
+# SQLite file at the db_path; mode "async", through the async store.
+BACKEND: dict[str, str | None] = {"url": None, "mode": "sync"}
 
 
 class SQLiteSession(CtxStoreSession):
@@ -37,7 +39,14 @@ class SQLiteSession(CtxStoreSession):
         if url is None:
             url = "memory://" if str(db_path) == ":memory:" else f"sqlite:///{db_path}"
         self._own_store = ContextStore.from_url(url)
-        super().__init__(session_id, self._own_store, session_settings=session_settings)
+        store: Any = self._own_store
+        self._events: Any = None
+        if BACKEND["mode"] == "async":
+            self._events = self._own_store._storage.async_events()
+            store = AsyncContextStore(self._own_store, self._events)
+        super().__init__(session_id, store, session_settings=session_settings)
 
     def close(self) -> None:
+        if self._events is not None:
+            self._events.discard()
         self._own_store.close()

@@ -1,0 +1,589 @@
+"""AsyncContextStore: the store for asyncio callers (`await ctxstore.aopen(url)`).
+
+Every operation of the contract, awaited. The commands (insert, delete, replace, compress,
+expand, batches, and a streamed reply's steps) and the head reads (`visible`,
+`visible_messages`, `follow`) run on the event loop: their checks, the aggregate and the
+sealing are CPU work there, and their one wait on the database is awaited
+(adapters/storage/async_events.py: psycopg's async connections on PostgreSQL; on SQLite
+statements that never wait for another writer). Nothing hops to a thread on that path.
+What is rare or bulky — opening the store, a context not yet cached, a snapshot, audits,
+exports, erasure, compaction — runs on the store's worker threads, awaited. The commands
+are made by the same code as the sync store's (adapters/store/commands.py) and the writer
+follows the same path (adapters/store/async_writer.py): the same events, refusals and
+retries; tests/integration/test_async_store.py runs one contract suite against both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import functools
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any, Self, TypeVar
+from uuid import UUID
+
+from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.storage.async_events import AsyncEvents
+from ctxstore.adapters.storage.events import DAMAGE, damaged
+from ctxstore.adapters.store import compaction, tail
+from ctxstore.adapters.store.async_writer import AsyncWriter, Unblocked
+from ctxstore.adapters.store.cache import Held
+from ctxstore.adapters.store.commands import Planned
+from ctxstore.adapters.store.contract_async import AsyncContextOperations
+from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.reply_stream import KeptDeltas, StreamPolicy, opening_message
+from ctxstore.adapters.store.results import (
+    AuditPage,
+    BatchFrame,
+    Compaction,
+    ContextSummary,
+    Diff,
+    Erasure,
+    HistoryEntry,
+    ModelCall,
+    ModelUsage,
+    Prompt,
+    ReplayStep,
+    TailEvent,
+    TokenSeries,
+    Verification,
+    VisibleContext,
+    Written,
+)
+from ctxstore.domain.blobs import has_references, holds_attachments
+from ctxstore.domain.context import JSON, Context, MessageRef
+from ctxstore.domain.errors import ContextNotFoundError, CtxStoreError, InvalidOperationError
+from ctxstore.domain.messages import Message, as_plain, is_one_message
+from ctxstore.domain.packing import Resource
+from ctxstore.domain.prompt import Similarity, Strategy
+from ctxstore.domain.summarize import Summarizer
+from ctxstore.projections.history import tail_event
+from ctxstore.projections.visible import visible_of
+
+T = TypeVar("T")
+
+
+class AsyncContextStore(AsyncContextOperations):
+    """Stores contexts as event streams, for asyncio callers; see the module."""
+
+    def __init__(self, store: ContextStore, events: AsyncEvents, threads: int = 4) -> None:
+        self._store = store
+        self._core = store._core
+        self._events = events
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ctxstore-async")
+        self._writer = AsyncWriter(self._core, store._writer, events, self._offload)
+
+    @classmethod
+    async def open(
+        cls, url: str | None = None, settings: Settings | None = None, *, migrate: bool = True,
+        create: bool = True,
+    ) -> AsyncContextStore:  # fmt: skip
+        """Open the store at `url` (as ContextStore.from_url: the default SQLite file
+        unless CTXSTORE_URL names another), off the event loop."""
+        loop = asyncio.get_running_loop()
+        store = await loop.run_in_executor(
+            None, functools.partial(ContextStore.from_url, url, settings, migrate=migrate,
+                                    create=create),
+        )  # fmt: skip
+        # The default encoding loaded now, off the loop (building one takes ~0.3 s).
+        await loop.run_in_executor(None, store.tokenizers.counter, store.settings.encoding)
+        return cls(store, store._storage.async_events())
+
+    @property
+    def settings(self) -> Settings:
+        return self._store.settings
+
+    @property
+    def sync(self) -> ContextStore:
+        """The sync store over the same storage and cache (for code that is not async)."""
+        return self._store
+
+    async def _plan(
+        self, build: Callable[..., Planned], payload: Any, *args: Any, **kwargs: Any
+    ) -> Planned:
+        """A command made on the loop; on a worker thread when its messages hold
+        attachments (storing their bytes is I/O)."""
+        if _holds_attachments(payload):
+            return await self._offload(build, *args, **kwargs)
+        return build(*args, **kwargs)
+
+    async def _offload(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
+
+    # ---- contexts ----------------------------------------------------------------------
+
+    async def create(
+        self, *, name: str | None = None, metadata: JSON | None = None,
+        encoding: str | None = None, actor: str | None = None, tenant: str | None = None,
+        context_id: UUID | str | None = None, model: str | None = None,
+    ) -> UUID:  # fmt: skip
+        return await self._offload(
+            self._store.create, name=name, metadata=metadata, encoding=encoding, actor=actor,
+            tenant=tenant, context_id=context_id, model=model,
+        )  # fmt: skip
+
+    async def context_for_key(
+        self, key: str, *, tenant: str | None = None, name: str | None = None,
+        metadata: JSON | None = None, actor: str | None = None,
+    ) -> UUID:  # fmt: skip
+        return await self._offload(
+            self._store.context_for_key, key, tenant=tenant, name=name, metadata=metadata,
+            actor=actor,
+        )  # fmt: skip
+
+    async def contexts(
+        self, *, limit: int = 1000, tenant: str | None = None, search: str | None = None
+    ) -> list[ContextSummary]:
+        return await self._offload(self._store.contexts, limit=limit, tenant=tenant, search=search)
+
+    async def fork(
+        self, context_id: UUID | str, *, at_version: int | None = None, name: str | None = None,
+        metadata: JSON | None = None, actor: str | None = None,
+    ) -> UUID:  # fmt: skip
+        return await self._offload(
+            self._store.fork, context_id, at_version=at_version, name=name, metadata=metadata,
+            actor=actor,
+        )  # fmt: skip
+
+    async def erase(
+        self, context_id: UUID | str, *, reason: str, with_forks: bool | None = None,
+        actor: str | None = None,
+    ) -> Erasure:  # fmt: skip
+        return await self._offload(
+            self._store.erase, context_id, reason=reason, with_forks=with_forks, actor=actor
+        )
+
+    async def erasures(self) -> list[Erasure]:
+        return await self._offload(self._store.erasures)
+
+    # ---- commands: on the loop ---------------------------------------------------------
+
+    async def insert(
+        self, context_id: UUID | str, messages: Any, *, after: MessageRef | None = None,
+        actor: str | None = None, expected_version: int | None = None,
+        format: str | None = None,
+    ) -> Written:  # fmt: skip
+        cid, command = await self._plan(
+            self._store._commands.insert, messages, context_id, messages, after=after,
+            actor=actor, format=format,
+        )  # fmt: skip
+        return await self._compacting(
+            await self._writer.command(cid, expected_version, command), actor
+        )
+
+    async def delete(
+        self, context_id: UUID | str, ids: MessageRef | Sequence[MessageRef], *,
+        actor: str | None = None, expected_version: int | None = None,
+    ) -> Written:  # fmt: skip
+        cid, command = self._store._commands.delete(context_id, ids, actor=actor)
+        return await self._writer.command(cid, expected_version, command)
+
+    async def replace(
+        self, context_id: UUID | str, message_id: MessageRef, message: Any, *,
+        actor: str | None = None, expected_version: int | None = None,
+    ) -> Written:  # fmt: skip
+        cid, command = await self._plan(
+            self._store._commands.replace, message, context_id, message_id, message, actor=actor
+        )
+        return await self._writer.command(cid, expected_version, command)
+
+    async def compress(
+        self, context_id: UUID | str, ids: MessageRef | Sequence[MessageRef], summary: Any, *,
+        stats: JSON | None = None, actor: str | None = None,
+        expected_version: int | None = None,
+    ) -> Written:  # fmt: skip
+        cid, command = await self._plan(
+            self._store._commands.compress, summary, context_id, ids, summary, stats=stats,
+            actor=actor,
+        )  # fmt: skip
+        return await self._writer.command(cid, expected_version, command)
+
+    async def expand(
+        self, context_id: UUID | str, summary_id: MessageRef, *, actor: str | None = None,
+        expected_version: int | None = None,
+    ) -> Written:  # fmt: skip
+        # Expanding reads the history behind the summary: on a worker thread.
+        return await self._offload(
+            self._store.expand, context_id, summary_id, actor=actor,
+            expected_version=expected_version,
+        )  # fmt: skip
+
+    async def batch_start(
+        self, context_id: UUID | str, *, actor: str | None = None,
+        expected_version: int | None = None,
+    ) -> Written:  # fmt: skip
+        cid, command = self._store._commands.batch_start(context_id, actor=actor)
+        return await self._writer.command(cid, expected_version, command)
+
+    async def batch_end(
+        self, context_id: UUID | str, to: int | None = None, *, keep: bool = False,
+        actor: str | None = None, expected_version: int | None = None,
+    ) -> Written:  # fmt: skip
+        cid, command = self._store._commands.batch_end(context_id, to, keep=keep, actor=actor)
+        return await self._writer.command(cid, expected_version, command)
+
+    async def begin(
+        self, context_id: UUID | str, message: Any = None, *, after: MessageRef | None = None,
+        format: str | None = None, actor: str | None = None,
+        expected_version: int | None = None,
+    ) -> Written:  # fmt: skip
+        start = opening_message(message, format)
+        cid, command = await self._plan(
+            self._store._commands.begin, start, context_id, start, after=after, format=format,
+            actor=actor,
+        )  # fmt: skip
+        return await self._writer.command(cid, expected_version, command)
+
+    async def append(
+        self, context_id: UUID | str, message_id: MessageRef, deltas: Any, *,
+        actor: str | None = None, expected_version: int | None = None,
+    ) -> Written:  # fmt: skip
+        cid, command = self._store._commands.append(context_id, message_id, deltas, actor=actor)
+        return await self._writer.command(cid, expected_version, command)
+
+    async def finish(
+        self, context_id: UUID | str, message_id: MessageRef, message: Any = None, *,
+        deltas: Any = None, actor: str | None = None, expected_version: int | None = None,
+    ) -> Written:  # fmt: skip
+        cid, command = await self._plan(
+            self._store._commands.finish, message, context_id, message_id, message,
+            deltas=deltas, actor=actor,
+        )  # fmt: skip
+        return await self._compacting(
+            await self._writer.command(cid, expected_version, command), actor
+        )
+
+    async def abandon(
+        self, context_id: UUID | str, message_id: MessageRef, *, reason: str | None = None,
+        keep: bool = True, deltas: Any = None, actor: str | None = None,
+        expected_version: int | None = None,
+    ) -> Written:  # fmt: skip
+        cid, command = self._store._commands.abandon(
+            context_id, message_id, reason=reason, keep=keep, deltas=deltas, actor=actor
+        )
+        return await self._writer.command(cid, expected_version, command)
+
+    async def stream(
+        self, context_id: UUID | str, message: Any = None, *, after: MessageRef | None = None,
+        format: str | None = None, policy: StreamPolicy | None = None,
+        actor: str | None = None,
+    ) -> AsyncReplyStream:  # fmt: skip
+        """Begin a reply; the handle batches its deltas as the sync one does."""
+        written = await self.begin(context_id, message, after=after, format=format, actor=actor)
+        return AsyncReplyStream(self, context_id, written, policy, actor)
+
+    async def _compacting(self, written: Written, actor: str | None) -> Written:
+        """After an insert or a finish: compact proactively when a threshold is crossed (on
+        a worker thread: the summarizer may call a model)."""
+        core = self._core
+        if core.settings.compaction.auto and compaction.crossed(
+            core, written.tokens, written.messages
+        ):
+            await self._offload(
+                compaction.compact_proactively, core, self._store._writer,
+                written.context_id, core.actor(actor),
+            )  # fmt: skip
+        return written
+
+    async def record_usage(
+        self, context_id: UUID | str, *, model: str, prompt_tokens: int,
+        completion_tokens: int = 0, version: int | None = None,
+        counted_tokens: int | None = None, prompt: Prompt | None = None,
+        sent: Sequence[str | Message | JSON] | None = None, actor: str | None = None,
+    ) -> Written:  # fmt: skip
+        return await self._offload(
+            self._store.record_usage, context_id, model=model, prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens, version=version,
+            counted_tokens=counted_tokens, prompt=prompt, sent=sent, actor=actor,
+        )  # fmt: skip
+
+    async def record_response(
+        self, context_id: UUID | str, response: Any, *, request: Any = None,
+        actor: str | None = None,
+    ) -> Written:  # fmt: skip
+        return await self._offload(
+            self._store.record_response, context_id, response, request=request, actor=actor
+        )
+
+    async def compact(
+        self, context_id: UUID | str, *, trigger: str = "manual", dry_run: bool = False,
+        summarizer: Summarizer | None = None, actor: str | None = None,
+    ) -> Compaction:  # fmt: skip
+        return await self._offload(
+            self._store.compact, context_id, trigger=trigger, dry_run=dry_run,
+            summarizer=summarizer, actor=actor,
+        )  # fmt: skip
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    async def visible(
+        self, context_id: UUID | str, *, at_version: int | None = None,
+        at_time: datetime | None = None, inline: bool = False, files: str | None = None,
+    ) -> VisibleContext:  # fmt: skip
+        """The visible context; the head on the loop, a past version or attachments' data
+        on a worker thread."""
+        if at_version is not None or at_time is not None or inline or files is not None:
+            return await self._offload(
+                self._store.visible, context_id, at_version=at_version, at_time=at_time,
+                inline=inline, files=files,
+            )  # fmt: skip
+        cid = self._core.id(context_id)
+        held = self._core.cache.held(cid)
+        async with Unblocked(held):
+            ctx = await self._fresh(cid, held)
+            return visible_of(ctx, [i.message for i in self._core.prompt_items(ctx, held)])
+
+    async def visible_messages(
+        self, context_id: UUID | str, *, last: int | None = None, inline: bool = False
+    ) -> list[JSON]:
+        """The visible messages as stored JSON (copies), or only the newest `last`."""
+        cid = self._core.id(context_id)
+        held = self._core.cache.held(cid)
+        async with Unblocked(held):
+            ctx = await self._fresh(cid, held)
+            order = ctx.order if last is None else ctx.order[-last:] if last > 0 else []
+            found = [copy.deepcopy(ctx.stored_message(i)) for i in order]
+        if inline and any(has_references(m) for m in found):  # their data: read on a thread
+            return await self._offload(
+                self._store.visible_messages, context_id, last=last, inline=True
+            )
+        return found
+
+    async def _fresh(self, cid: UUID, held: Held) -> Context:
+        """The cached aggregate caught up with what others stored (a fresh load when none
+        is cached: on a worker thread). Callers hold the context's lock."""
+        if held.ctx is None:
+            held.ctx = await self._offload(self._core.storage.get, cid)
+            return held.ctx
+        ctx = held.ctx
+        try:
+            for stored in await self._events.select(cid, ctx.version):
+                self._core.storage.to_event(stored).mutate(ctx)
+        except CtxStoreError:
+            raise
+        except DAMAGE as exc:
+            held.stale()
+            raise damaged(cid, exc) from exc
+        return ctx
+
+    async def build_prompt(
+        self, context_id: UUID | str, budget: int, strategy: Strategy | None = None, *,
+        query: str | None = None, resources: Sequence[Resource | JSON] = (),
+        safety: float | None = None, at_version: int | None = None,
+        similarity: Similarity | None = None,
+    ) -> Prompt:  # fmt: skip
+        return await self._offload(
+            self._store.build_prompt, context_id, budget, strategy, query=query,
+            resources=resources, safety=safety, at_version=at_version, similarity=similarity,
+        )  # fmt: skip
+
+    async def history(
+        self, context_id: UUID | str, *, types: Sequence[str] | None = None,
+        actor: str | None = None, from_version: int | None = None,
+        to_version: int | None = None, changes: bool = False,
+    ) -> list[HistoryEntry]:  # fmt: skip
+        return await self._offload(
+            self._store.history, context_id, types=types, actor=actor,
+            from_version=from_version, to_version=to_version, changes=changes,
+        )  # fmt: skip
+
+    async def batches(self, context_id: UUID | str) -> list[BatchFrame]:
+        return await self._offload(self._store.batches, context_id)
+
+    async def diff(self, context_id: UUID | str, from_version: int, to_version: int) -> Diff:
+        return await self._offload(self._store.diff, context_id, from_version, to_version)
+
+    async def token_series(self, context_id: UUID | str, *, points: int = 500) -> TokenSeries:
+        return await self._offload(self._store.token_series, context_id, points=points)
+
+    async def calls(self, context_id: UUID | str) -> list[ModelCall]:
+        return await self._offload(self._store.calls, context_id)
+
+    async def call(self, context_id: UUID | str, number: int) -> ModelCall:
+        return await self._offload(self._store.call, context_id, number)
+
+    async def replay(
+        self, context_id: UUID | str, *, from_version: int = 1, to_version: int | None = None
+    ) -> list[ReplayStep]:
+        return await self._offload(
+            lambda: list(self._store.replay(context_id, from_version=from_version,
+                                            to_version=to_version))
+        )  # fmt: skip
+
+    async def usage_report(
+        self, *, model: str | None = None, context_id: UUID | str | None = None,
+        tenant: str | None = None,
+    ) -> list[ModelUsage]:  # fmt: skip
+        return await self._offload(
+            self._store.usage_report, model=model, context_id=context_id, tenant=tenant
+        )
+
+    async def verify(self, context_id: UUID | str | None = None) -> Verification:
+        return await self._offload(self._store.verify, context_id)
+
+    async def audit(
+        self, *, since: datetime | None = None, until: datetime | None = None,
+        types: Sequence[str] | None = None, actor: str | None = None,
+        context_id: UUID | str | None = None, tenant: str | None = None, after: int = 0,
+        limit: int = 100, from_version: int | None = None, to_version: int | None = None,
+    ) -> AuditPage:  # fmt: skip
+        return await self._offload(
+            self._store.audit, since=since, until=until, types=types, actor=actor,
+            context_id=context_id, tenant=tenant, after=after, limit=limit,
+            from_version=from_version, to_version=to_version,
+        )  # fmt: skip
+
+    async def follow(
+        self, context_id: UUID | str, *, after: int | None = None, idle: float | None = None
+    ) -> AsyncIterator[TailEvent]:
+        """The context's events after `after` (default: only new ones) as they are written;
+        ends after `idle` seconds without one (if given), raises ContextNotFoundError when
+        it is erased."""
+        cid = self._core.id(context_id)
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake(hex_id: str | None) -> None:
+            if hex_id is None or hex_id == cid.hex:
+                loop.call_soon_threadsafe(woken.set)
+
+        unsubscribe = self._core.storage.notifications.subscribe(wake)
+        try:
+            at = (
+                after
+                if after is not None
+                else await self._offload(tail.head_version, self._core, cid)
+            )
+            while True:
+                woken.clear()
+                found = await self._events.select(cid, at)
+                if not found and not await self._offload(self._core.exists, cid):
+                    raise ContextNotFoundError(f"no context with id {cid}")
+                for stored in found:
+                    event = self._core.storage.to_event(stored)
+                    yield tail_event(event)
+                    at = event.originator_version
+                try:
+                    await asyncio.wait_for(woken.wait(), idle if idle is not None else 5.0)
+                except TimeoutError:
+                    if idle is not None:
+                        return
+        finally:
+            unsubscribe()
+
+    # ---- transfer ------------------------------------------------------------------------
+
+    async def export_events(self, context_id: UUID | str) -> list[str]:
+        return await self._offload(lambda: list(self._store.export_events(context_id)))
+
+    async def import_events(
+        self, lines: Iterable[str], *, new_id: bool = False, without_trailer: bool = False,
+        progress: Callable[[int, int], None] | None = None, tenant: str | None = None,
+    ) -> UUID:  # fmt: skip
+        return await self._offload(
+            self._store.import_events, list(lines), new_id=new_id,
+            without_trailer=without_trailer, progress=progress, tenant=tenant,
+        )  # fmt: skip
+
+    async def import_transcript(
+        self, messages: str | Sequence[JSON], *, name: str | None = None,
+        actor: str | None = None, progress: Callable[[int, int], None] | None = None,
+        tenant: str | None = None,
+    ) -> UUID:  # fmt: skip
+        return await self._offload(
+            self._store.import_transcript, messages, name=name, actor=actor,
+            progress=progress, tenant=tenant,
+        )  # fmt: skip
+
+    async def close(self) -> None:
+        await self._events.close()
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, functools.partial(self._pool.shutdown, wait=True))
+        await loop.run_in_executor(None, self._store.close)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+class AsyncReplyStream:
+    """A reply being stored as it streams, for asyncio callers (adapters/store/
+    reply_stream.py says when kept deltas are written)."""
+
+    def __init__(
+        self, store: AsyncContextStore, context_id: UUID | str, written: Written,
+        policy: StreamPolicy | None, actor: str | None,
+    ) -> None:  # fmt: skip
+        self._store, self.context_id, self.written = store, context_id, written
+        self.id = written.ids[0]
+        self._kept = KeptDeltas(policy or StreamPolicy())
+        self._actor = actor
+        self.closed = False
+        self.writes = 1
+
+    async def add(self, *deltas: Any) -> Written | None:
+        self._check_open()
+        return await self.flush() if self._kept.keep(deltas) else None
+
+    async def flush(self) -> Written | None:
+        self._check_open()
+        kept = self._kept.take()
+        if not kept:
+            return None
+        self.written = await self._store.append(self.context_id, self.id, kept, actor=self._actor)
+        self.writes += 1
+        return self.written
+
+    async def finish(self, message: Any = None) -> Written:
+        self._check_open()
+        kept = self._kept.take()
+        self.closed = True
+        self.written = await self._store.finish(
+            self.context_id, self.id, message, deltas=kept or None, actor=self._actor
+        )
+        self.writes += 1
+        return self.written
+
+    async def abandon(self, reason: str | None = None, *, keep: bool = True) -> Written:
+        self._check_open()
+        kept = self._kept.take()
+        self.closed = True
+        self.written = await self._store.abandon(
+            self.context_id, self.id, reason=reason, keep=keep, deltas=kept or None,
+            actor=self._actor,
+        )  # fmt: skip
+        self.writes += 1
+        return self.written
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise InvalidOperationError(f"the stream of message {self.id!r} is closed")
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if self.closed:
+            return
+        if exc is None:
+            await self.finish()
+        else:
+            await self.abandon(reason=f"{type(exc).__name__}: {exc}"[:1000])
+
+
+__all__ = ["AsyncContextStore", "AsyncReplyStream"]
+
+
+def _holds_attachments(payload: Any) -> bool:
+    """Whether messages (one or a list) may hold an attachment's bytes or a reference."""
+    if payload is None or isinstance(payload, str):
+        return False
+    batch = [payload] if is_one_message(payload) else payload
+    if not isinstance(batch, list | tuple):
+        return False
+    return any(isinstance(p := as_plain(m), dict) and holds_attachments(p) for m in batch)

@@ -1,0 +1,161 @@
+"""The async store's writer: the sync writer's path, with its waits awaited.
+
+A command runs as the sync writer runs it (adapters/store/writer.py) — on the cached
+aggregate, its events sealed with their chain links — on the event loop, where it is CPU
+work only; the one wait, the insert, is awaited (storage/async_events.py). What needs the
+database beside it and is rare — loading a context that is not cached, the chain head of a
+context written elsewhere, telling whether a lost reply's write landed, a snapshot, a
+context whose writers take turns — runs on the store's worker thread. Same events, same
+refusals, same retries as the sync writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+from uuid import UUID, uuid4
+
+from eventsourcing.persistence import IntegrityError, PersistenceError
+
+from ctxstore.adapters.storage.async_events import AsyncEvents
+from ctxstore.adapters.storage.turns import TURN_HELD
+from ctxstore.adapters.store.cache import Held
+from ctxstore.adapters.store.core import StoreCore
+from ctxstore.adapters.store.results import Written
+from ctxstore.adapters.store.writer import MAX_ATTEMPTS, Command, Writer, written_of
+from ctxstore.domain.context import Context
+from ctxstore.domain.errors import CtxStoreError, StoreUnavailableError, VersionConflictError
+from ctxstore.domain.limits import check_int
+
+T = TypeVar("T")
+Offload = Callable[..., Awaitable[Any]]
+
+
+class AsyncWriter:
+    """Turns commands into stored events for the async store."""
+
+    def __init__(self, core: StoreCore, writer: Writer, events: AsyncEvents, offload: Offload):
+        self.core = core
+        self.writer = writer  # the sync writer: its rare paths, on the worker thread
+        self.events = events
+        self.offload = offload
+
+    async def command(
+        self, context_id: Any, expected_version: int | None, command: Command
+    ) -> Written:
+        cid = self.core.id(context_id)
+        if expected_version is not None:
+            check_int(expected_version, "expected_version")
+        turns = self.core.storage.turns
+        command_id = uuid4().hex
+        for attempt in range(MAX_ATTEMPTS):
+            if turns.wanted(cid, attempt, False):
+                # Writers take turns on this context: the sync writer's path (it waits).
+                result: Written = await self.offload(
+                    self.writer.command, cid, expected_version, command
+                )
+                return result
+            if attempt:
+                await asyncio.sleep(random.uniform(0, min(0.05, 0.0005 * 2**attempt)))
+            held = self.core.cache.held(cid)
+            async with Unblocked(held):
+                done = await self._attempt(cid, held, expected_version, command, command_id)
+            if done is not None:
+                return done
+        raise VersionConflictError(f"context {cid}: gave up after {MAX_ATTEMPTS} racing writes")
+
+    async def _attempt(
+        self, cid: UUID, held: Held, expected: int | None, command: Command, command_id: str
+    ) -> Written | None:
+        """One try; None when it lost a race and the command should run again."""
+        fresh = held.ctx is None
+        if held.ctx is None:
+            held.ctx = await self.offload(self.core.storage.get, cid)
+        ctx = held.ctx
+        assert ctx is not None
+        if not self.core.tokenizers.loaded(ctx.encoding):  # (building one takes ~0.3 s)
+            await self.offload(self.core.tokenizers.counter, ctx.encoding)
+        if expected is not None and ctx.version != expected and not fresh:
+            ctx, fresh = await self._caught_up(cid, held), True
+        if expected is not None and ctx.version != expected:
+            raise VersionConflictError(f"context {cid} is at version {ctx.version}, not {expected}")
+        before = ctx.version
+        try:
+            touched = command(ctx)
+        except CtxStoreError:
+            held.stale()
+            if fresh:
+                raise
+            return None  # the refusal may come from a stale cache: judge on fresh state
+        except BaseException:
+            held.stale()
+            raise
+        events = ctx.collect_events()
+        try:
+            await self._put(held, cid, before, events, command_id)
+        except IntegrityError as exc:
+            held.stale()
+            if TURN_HELD in str(exc):
+                self.core.storage.turns.saw_others(cid)
+                return None
+            if await self.offload(self.writer.stored_by, cid, before + 1, command_id):
+                held.ctx = ctx  # the insert landed; its reply was lost
+            elif expected is not None:
+                raise VersionConflictError(
+                    f"context {cid} moved past version {expected} while writing"
+                ) from exc
+            else:
+                return None
+        except PersistenceError as exc:
+            held.stale()
+            if not await self.offload(self.writer.stored_by, cid, before + 1, command_id, exc):
+                raise StoreUnavailableError(
+                    f"context {cid}: the write failed and was not stored ({exc})"
+                ) from exc
+            held.ctx = ctx
+        except BaseException:
+            held.stale()
+            raise
+        if self.writer.snapshot_due(ctx, before):
+            await self.offload(self.writer.maybe_snapshot, ctx, before)
+        return written_of(cid, ctx, touched)
+
+    async def _caught_up(self, cid: UUID, held: Held) -> Context:
+        ctx = held.ctx
+        assert ctx is not None
+        for stored in await self.events.select(cid, ctx.version):
+            self.core.storage.to_event(stored).mutate(ctx)
+        return ctx
+
+    async def _put(self, held: Held, cid: UUID, before: int, events: Any, command_id: str) -> None:
+        if not events:
+            return
+        chain = held.chain
+        head = (
+            chain[1]
+            if chain is not None and chain[0] == before
+            else await self.offload(self.writer.chain_head, held, cid, before)
+        )
+        stored, last = self.core.storage.mapper.to_sealed_events(events, head, command_id)
+        await self.events.insert(cid, stored)
+        held.chain = (before + len(stored), last)
+        self.core.storage.notifications.publish(cid.hex)
+
+
+class Unblocked:
+    """A context's lock taken without blocking the event loop: while another thread holds
+    it (for a moment: a sync command, a read), the loop sleeps."""
+
+    def __init__(self, held: Held) -> None:
+        self.held = held
+
+    async def __aenter__(self) -> None:
+        n = 0
+        while not self.held.lock.acquire(blocking=False):
+            n += 1
+            await asyncio.sleep(0.0002 * min(n, 25))
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.held.lock.release()
