@@ -586,4 +586,9 @@ def _holds_attachments(payload: Any) -> bool:
     batch = [payload] if is_one_message(payload) else payload
     if not isinstance(batch, list | tuple):
         return False
-    return any(isinstance(p := as_plain(m), dict) and holds_attachments(p) for m in batch)
+    return any(
+        isinstance(p := as_plain(m), dict)
+        and any(isinstance(v, dict | list) for v in p.values())  # (a first, cheap look)
+        and holds_attachments(p)
+        for m in batch
+    )

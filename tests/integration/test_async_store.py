@@ -5,6 +5,7 @@ event loop never blocked by a writer that holds the database."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import inspect
 import threading
@@ -218,3 +219,23 @@ def test_follow_and_a_streamed_reply_on_the_async_store(store_url: str):
             return seen
 
     assert asyncio.run(main())[:2] == ["create", "begin"]
+
+
+def test_attachments_through_the_async_store(store_url: str):
+    pixel = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(5000)).decode()
+    message = {"role": "user", "content": [
+        {"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{pixel}"}},
+    ]}  # fmt: skip
+
+    async def main() -> None:
+        async with await aopen(store_url) as store:
+            cid = await store.create()
+            await store.insert(cid, [message, message])  # (stored once, on a worker thread)
+            held = await store.visible(cid)
+            assert held.messages[0].content[1].image_url["url"].startswith("ctxstore-blob:")  # type: ignore[index,union-attr]
+            assert (await store.visible(cid, inline=True)).to_openai() == [message, message]
+            inlined = await store.visible_messages(cid, inline=True)
+            assert [m["content"] for m in inlined] == [message["content"]] * 2
+
+    asyncio.run(main())
