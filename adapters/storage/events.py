@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from typing import Any, cast
 from uuid import UUID
 
@@ -47,6 +48,7 @@ from ctxstore.domain.errors import (
 )
 
 log = logging.getLogger(__name__)
+OPEN_ATTEMPTS = 8  # tries to open a SQLite file other processes are creating (~5 s)
 # What replaying a damaged stream raises: a missing version, an unknown or wrong event
 # type, a first event that is not a creation, a state its event cannot apply.
 DAMAGE = (OriginatorVersionError, TopicError, AssertionError, TypeError, KeyError, AttributeError)
@@ -150,17 +152,26 @@ class EventStorage:
             **library_env(url, settings.connect_timeout, settings.statement_timeout, create=create),
             **settings.at_rest(),
         }
-        backend = backend_for(env)
         faults: tuple[type[BaseException], ...] = (*driver_errors(), OSError)
         try:
-            with backend.schema_lock():
-                storage = cls(env, settings, backend)
+            for attempt in range(OPEN_ATTEMPTS):
+                backend = backend_for(env)
                 try:
-                    storage.applied = storage.upgrade(migrate=migrate)
-                    storage.repair_audit_index()
-                except BaseException:
-                    storage.close()
-                    raise
+                    with backend.schema_lock():
+                        storage = cls(env, settings, backend)
+                        try:
+                            storage.applied = storage.upgrade(migrate=migrate)
+                            storage.repair_audit_index()
+                        except BaseException:
+                            storage.close()
+                            raise
+                    break
+                except sqlite3.OperationalError as exc:
+                    # Processes opening a new SQLite file together: its first connection
+                    # turns on WAL, which another's may refuse at once ("locked").
+                    if "locked" not in str(exc) or attempt == OPEN_ATTEMPTS - 1:
+                        raise
+                    time.sleep(0.02 * 2**attempt)
         except sqlite3.DatabaseError as exc:
             if "not a database" in str(exc):
                 raise ConfigurationError(
