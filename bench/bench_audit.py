@@ -22,7 +22,7 @@ import psycopg
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.storage.audit_index import AuditFilter
 from ctxstore.adapters.storage.codec.chain import GENESIS
-from ctxstore.adapters.storage.postgres import PostgresAuditView
+from ctxstore.adapters.storage.postgres_audit import PostgresAuditView
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.context import Context
 from ctxstore.projections.audit import to_micros

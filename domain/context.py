@@ -14,13 +14,13 @@ Commands check everything before they trigger an event; event handlers only appl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any, Self
 from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 from eventsourcing.domain import Snapshot as LibrarySnapshot
 
+from ctxstore.domain.context_commands import ContextCommands
 from ctxstore.domain.context_reads import (
     JSON,
     ContextReads,
@@ -31,25 +31,18 @@ from ctxstore.domain.context_reads import (
 from ctxstore.domain.context_streams import StreamCommands
 from ctxstore.domain.errors import (
     InvalidOperationError,
-    MalformedTranscriptError,
-    UnknownBatchError,
 )
-from ctxstore.domain.limits import check_name, check_tenant, check_usage, strict_int
-from ctxstore.domain.messages import Message, parse_batch, parse_json_object, parse_message
+from ctxstore.domain.limits import check_name, check_tenant
+from ctxstore.domain.messages import parse_json_object
 from ctxstore.domain.streaming import (
     ABANDONED,
-    STREAMING,
     apply_deltas,
     finalized,
-    incomplete_state,
     marked,
 )
-from ctxstore.domain.summaries import covered_run, expanded_order, summary_payload
-from ctxstore.domain.tokens import ESTIMATE, TextCounter, message_cost
-from ctxstore.domain.transcript import check_placement, check_transcript, pairing_closure_violation
 
 
-class Context(StreamCommands, ContextReads, Aggregate):
+class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
     """A conversation's context as an event-sourced aggregate."""
 
     class Snapshot(LibrarySnapshot):
@@ -259,161 +252,6 @@ class Context(StreamCommands, ContextReads, Aggregate):
                 f"a fork counts tokens as its source does ({source.encoding}), not {self.encoding}"
             )
         self._context_forked(str(source.id), source.version, source.copied_entries(), actor)
-
-    # ---- reads -----------------------------------------------------------------------
-
-    # ---- commands: check, then trigger one event ----------------------------------
-
-    def insert(
-        self,
-        messages: Message | JSON | Sequence[Message | JSON],
-        *,
-        after: MessageRef | None = None,
-        actor: str,
-        counter: TextCounter = ESTIMATE,
-        format: str | None = None,
-    ) -> list[str]:
-        """Append messages, or place them after a visible message; returns their ids.
-        `format` names their shape (openai-chat, openai-responses, anthropic); by default
-        each message's is detected (domain/shapes.py)."""
-        parsed = parse_batch(messages, format)
-        after_id = None if after is None else self.resolve(after)
-        payload: list[JSON] = []
-        for m in parsed:
-            msg_id = m.id or new_message_id()
-            if self._id_in_use(msg_id) or any(p["id"] == msg_id for p in payload):
-                raise InvalidOperationError(f"message id {msg_id!r} is already in use")
-            dumped = m.stored()
-            dumped["id"] = msg_id
-            payload.append(dumped)
-        if self.checks_transcript:
-            check_placement(self.order, self._messages_by_id(), payload, after_id)
-        costs = [message_cost(p, counter) for p in payload]
-        tokens = [n for n, _ in costs]
-        estimated = any(e for _, e in costs)
-        self._messages_inserted(payload, tokens, estimated, after_id, self.batch, actor)
-        return [p["id"] for p in payload]
-
-    def delete(self, refs: MessageRef | Sequence[MessageRef], *, actor: str) -> list[str]:
-        """Hide visible messages (they stay in the log); returns their ids."""
-        ids = self._resolve_distinct(refs, "delete")
-        problem = self.checks_transcript and pairing_closure_violation(
-            set(ids), self.order, self._messages_by_id()
-        )
-        if problem:
-            raise MalformedTranscriptError(
-                f"delete would break a tool call from its result: {problem}"
-            )
-        ordered = [i for i in self.order if i in set(ids)]
-        self._messages_deleted(ordered, self.batch, actor)
-        return ordered
-
-    def replace(
-        self,
-        ref: MessageRef,
-        message: Message | JSON | str,
-        *,
-        actor: str,
-        counter: TextCounter = ESTIMATE,
-    ) -> str:
-        """Give a visible message new content under the same id; returns the id.
-
-        A plain string replaces only the content and keeps every other field.
-        """
-        msg_id = self.resolve(ref)
-        if isinstance(message, str):
-            if self.entries[msg_id]["message"].get("native") is not None:
-                raise InvalidOperationError(
-                    f"message {msg_id!r} is a native payload: replace it with a payload, "
-                    "not a string"
-                )
-            message = {**self.entries[msg_id]["message"], "content": message}
-        parsed = parse_message(message)
-        if parsed.id is not None and parsed.id != msg_id:
-            raise InvalidOperationError(
-                f"replace keeps the id {msg_id!r}; the new message says {parsed.id!r}"
-            )
-        payload = parsed.model_copy(update={"id": msg_id}).stored()
-        old = self._messages_by_id()
-        if self.checks_transcript:
-            check_transcript((i, payload if i == msg_id else old[i]) for i in self.order)
-        tokens, estimated = message_cost(payload, counter)
-        self._message_replaced(msg_id, payload, tokens, estimated, self.batch, actor)
-        return msg_id
-
-    def compress(
-        self,
-        refs: MessageRef | Sequence[MessageRef],
-        summary: Message | JSON,
-        *,
-        stats: JSON | None = None,
-        actor: str,
-        counter: TextCounter = ESTIMATE,
-    ) -> str:
-        """Put one summary message in place of a contiguous run; returns the summary's id."""
-        covered = covered_run(self, self._resolve_distinct(refs, "compress"))
-        streaming = [i for i in covered if incomplete_state(self.stored_message(i)) == STREAMING]
-        if streaming:
-            raise InvalidOperationError(f"compress would cover {streaming[0]!r}, still streaming")
-        parsed = summary_payload(summary)
-        summary_id = parsed.id or new_message_id()
-        if self._id_in_use(summary_id):
-            raise InvalidOperationError(f"message id {summary_id!r} is already in use")
-        payload = parsed.model_copy(update={"id": summary_id}).stored()
-        clean_stats = parse_json_object(stats or {}, "compress stats")
-        tokens, estimated = message_cost(payload, counter)
-        before = sum(int(self.entries[i]["tokens"]) for i in covered)
-        self._messages_compressed(
-            covered, payload, tokens, estimated, before, clean_stats, self.batch, actor
-        )
-        return summary_id
-
-    def expand(self, ref: MessageRef, covered: Sequence[JSON], *, actor: str) -> list[str]:
-        """Put the messages a summary covers back in its place, keeping everything around
-        it; `covered` are their entries as the summary found them (the store reads them from
-        the history). Returns their ids."""
-        expanded_order(self, ref, covered)
-        self._summary_expanded(self.resolve(ref), list(covered), self.batch, actor)
-        return [e["message"]["id"] for e in covered]
-
-    def batch_start(self, *, actor: str) -> int:
-        """Open batch n+1 on top of the current batch n; returns the new number."""
-        self._batch_started(self.batch + 1, actor)
-        return self.batch
-
-    def batch_end(self, *, to: int | None = None, keep: bool = False, actor: str) -> int:
-        """Close every batch above `to` (default: the top one); returns the current batch.
-
-        keep=False rolls back: the visible context becomes what it was when batch to+1
-        opened. keep=True closes the batches and keeps their changes.
-        """
-        if self.batch == 0:
-            raise UnknownBatchError("no batch is open; batch 0 is the base and cannot end")
-        target = self.batch - 1 if to is None else to
-        if not strict_int(target):
-            raise UnknownBatchError(f"batch number must be an integer, got {target!r}")
-        if not 0 <= target < self.batch:
-            raise UnknownBatchError(
-                f"cannot end to batch {target}: open batches are 0..{self.batch}"
-                f" and the target must be below the current batch {self.batch}"
-            )
-        reverts_from = None if keep else int(self.savepoints[target]["version"])
-        self._batch_ended(self.batch, target, keep, reverts_from, actor)
-        return self.batch
-
-    def record_usage(
-        self, *, for_version: int, model: str, prompt_tokens: int, completion_tokens: int,
-        counted_tokens: int, estimated: bool, sent: list[JSON] | None = None, actor: str,
-    ) -> None:  # fmt: skip
-        """Record a provider's usage for a call made with the context at `for_version`."""
-        check_usage(
-            model, {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                    "counted_tokens": counted_tokens}, for_version, self.version, sent,
-        )  # fmt: skip
-        self._usage_recorded(
-            for_version, model, prompt_tokens, completion_tokens, counted_tokens,
-            bool(estimated), sent, self.batch, actor,
-        )  # fmt: skip
 
     # ---- event handlers: apply only -------------------------------------------------
 

@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxstore.domain.errors import InvalidMessageError, InvalidOperationError
-from ctxstore.domain.messages import as_plain, json_problem
+from ctxstore.domain.json_values import json_problem
+from ctxstore.domain.messages import as_plain
 from ctxstore.domain.shapes import ANTHROPIC, RESPONSES
 
 JSON = dict[str, Any]

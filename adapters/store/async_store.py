@@ -26,14 +26,14 @@ from uuid import UUID
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.storage.async_events import AsyncEvents
-from ctxstore.adapters.storage.events import DAMAGE, damaged
 from ctxstore.adapters.store import compaction, tail
+from ctxstore.adapters.store.async_reply_stream import AsyncReplyStream
 from ctxstore.adapters.store.async_writer import AsyncWriter, Unblocked
-from ctxstore.adapters.store.cache import Held
+from ctxstore.adapters.store.attachments import lifts_any
 from ctxstore.adapters.store.commands import Planned
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.adapters.store.facade import ContextStore
-from ctxstore.adapters.store.reply_stream import KeptDeltas, StreamPolicy, opening_message
+from ctxstore.adapters.store.reply_stream import StreamPolicy, opening_message
 from ctxstore.adapters.store.results import (
     AuditPage,
     BatchFrame,
@@ -52,10 +52,10 @@ from ctxstore.adapters.store.results import (
     VisibleContext,
     Written,
 )
-from ctxstore.domain.blobs import has_references, holds_attachments
-from ctxstore.domain.context import JSON, Context, MessageRef
-from ctxstore.domain.errors import ContextNotFoundError, CtxStoreError, InvalidOperationError
-from ctxstore.domain.messages import Message, as_plain, is_one_message
+from ctxstore.domain.blobs import has_references
+from ctxstore.domain.context import JSON, MessageRef
+from ctxstore.domain.errors import ContextNotFoundError
+from ctxstore.domain.messages import Message
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import Similarity, Strategy
 from ctxstore.domain.summarize import Summarizer
@@ -105,7 +105,7 @@ class AsyncContextStore(AsyncContextOperations):
     ) -> Planned:
         """A command made on the loop; on a worker thread when its messages hold
         attachments (storing their bytes is I/O)."""
-        if _holds_attachments(payload):
+        if lifts_any(payload):
             return await self._offload(build, *args, **kwargs)
         return build(*args, **kwargs)
 
@@ -333,7 +333,7 @@ class AsyncContextStore(AsyncContextOperations):
         cid = self._core.id(context_id)
         held = self._core.cache.held(cid)
         async with Unblocked(held):
-            ctx = await self._fresh(cid, held)
+            ctx = await self._writer.fresh(cid, held)
             return visible_of(ctx, [i.message for i in self._core.prompt_items(ctx, held)])
 
     async def visible_messages(
@@ -343,7 +343,7 @@ class AsyncContextStore(AsyncContextOperations):
         cid = self._core.id(context_id)
         held = self._core.cache.held(cid)
         async with Unblocked(held):
-            ctx = await self._fresh(cid, held)
+            ctx = await self._writer.fresh(cid, held)
             order = ctx.order if last is None else ctx.order[-last:] if last > 0 else []
             found = [copy.deepcopy(ctx.stored_message(i)) for i in order]
         if inline and any(has_references(m) for m in found):  # their data: read on a thread
@@ -351,23 +351,6 @@ class AsyncContextStore(AsyncContextOperations):
                 self._store.visible_messages, context_id, last=last, inline=True
             )
         return found
-
-    async def _fresh(self, cid: UUID, held: Held) -> Context:
-        """The cached aggregate caught up with what others stored (a fresh load when none
-        is cached: on a worker thread). Callers hold the context's lock."""
-        if held.ctx is None:
-            held.ctx = await self._offload(self._core.storage.get, cid)
-            return held.ctx
-        ctx = held.ctx
-        try:
-            for stored in await self._events.select(cid, ctx.version):
-                self._core.storage.to_event(stored).mutate(ctx)
-        except CtxStoreError:
-            raise
-        except DAMAGE as exc:
-            held.stale()
-            raise damaged(cid, exc) from exc
-        return ctx
 
     async def build_prompt(
         self, context_id: UUID | str, budget: int, strategy: Strategy | None = None, *,
@@ -511,84 +494,4 @@ class AsyncContextStore(AsyncContextOperations):
         await self.close()
 
 
-class AsyncReplyStream:
-    """A reply being stored as it streams, for asyncio callers (adapters/store/
-    reply_stream.py says when kept deltas are written)."""
-
-    def __init__(
-        self, store: AsyncContextStore, context_id: UUID | str, written: Written,
-        policy: StreamPolicy | None, actor: str | None,
-    ) -> None:  # fmt: skip
-        self._store, self.context_id, self.written = store, context_id, written
-        self.id = written.ids[0]
-        self._kept = KeptDeltas(policy or StreamPolicy())
-        self._actor = actor
-        self.closed = False
-        self.writes = 1
-
-    async def add(self, *deltas: Any) -> Written | None:
-        self._check_open()
-        return await self.flush() if self._kept.keep(deltas) else None
-
-    async def flush(self) -> Written | None:
-        self._check_open()
-        kept = self._kept.take()
-        if not kept:
-            return None
-        self.written = await self._store.append(self.context_id, self.id, kept, actor=self._actor)
-        self.writes += 1
-        return self.written
-
-    async def finish(self, message: Any = None) -> Written:
-        self._check_open()
-        kept = self._kept.take()
-        self.closed = True
-        self.written = await self._store.finish(
-            self.context_id, self.id, message, deltas=kept or None, actor=self._actor
-        )
-        self.writes += 1
-        return self.written
-
-    async def abandon(self, reason: str | None = None, *, keep: bool = True) -> Written:
-        self._check_open()
-        kept = self._kept.take()
-        self.closed = True
-        self.written = await self._store.abandon(
-            self.context_id, self.id, reason=reason, keep=keep, deltas=kept or None,
-            actor=self._actor,
-        )  # fmt: skip
-        self.writes += 1
-        return self.written
-
-    def _check_open(self) -> None:
-        if self.closed:
-            raise InvalidOperationError(f"the stream of message {self.id!r} is closed")
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if self.closed:
-            return
-        if exc is None:
-            await self.finish()
-        else:
-            await self.abandon(reason=f"{type(exc).__name__}: {exc}"[:1000])
-
-
 __all__ = ["AsyncContextStore", "AsyncReplyStream"]
-
-
-def _holds_attachments(payload: Any) -> bool:
-    """Whether messages (one or a list) may hold an attachment's bytes or a reference."""
-    if payload is None or isinstance(payload, str):
-        return False
-    batch = [payload] if is_one_message(payload) else payload
-    if not isinstance(batch, list | tuple):
-        return False
-    return any(
-        isinstance(p := as_plain(m), dict)
-        and any(isinstance(v, dict | list) for v in p.values())  # (a first, cheap look)
-        and holds_attachments(p)
-        for m in batch
-    )

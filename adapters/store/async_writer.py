@@ -20,6 +20,7 @@ from uuid import UUID, uuid4
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
 from ctxstore.adapters.storage.async_events import AsyncEvents
+from ctxstore.adapters.storage.events import DAMAGE, damaged
 from ctxstore.adapters.storage.turns import TURN_HELD
 from ctxstore.adapters.store.cache import Held
 from ctxstore.adapters.store.core import StoreCore
@@ -78,7 +79,7 @@ class AsyncWriter:
         if not self.core.tokenizers.loaded(ctx.encoding):  # (building one takes ~0.3 s)
             await self.offload(self.core.tokenizers.counter, ctx.encoding)
         if expected is not None and ctx.version != expected and not fresh:
-            ctx, fresh = await self._caught_up(cid, held), True
+            ctx, fresh = await self.fresh(cid, held), True
         if expected is not None and ctx.version != expected:
             raise VersionConflictError(f"context {cid} is at version {ctx.version}, not {expected}")
         before = ctx.version
@@ -122,11 +123,22 @@ class AsyncWriter:
             await self.offload(self.writer.maybe_snapshot, ctx, before)
         return written_of(cid, ctx, touched)
 
-    async def _caught_up(self, cid: UUID, held: Held) -> Context:
+    async def fresh(self, cid: UUID, held: Held) -> Context:
+        """The cached aggregate caught up with what others stored (a fresh load when none
+        is cached: on a worker thread), as core.fresh is for the sync store. Callers hold
+        the context's lock."""
+        if held.ctx is None:
+            held.ctx = await self.offload(self.core.storage.get, cid)
+            return held.ctx
         ctx = held.ctx
-        assert ctx is not None
-        for stored in await self.events.select(cid, ctx.version):
-            self.core.storage.to_event(stored).mutate(ctx)
+        try:
+            for stored in await self.events.select(cid, ctx.version):
+                self.core.storage.to_event(stored).mutate(ctx)
+        except CtxStoreError:
+            raise
+        except DAMAGE as exc:
+            held.stale()
+            raise damaged(cid, exc) from exc
         return ctx
 
     async def _put(self, held: Held, cid: UUID, before: int, events: Any, command_id: str) -> None:

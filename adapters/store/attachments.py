@@ -59,7 +59,7 @@ class Attachments:
         written: list[dict[str, Any]] = []  # messages holding references
         for value in batch:
             plain = as_plain(value)
-            if not isinstance(plain, dict) or not _may_hold(plain) or not holds_attachments(plain):
+            if not _lifts(plain):
                 out.append(value)
                 continue
             plain = copy.deepcopy(plain) if plain is value else plain
@@ -167,6 +167,17 @@ def _may_refer(m: Message) -> bool:
     if m.native is not None or isinstance(m.content, list):
         return True
     return any(isinstance(v, dict | list) for v in m.metadata.values())
+
+
+def lifts_any(messages: Any) -> bool:
+    """Whether lifting messages (one or a list, as a command takes them) would store or
+    look up an attachment: whether writing them needs the database beside the events."""
+    batch = [messages] if is_one_message(messages) else messages
+    return isinstance(batch, list | tuple) and any(_lifts(as_plain(m)) for m in batch)
+
+
+def _lifts(plain: Any) -> bool:
+    return isinstance(plain, dict) and _may_hold(plain) and holds_attachments(plain)
 
 
 def _may_hold(value: Any) -> bool:

@@ -14,8 +14,9 @@ from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.writer import Command
 from ctxstore.domain.compaction import summary_message
 from ctxstore.domain.context import JSON, Context, MessageRef
+from ctxstore.domain.json_values import json_size_bound
 from ctxstore.domain.limits import check_message_sizes
-from ctxstore.domain.messages import Message, is_one_message, json_size_bound
+from ctxstore.domain.messages import Message, is_one_message
 from ctxstore.domain.streaming import apply_deltas, neutral_deltas
 from ctxstore.domain.summaries import covered_entries
 from ctxstore.domain.tokens import TextCounter

@@ -36,7 +36,7 @@ from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.prompt import Strategy
 
 if TYPE_CHECKING:
-    from ctxstore.adapters.store.async_store import AsyncReplyStream
+    from ctxstore.adapters.store.async_reply_stream import AsyncReplyStream
 
 
 class AsyncContextOperations(Protocol):

@@ -132,12 +132,10 @@ def test_two_instances_on_one_database_tail_each_other(durable_url: str):
                 seen: list = []
                 t = collect(reader.follow(c, idle=10), 3, seen)
                 time.sleep(0.3)
-                started = time.monotonic()
                 for n in range(3):
                     writer.insert(c, {"role": "user", "content": f"m{n}"})
                 t.join(10)
                 assert [e.version for e in seen] == [2, 3, 4]
-                assert time.monotonic() - started < 5
 
 
 def test_a_client_that_stops_reading_is_dropped_and_too_many_are_refused(durable_url: str):

@@ -7,11 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxstore.domain.errors import InvalidMessageError
+from ctxstore.domain.json_values import MAX_DEPTH, json_problem, json_size_bound
 from ctxstore.domain.messages import (
-    MAX_DEPTH,
     Message,
-    json_problem,
-    json_size_bound,
     parse_message,
 )
 
