@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
@@ -100,8 +99,24 @@ class Settings(BaseSettings):
     )
     encryption_key: SecretStr | None = Field(
         default=None,
-        description="AES key (base64 of 16, 24 or 32 bytes): events and snapshots are "
-        "encrypted at rest (AES-GCM); make one with `ctxstore keygen`",
+        description="key-encryption key (base64 of 16, 24 or 32 bytes): each context's "
+        "events, snapshots and index rows are encrypted at rest with its own data key, "
+        "wrapped by this one (AES-GCM); make one with `ctxstore keygen`",
+    )
+    key_file: Path | None = Field(
+        default=None,
+        description="file of key-encryption keys, base64 one per line, the current first "
+        "(older ones unwrap until `ctxstore keys rotate` re-wraps); instead of encryption_key",
+    )
+    kms: str | None = Field(
+        default=None,
+        description="a key management service: `module:factory`, called with the settings, "
+        "returning a ctxstore.adapters.keys.kek.KeyWrapper",
+    )
+    key_vault: str | None = Field(
+        default=None,
+        description="where data keys are kept: sqlite:///path or postgresql://... (default: "
+        "<store file>.keys beside a SQLite store, a table in a PostgreSQL store's database)",
     )
     compress: Literal["auto", "always", "off"] = Field(
         default="auto",
@@ -167,23 +182,9 @@ class Settings(BaseSettings):
         """The URL in force: CTXSTORE_URL, else the embedded SQLite file."""
         return self.url or f"sqlite:///{self.data_dir / 'ctxstore.db'}"
 
-    def at_rest(self) -> dict[str, str]:
-        """The library's cipher settings; raises StoreURLError for a bad key."""
-        env = {}
-        if self.encryption_key is not None:
-            key = self.encryption_key.get_secret_value()
-            try:
-                size = len(base64.b64decode(key, validate=True))
-            except ValueError:
-                size = -1
-            if size not in (16, 24, 32):
-                raise StoreURLError(
-                    "CTXSTORE_ENCRYPTION_KEY must be base64 of 16, 24 or 32 bytes "
-                    "(make one with `ctxstore keygen`)"
-                )
-            env["CIPHER_TOPIC"] = "eventsourcing.cryptography:AESCipher"
-            env["CIPHER_KEY"] = key
-        return env
+    @property
+    def encrypts(self) -> bool:
+        return bool(self.encryption_key or self.key_file or self.kms)
 
 
 def redact(url: str) -> str:

@@ -66,6 +66,19 @@ class Cluster:
                 f"unix_socket_directories = '{self.data}'\nfsync = off\n"
             )
 
+    def base_backup(self, folder: Path) -> Cluster:
+        """A base backup of this running cluster (pg_basebackup, its WAL streamed), as a
+        cluster of its own on another port, not started."""
+        copy = Cluster(folder)
+        subprocess.run(
+            [*_as_owner(), str(BIN / "pg_basebackup"), "-D", str(copy.data), "-h", "127.0.0.1",
+             "-p", str(self.port), "-U", "postgres", "-X", "stream", "--no-sync"],
+            check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        with (copy.data / "postgresql.conf").open("a") as conf:
+            conf.write(f"\nport = {copy.port}\nunix_socket_directories = '{copy.data}'\n")
+        return copy
+
     def start(self) -> None:
         self._ctl("-w", "-t", "30", "start")
 
@@ -99,12 +112,18 @@ class Cluster:
         self.frozen = []
 
 
-@contextmanager
-def private_cluster() -> Iterator[Cluster]:
-    """A running private cluster, stopped and removed afterwards."""
+def private_folder() -> Path:
+    """A temporary folder the PostgreSQL tools may write in."""
     folder = Path(tempfile.mkdtemp(prefix="ctxstore-pg-"))
     if os.geteuid() == 0:
         shutil.chown(folder, "postgres", "postgres")
+    return folder
+
+
+@contextmanager
+def private_cluster() -> Iterator[Cluster]:
+    """A running private cluster, stopped and removed afterwards."""
+    folder = private_folder()
     cluster = Cluster(folder)
     try:
         cluster.init()

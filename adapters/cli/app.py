@@ -9,6 +9,7 @@ import typer
 
 from ctxstore.adapters.cli import admin, audit, commands, reads, streams
 from ctxstore.adapters.cli.common import Options
+from ctxstore.adapters.cli.keys import keys_app
 
 app = typer.Typer(
     name="ctxstore",
@@ -96,6 +97,7 @@ def main_options(
 
 for command, name in COMMANDS:
     app.command(name)(command)
+app.add_typer(keys_app, name="keys")
 
 
 def main() -> None:

@@ -57,7 +57,26 @@ class AuditFilter:
 
 
 class AuditView(TrackingRecorder, ABC):
-    """The audit index of one store."""
+    """The audit index of one store. With keys per context its rows are sealed on the way
+    in and opened on the way out (adapters/keys/audit_seal.py)."""
+
+    sealer: Any = None  # AuditSealer, set by the storage when the store encrypts
+
+    def sealed(self, rows: Sequence[AuditRow]) -> list[AuditRow]:
+        return list(rows) if self.sealer is None else [self.sealer.seal(r) for r in rows]
+
+    def opened(self, found: list[tuple[AuditRow, int | None]]) -> list[tuple[AuditRow, int | None]]:
+        if self.sealer is None:
+            return found
+        return [(self.sealer.open(r), by) for r, by in found]
+
+    def hidden(self, where: AuditFilter) -> AuditFilter:
+        """The filter as the stored rows spell its values."""
+        return where if self.sealer is None else self.sealer.where(where)
+
+    def has_plain_rows(self) -> bool:
+        """Whether any row was indexed without sealing (before the store encrypted)."""
+        return False
 
     @abstractmethod
     def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:

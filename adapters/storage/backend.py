@@ -11,8 +11,9 @@ from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import Cipher, PersistenceError
+from eventsourcing.persistence import PersistenceError
 
+from ctxstore.adapters.keys.vault import KeyVault, MemoryVault
 from ctxstore.adapters.storage.async_events import AsyncEvents
 from ctxstore.adapters.storage.audit_index import AuditView
 from ctxstore.adapters.storage.blobs import BlobRows
@@ -72,14 +73,14 @@ class Backend(ABC):
 
     @abstractmethod
     def idempotency_keys(
-        self, recorder: Any, ttl: float, pending: float, cipher: Cipher | None
+        self, recorder: Any, ttl: float, pending: float, cipher: Any
     ) -> IdempotencyKeys: ...
 
     @abstractmethod
     def turns(self, recorder: Any) -> Turns: ...
 
     @abstractmethod
-    def blobs(self, recorder: Any, cipher: Cipher | None) -> BlobRows:
+    def blobs(self, recorder: Any, cipher: Any) -> BlobRows:
         """The store's attachments (stored through `cipher` when it has one)."""
 
     @abstractmethod
@@ -94,6 +95,10 @@ class Backend(ABC):
         self, recorder: Any, cid: UUID, versions: Sequence[int]
     ) -> Iterable[tuple[int, str, bytes]]:
         """(version, topic, stored state) of a context's events at `versions` (ascending)."""
+
+    def key_vault(self, recorder: Any) -> KeyVault:
+        """Where data keys are kept unless CTXSTORE_KEY_VAULT says (adapters/keys/vault.py)."""
+        return MemoryVault()
 
     def async_events(self, storage: Any) -> AsyncEvents:
         """The store's events for the async store (storage/async_events.py): in process,
@@ -130,10 +135,10 @@ class SQLBackend(Backend, ABC):
         return found
 
     def idempotency_keys(
-        self, recorder: Any, ttl: float, pending: float, cipher: Cipher | None
+        self, recorder: Any, ttl: float, pending: float, cipher: Any
     ) -> IdempotencyKeys:
         keys = self.keys_class(recorder.datastore, ttl, pending)
-        keys.cipher = cipher  # stored responses hold message contents
+        keys.cipher = cipher  # stored responses hold message contents (a ContextCipher)
         found: IdempotencyKeys = keys
         return found
 
@@ -141,7 +146,7 @@ class SQLBackend(Backend, ABC):
         found: Turns = self.turns_class(recorder.datastore)
         return found
 
-    def blobs(self, recorder: Any, cipher: Cipher | None) -> BlobRows:
+    def blobs(self, recorder: Any, cipher: Any) -> BlobRows:
         rows: BlobRows = self.blobs_class(recorder.datastore)
         rows.cipher = cipher  # attachments are encrypted at rest with the events
         return rows

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import Cipher
-
 from ctxstore.domain.blobs import Blob, BlobRef
 
 BLOBS, REFS = "ctxstore_blobs", "ctxstore_blob_refs"
@@ -38,7 +36,7 @@ class StoredBlob:
 class BlobRows(ABC):
     """One store's blobs, per tenant (None: the store's own, as '' in the rows)."""
 
-    cipher: Cipher | None = None
+    cipher: Any = None  # encrypt/decrypt of bytes (the store's attachment key)
 
     @abstractmethod
     def keep(

@@ -32,6 +32,9 @@ class Erasure(BaseModel):
     residue: list[str] = []
     # The forks erased with it (they held copies of its messages), each with its own record.
     forks: list[UUID] = []
+    # Its data key was destroyed (crypto-shredding): every copy of its rows is unreadable.
+    # Not stored: a record read back says so in its residue.
+    shredded: bool = False
 
 
 class Eraser(ABC):

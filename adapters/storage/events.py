@@ -25,6 +25,9 @@ from eventsourcing.persistence import (
 )
 from eventsourcing.utils import Environment, TopicError, resolve_topic
 
+from ctxstore.adapters.keys.audit_seal import AuditSealer
+from ctxstore.adapters.keys.cipher import STORE_KEY, ContextCipher, KeyDestroyedError
+from ctxstore.adapters.keys.setup import OwnedCipher, context_cipher
 from ctxstore.adapters.settings import Settings, library_env, redact
 from ctxstore.adapters.storage.async_events import AsyncEvents
 from ctxstore.adapters.storage.audit_index import AuditView
@@ -136,7 +139,16 @@ class EventStorage:
         backend.prepare(self.recorder, self.snapshots.recorder)
         self.turns = backend.turns(self.recorder)  # contended contexts' writers take turns
         self.audit_index: AuditView = backend.audit_view(self.recorder)
-        self.blobs: BlobRows = backend.blobs(self.recorder, self.mapper.cipher)
+        # Keys per context (adapters/keys/): states, index rows and responses sealed with
+        # their context's data key; attachments (shared by hash) with the store's own.
+        self.keys: ContextCipher | None = context_cipher(
+            settings, lambda: backend.key_vault(self.recorder)
+        )
+        self.mapper.keys = self.keys
+        if self.keys is not None:
+            self.audit_index.sealer = AuditSealer(self.keys)
+        blob_cipher = None if self.keys is None else OwnedCipher(self.keys, STORE_KEY)
+        self.blobs: BlobRows = backend.blobs(self.recorder, blob_cipher)
         self.notifications: Notifications = backend.notifications(self.recorder)
         self.applied: list[Migration] = []  # what opening this storage migrated
 
@@ -148,10 +160,7 @@ class EventStorage:
         may (unless not `migrate`: then an outdated schema is refused); raises
         StoreUnavailableError when it cannot be opened, its schema is newer than this
         release, or its newest event cannot be read with these settings (another key)."""
-        env = {
-            **library_env(url, settings.connect_timeout, settings.statement_timeout, create=create),
-            **settings.at_rest(),
-        }
+        env = library_env(url, settings.connect_timeout, settings.statement_timeout, create=create)
         faults: tuple[type[BaseException], ...] = (*driver_errors(), OSError)
         try:
             for attempt in range(OPEN_ATTEMPTS):
@@ -192,6 +201,9 @@ class EventStorage:
             log.warning("the audit index's table is missing; creating it again")
             self.audit_index.create_table()
             damaged = True
+        if not damaged and self.keys is not None and self.audit_index.has_plain_rows():
+            log.warning("the audit index holds rows from before encryption; rebuilding it sealed")
+            damaged = True
         if damaged:
             log.warning("the audit index disagrees with its tracked position; rebuilding it")
             self.audit_index.reset()
@@ -220,12 +232,16 @@ class EventStorage:
         try:
             for n in found:
                 self.mapper.to_domain_event(n)
+            if self.keys is not None:
+                self.keys.index_hash("")  # the KEK opens the store's own key
+        except KeyDestroyedError:
+            pass  # an erased context's event, in a copy made before the erasure: unreadable
         except ValueError as exc:  # undecryptable, undecompressible, unparsable
             self.close()
             raise StoreUnavailableError(
                 f"cannot read the events stored at {redact(url)} with these settings: "
-                "check CTXSTORE_ENCRYPTION_KEY "
-                f"({type(exc).__name__})"
+                "check CTXSTORE_ENCRYPTION_KEY, CTXSTORE_KEY_FILE and CTXSTORE_KEY_VAULT "
+                f"({type(exc).__name__}: {str(exc)[:200]})"
             ) from None
 
     def get(self, cid: UUID, version: int | None = None) -> Context:
@@ -237,6 +253,8 @@ class EventStorage:
             raise ContextNotFoundError(f"no context with id {cid}") from exc
         except CtxStoreError:
             raise
+        except KeyDestroyedError as exc:  # a copy made before its erasure
+            raise DamagedContextError(f"context {cid} cannot be read: {exc}") from None
         except DAMAGE as exc:
             raise damaged(cid, exc) from exc
         if not isinstance(ctx, Context):
@@ -249,7 +267,7 @@ class EventStorage:
 
     def idempotency_keys(self, ttl: float, pending: float) -> IdempotencyKeys:
         """The HTTP service's idempotency keys, in this store's database."""
-        return self.backend.idempotency_keys(self.recorder, ttl, pending, self.mapper.cipher)
+        return self.backend.idempotency_keys(self.recorder, ttl, pending, self.keys)
 
     def async_events(self) -> AsyncEvents:
         """This storage's events for an async store (its own connections, where it has)."""
@@ -259,6 +277,8 @@ class EventStorage:
         return cast(Context.Event, self.mapper.to_domain_event(stored))
 
     def close(self) -> None:
+        if self.keys is not None:
+            self.keys.keys.vault.close()
         self.notifications.close()
         self.turns.close()
         self._library.close()

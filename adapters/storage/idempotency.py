@@ -14,8 +14,9 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
+from uuid import UUID
 
-from eventsourcing.persistence import Cipher
+from ctxstore.adapters.keys.cipher import STORE_KEY
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ CLAIM = (
     "WHERE ({table}.status IS NOT NULL AND {table}.created < {m}) "
     "OR ({table}.status IS NULL AND {table}.created < {m}) RETURNING 1"
 )
-HELD = "SELECT fingerprint, status, body FROM {table} WHERE tenant = {m} AND key = {m}"
+HELD = "SELECT fingerprint, status, body, context FROM {table} WHERE tenant = {m} AND key = {m}"
 COMPLETE = (
     "UPDATE {table} SET status = {m}, body = {m}, created = {m} WHERE tenant = {m} AND key = {m}"
 )
@@ -75,14 +76,24 @@ RELEASE = "DELETE FROM {table} WHERE tenant = {m} AND key = {m} AND status IS NU
 class SQLIdempotencyKeys(IdempotencyKeys, ABC):
     """Keys in a table: each step is one statement, in the backend's placeholder style.
 
-    Stored responses go through the store's cipher when it has one: a replayed prompt holds
-    message contents, which must not sit in the database in plain text.
+    Stored responses are sealed with their context's data key when the store encrypts (the
+    store's own key for a request about no one context): a replayed prompt holds message
+    contents, which must not sit in the database in plain text, nor outlive an erasure.
     """
 
-    cipher: Cipher | None = None
+    cipher: Any = None  # ContextCipher (adapters/keys/cipher.py)
+
+    def _owner(self, context: str | None) -> UUID | str:
+        if context:
+            try:
+                return UUID(context)
+            except ValueError:
+                pass
+        return STORE_KEY
 
     def __init__(self, table: str, mark: str, ttl: float, pending: float) -> None:
         super().__init__(ttl, pending)
+        self._claimed: dict[tuple[str, str], str | None] = {}  # whose key seals the response
         self.sql = {
             name: text.format(table=table, m=mark)
             for name, text in (
@@ -100,19 +111,22 @@ class SQLIdempotencyKeys(IdempotencyKeys, ABC):
         done_before, pending_before = self._expired_before()
         params = (tenant, key, fingerprint, time.time(), context, done_before, pending_before)
         if self._one("claim", params) is not None:
+            self._claimed[(tenant, key)] = context
             return None
         row = self._one("held", (tenant, key))
         if row is None:  # released in between: try again
             return self.claim(tenant, key, fingerprint, context)
         body = None if row[2] is None else bytes(row[2])
         if body is not None and self.cipher is not None:
-            body = self.cipher.decrypt(body)
+            body = self.cipher.decrypt(self._owner(row[3]), body)
         return Claimed(row[0], row[1], body)
 
     def complete(self, tenant: str, key: str, status: int, body: bytes) -> None:
+        context = self._claimed.pop((tenant, key), None)
         if self.cipher is not None:
-            body = self.cipher.encrypt(body)
+            body = self.cipher.encrypt(self._owner(context), body)
         self._one("complete", (status, body, time.time(), tenant, key))
 
     def release(self, tenant: str, key: str) -> None:
+        self._claimed.pop((tenant, key), None)
         self._one("release", (tenant, key))

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import Cipher, Tracking
+from eventsourcing.persistence import Tracking
 from eventsourcing.popo import POPOTrackingRecorder
 
 from ctxstore.adapters.storage.audit_index import (
@@ -142,14 +142,14 @@ class MemoryBackend(Backend):
         raise InvalidOperationError("erasure needs a SQLite or PostgreSQL store, not memory://")
 
     def idempotency_keys(
-        self, recorder: Any, ttl: float, pending: float, cipher: Cipher | None
+        self, recorder: Any, ttl: float, pending: float, cipher: Any
     ) -> IdempotencyKeys:
         return MemoryIdempotencyKeys(ttl, pending)
 
     def turns(self, recorder: Any) -> Turns:
         return Turns()
 
-    def blobs(self, recorder: Any, cipher: Cipher | None) -> BlobRows:
+    def blobs(self, recorder: Any, cipher: Any) -> BlobRows:
         return MemoryBlobRows()
 
     def snapshot_versions(self, snapshots: Any, cid: UUID, *, below: int, limit: int) -> list[int]:

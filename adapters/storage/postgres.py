@@ -29,6 +29,7 @@ from eventsourcing.postgres import (
 )
 from psycopg.sql import SQL, Composed, Identifier
 
+from ctxstore.adapters.keys.vault import KeyVault, PostgresVault
 from ctxstore.adapters.storage import postgres_schema
 from ctxstore.adapters.storage.async_events import AsyncEvents, PostgresAsyncEvents
 from ctxstore.adapters.storage.audit_index import (
@@ -202,6 +203,8 @@ class PostgresEraser(Eraser):
             c.execute(SQL("DELETE FROM {0} WHERE context_id = %s").format(self.audit), (cid.hex,))
             c.execute(SQL("DELETE FROM {0} WHERE context = %s").format(self.keys), (str(cid),))
         residue = [POSTGRES_RESIDUE, *self._vacuum()]
+        if record.shredded:  # what the rows' leftovers hold is ciphertext without its key
+            residue = list(record.residue)
         done = record.model_copy(
             update={"events": events, "snapshots": snapshots, "residue": residue}
         )
@@ -354,6 +357,14 @@ class PostgresBackend(SQLBackend):
         timeout = float(self.env.get("POSTGRES_STATEMENT_TIMEOUT", "30"))
         conninfo = postgres_schema.conninfo(self.env)
         return PostgresAsyncEvents(storage, conninfo, ASYNC_POOL, timeout)
+
+    def key_vault(self, recorder: Any) -> KeyVault:
+        # A table of the store's database (migration 6): shared by every instance, but in
+        # its WAL and backups too (docs/security.md says what erasure guarantees then).
+        return PostgresVault(
+            recorder.datastore.get_connection, self.schema, "the store's database",
+            apart=False, create=False,
+        )  # fmt: skip
 
     def notifications(self, recorder: Any) -> Notifications:
         return PostgresNotifications(

@@ -83,7 +83,7 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
                     "INSERT INTO {0} (position, context_id, version, type, actor, ts, batch, "
                     "facts, tenant) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
                 ).format(self.table),
-                [audit_params(r) for r in rows],
+                [audit_params(r) for r in self.sealed(rows)],
             )
             for rv in reverts:
                 curs.execute(
@@ -98,7 +98,13 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
     def query(
         self, where: AuditFilter, after: int, limit: int
     ) -> list[tuple[AuditRow, int | None]]:
-        return [audit_row(r) for r in self._fetch(*self._select(where, after, limit))]
+        return self.opened([audit_row(r) for r in self._fetch(*self._select(where, after, limit))])
+
+    def has_plain_rows(self) -> bool:
+        statement = SQL("SELECT 1 FROM {0} WHERE facts NOT LIKE 'sealed:%%' LIMIT 1").format(
+            self.table
+        )
+        return bool(self._fetch(statement, []))
 
     def explain(self, where: AuditFilter, after: int, limit: int) -> str:
         """PostgreSQL's plan for a query (the benchmark prints which index answers it)."""
@@ -106,7 +112,7 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
         return "\n".join(str(r[0]) for r in self._fetch(SQL("EXPLAIN ") + statement, params))
 
     def _select(self, where: AuditFilter, after: int, limit: int) -> tuple[Composed, list[Any]]:
-        clause, params = sql_filter(where, "%s")
+        clause, params = sql_filter(self.hidden(where), "%s")
         statement = SQL(
             "SELECT " + COLUMNS + " FROM {0} WHERE position > %s" + clause
             + " ORDER BY position LIMIT %s"

@@ -29,6 +29,8 @@ from typing import Any
 import psycopg
 from psycopg.sql import SQL, Composed, Identifier, Literal
 
+from ctxstore.adapters.keys.vault import TABLE as VAULT_TABLE
+from ctxstore.adapters.keys.vault import ddl as vault_ddl
 from ctxstore.adapters.settings import LIBPQ_PARAMS
 from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
 from ctxstore.adapters.storage.migrations import Migration
@@ -40,7 +42,7 @@ SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the
 STORE_TABLES = (
     "ctxstore_events", "ctxstore_snapshots", "ctxstore_audit", "ctxstore_audit_tracking",
     "ctxstore_erasures", "ctxstore_idempotency", "ctxstore_migrations", "ctxstore_blobs",
-    "ctxstore_blob_refs",
+    "ctxstore_blob_refs", "ctxstore_keys",
 )  # fmt: skip
 ERASURES_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (context_id text NOT NULL, tenant text, "
@@ -284,10 +286,18 @@ def _notify(backend: Any, events: Any, snapshots: Any) -> None:
         )  # fmt: skip
 
 
+def _keys(backend: Any, events: Any, snapshots: Any) -> None:
+    """The vault of data keys (a key per context, wrapped by the KEK)."""
+    table = SQL("{0}.{1}").format(Identifier(events.datastore.schema), Identifier(VAULT_TABLE))
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(SQL(vault_ddl("{0}")).format(table))
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
     Migration(3, "erasure records name the forks erased with a context", _erasure_forks),
     Migration(4, "attachments stored once by their hash (blobs and references)", _blobs),
     Migration(5, "inserts of events notify the contexts they wrote (live tails)", _notify),
+    Migration(6, "a vault of data keys, one per context (envelope encryption)", _keys),
 )

@@ -135,7 +135,7 @@ class SnapshotStore(EventStore[UUID]):
         for version, topic, state in self.event_rows(self.events, cid, sorted(versions)):
             if topic not in CARRIERS:
                 continue
-            body = _loads(mapper.plaintext(state))
+            body = _loads(mapper.plaintext(state, cid))
             if body.get("class_version", 1) != getattr(CARRIERS[topic], "class_version", 1):
                 # Stored in an earlier schema of its event: the library upcasts it.
                 event = mapper.to_domain_event(StoredEvent(cid, version, topic, state))

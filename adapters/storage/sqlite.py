@@ -28,12 +28,12 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 from eventsourcing.sqlite import (
-    SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteApplicationRecorder,
     SQLiteDatastore,
     SQLiteTransaction,
 )
 
+from ctxstore.adapters.keys.vault import KeyVault, MemoryVault, SQLiteVault
 from ctxstore.adapters.storage.async_events import AsyncEvents, SQLiteAsyncEvents
 from ctxstore.adapters.storage.backend import Backend, SQLBackend
 from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
@@ -56,12 +56,11 @@ from ctxstore.adapters.storage.idempotency import SQLIdempotencyKeys
 from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.storage.notifications import Notifications, PollingNotifications
-from ctxstore.adapters.storage.sqlite_audit import SQLiteAuditView, add_column
+from ctxstore.adapters.storage.sqlite_audit import SQLiteAuditView, add_column, truncate_wal
 from ctxstore.adapters.storage.sqlite_blobs import SQLiteBlobRows
 from ctxstore.adapters.storage.turns import Turn, Turns
 
 CHUNK = 500  # versions per query (SQLite allows 999 parameters in its oldest builds)
-CHECKPOINT_ATTEMPTS = 10  # an erasure's tries to empty the write-ahead log
 WAL_RESIDUE = (
     "SQLite: the write-ahead log (the -wal file) still holds the erased pages: another "
     "connection was reading the database; they leave it at the next checkpoint that no "
@@ -108,6 +107,8 @@ class SQLiteEraser(Eraser):
                 "DELETE FROM ctxstore_idempotency WHERE context = ?", (str(record.context_id),)
             )
         residue = self._checkpoint()
+        if record.shredded:  # what the rows' leftovers hold is ciphertext without its key
+            residue = list(record.residue)
         done = record.model_copy(
             update={"events": events, "snapshots": snapshots, "residue": residue}
         )
@@ -121,21 +122,8 @@ class SQLiteEraser(Eraser):
 
     def _checkpoint(self) -> list[str]:
         """Move the log's pages into the file and truncate the log, so the erased pages leave
-        it; a reader holding an old snapshot of the file prevents that: try a few times,
-        then say so."""
-        for attempt in range(CHECKPOINT_ATTEMPTS):
-            with self.datastore.transaction(commit=False) as c:
-                c.execute("PRAGMA busy_timeout = 200")
-                try:
-                    c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                    busy = c.fetchone()[0]
-                finally:
-                    waits = self.datastore.pool.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT
-                    c.execute(f"PRAGMA busy_timeout = {int(waits * 1000)}")
-            if not busy:
-                return []
-            time.sleep(0.05 * (attempt + 1))
-        return [WAL_RESIDUE]
+        it (a reader holding an old snapshot of the file may prevent that: then say so)."""
+        return [] if truncate_wal(self.datastore) else [WAL_RESIDUE]
 
     def records(self) -> list[Erasure]:
         with self.datastore.transaction(commit=False) as c:
@@ -323,6 +311,12 @@ class SQLiteBackend(SQLBackend):
 
     def async_events(self, storage: Any) -> AsyncEvents:
         return SQLiteAsyncEvents(storage, int(self.env.get("SQLITE_LOCK_TIMEOUT", "30")) * 1000)
+
+    def key_vault(self, recorder: Any) -> KeyVault:
+        path = self.env["SQLITE_DBNAME"]
+        if path == ":memory:" or path.startswith("file:"):
+            return MemoryVault()
+        return SQLiteVault(Path(path + ".keys"))  # its own file: outside the store's WAL
 
     def notifications(self, recorder: Any) -> Notifications:
         path = self.env["SQLITE_DBNAME"]

@@ -3,6 +3,7 @@ and the column helper the backend's migrations share with it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
 from eventsourcing.persistence import (
@@ -10,6 +11,7 @@ from eventsourcing.persistence import (
     Tracking,
 )
 from eventsourcing.sqlite import (
+    SQLITE3_DEFAULT_LOCK_TIMEOUT,
     SQLiteDatastore,
     SQLiteTrackingRecorder,
 )
@@ -90,15 +92,17 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
 
     def reset(self) -> None:
         with self.datastore.transaction(commit=True) as c:
+            c.execute("PRAGMA secure_delete = ON")  # rows indexed before encryption: zeroed
             c.execute("DELETE FROM ctxstore_audit")
             c.execute("DELETE FROM tracking WHERE application_name = ?", (TRACKING_NAME,))
+        truncate_wal(self.datastore)  # nor in the log's older frames
 
     def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
         with self.datastore.transaction(commit=True) as c:
             c.executemany(
                 "INSERT INTO ctxstore_audit (position, context_id, version, type, actor, ts, "
                 "batch, facts, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [audit_params(r) for r in rows],
+                [audit_params(r) for r in self.sealed(rows)],
             )
             for rv in reverts:
                 c.execute(
@@ -107,6 +111,11 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
                     (rv.by, rv.context_id.hex, rv.from_version, rv.by),
                 )
             self._insert_tracking(c, Tracking(TRACKING_NAME, upto))
+
+    def has_plain_rows(self) -> bool:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT 1 FROM ctxstore_audit WHERE facts NOT LIKE 'sealed:%' LIMIT 1")
+            return c.fetchone() is not None
 
     def indexed_heads(self, context_hex: str | None = None) -> dict[str, int]:
         where, params = ("WHERE context_id = ? ", [context_hex]) if context_hex else ("", [])
@@ -120,7 +129,7 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
     def query(
         self, where: AuditFilter, after: int, limit: int
     ) -> list[tuple[AuditRow, int | None]]:
-        clause, params = sql_filter(where, "?")
+        clause, params = sql_filter(self.hidden(where), "?")
         # SQLite's planner would walk all of an actor's (or a context's) rows in position
         # order; with a time bound the (actor, ts) range is the short way, and with a window
         # of versions the (context_id, version) range (PostgreSQL chooses them by itself).
@@ -137,7 +146,7 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
                 "ORDER BY position LIMIT ?",
                 [after, *params, limit],
             )
-            return [audit_row(r) for r in c.fetchall()]
+            return self.opened([audit_row(r) for r in c.fetchall()])
 
 
 def add_column(datastore: SQLiteDatastore, table: str, column: str) -> None:
@@ -154,3 +163,25 @@ def add_column(datastore: SQLiteDatastore, table: str, column: str) -> None:
         except OperationalError as exc:
             if "duplicate column" not in str(exc):  # another process added it first
                 raise
+
+
+CHECKPOINT_ATTEMPTS = 10  # tries to empty the write-ahead log
+
+
+def truncate_wal(datastore: SQLiteDatastore) -> bool:
+    """Move the log's pages into the file and truncate the log, so deleted rows' pages leave
+    it; a reader holding an old snapshot of the file prevents that: try a few times. Whether
+    it was done."""
+    for attempt in range(CHECKPOINT_ATTEMPTS):
+        with datastore.transaction(commit=False) as c:
+            c.execute("PRAGMA busy_timeout = 200")
+            try:
+                c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                busy = c.fetchone()[0]
+            finally:
+                waits = datastore.pool.lock_timeout or SQLITE3_DEFAULT_LOCK_TIMEOUT
+                c.execute(f"PRAGMA busy_timeout = {int(waits * 1000)}")
+        if not busy:
+            return True
+        time.sleep(0.05 * (attempt + 1))
+    return False

@@ -1,5 +1,9 @@
 """Erasure: a user's right to be forgotten in an append-only store.
 
+With encryption (keys per context, adapters/keys/) erasure is crypto-shredding: the
+context's data key is destroyed, so its rows are ciphertext no one can open in any copy —
+table files, write-ahead logs, replicas, backups. Its rows are deleted as well.
+
 Erasing a context deletes every row that holds its contents — its events, its snapshots,
 its audit-index rows and the idempotent responses of its requests — in one transaction, and
 writes an erasure record (which context, whose, by whom, why, when, how many events) to
@@ -22,6 +26,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from uuid import UUID
 
+from ctxstore.adapters.keys.cipher import ContextCipher, key_name
+from ctxstore.adapters.storage.erasers import Eraser
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import Erasure
 from ctxstore.domain.context import Context
@@ -74,21 +80,54 @@ def erase_context(
     erased: list[UUID] = []
     if with_forks:
         for fork in reversed(forks):  # the newest copies first: a failure leaves the source
-            eraser.erase(_record(core, fork, actor, f"erased with {cid}: {reason.strip()}"))
-            core.storage.blobs.release(fork)
-            core.forget(fork)
+            _erase_one(
+                core, eraser, _record(core, fork, actor, f"erased with {cid}: {reason.strip()}")
+            )
             erased.append(fork)
     record = _record(core, cid, actor, reason.strip())
     record = record.model_copy(update={"forks": list(reversed(erased))})
-    done = eraser.erase(record)
-    core.storage.blobs.release(cid)
-    core.forget(cid)
+    done = _erase_one(core, eraser, record)
     if forks and not with_forks:
         kept = ", ".join(str(f) for f in forks)
         return done.model_copy(
             update={"residue": [*done.residue, f"forks kept, holding copies: {kept}"]}
         )
     return done
+
+
+def _erase_one(core: StoreCore, eraser: Eraser, record: Erasure) -> Erasure:
+    """Delete one context's rows, then destroy its data key (when the store has keys)."""
+    keys = core.storage.keys
+    if keys is not None:
+        record = record.model_copy(update={"shredded": True, "residue": shred_residue(keys)})
+    done = eraser.erase(record)
+    core.storage.blobs.release(record.context_id)
+    if keys is not None:
+        keys.keys.destroy([key_name(record.context_id)])
+    core.forget(record.context_id)
+    return done
+
+
+def shred_residue(keys: ContextCipher) -> list[str]:
+    """What may still open an erased context once its key is destroyed: old copies of the
+    vault, with the KEK that wrapped the key then."""
+    vault = keys.keys.vault
+    kek = keys.keys.kek.current_id
+    where = "its write-ahead log, replicas and backups" if not vault.apart else "its backups"
+    return [
+        (
+            f"crypto-shredded: the data key is destroyed in {vault.where}; the erased rows' "
+            "leftovers in table files, write-ahead logs, replicas and backups are ciphertext "
+            f"without a key. Copies of {vault.where} made before the erasure ({where}) still "
+            f"hold the key wrapped by KEK {kek}: rotate the KEK and remove the old one "
+            "(`ctxstore keys rotate`) to make them useless"
+        ),
+        (
+            "attachments: shared by hash, they are sealed with the store's attachment key, "
+            "not the context's; those only this context referred to are deleted, and copies "
+            "made before the erasure hold them readable with the KEK"
+        ),
+    ]
 
 
 def _record(core: StoreCore, cid: UUID, actor: str, reason: str) -> Erasure:

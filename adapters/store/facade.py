@@ -32,6 +32,7 @@ from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.history_surface import HistorySurface
+from ctxstore.adapters.store.keys_surface import KeysSurface
 from ctxstore.adapters.store.results import (
     BatchFrame,
     Compaction,
@@ -57,7 +58,7 @@ from ctxstore.projections.listing import list_contexts
 
 
 @type_faults
-class ContextStore(HistorySurface, StreamingSurface, ContextOperations):
+class ContextStore(HistorySurface, StreamingSurface, KeysSurface, ContextOperations):
     """Stores contexts as event streams; every public method is one command or one read."""
 
     def __init__(self, storage: EventStorage, settings: Settings, *, url: str = "") -> None:

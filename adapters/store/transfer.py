@@ -53,7 +53,7 @@ def export_lines(core: StoreCore, context_id: UUID | str) -> Iterator[str]:
             break
         seen = True
         for s in page:
-            body, chain = unseal(mapper.plaintext(s.state))
+            body, chain = unseal(mapper.plaintext(s.state, cid))
             # The stored JSON goes into the line as it is: nothing to decode and re-encode.
             yield (
                 f'{{"context_id":"{cid}","version":{s.originator_version},'
@@ -202,7 +202,7 @@ def import_lines(
             raise InvalidImportError(f"line {n}: the chain does not match (the export was altered)")
         assert target is not None
         prev_new = link(prev_new, target, rec["version"], topic, body)
-        s = StoredEvent(target, rec["version"], topic, mapper.seal_and_wrap(body, prev_new))
+        s = StoredEvent(target, rec["version"], topic, mapper.seal_and_wrap(body, prev_new, target))
         try:
             event = cast(
                 Context.Event, mapper.event_from_state(topic, target, rec["version"], state)

@@ -184,7 +184,7 @@ class Writer:
             ) from exc
         if not found:
             return False
-        return command_of(unseal(self.storage.mapper.plaintext(found[0].state))[0]) == command
+        return command_of(unseal(self.storage.mapper.plaintext(found[0].state, cid))[0]) == command
 
     def chain_head(self, held: Held, cid: Any, version: int) -> str:
         """The chain of the context's event at `version` (what the next event links to)."""
@@ -195,7 +195,7 @@ class Writer:
         found = self.storage.recorder.select_events(cid, gt=version - 1, lte=version, limit=1)
         if not found:
             raise ContextNotFoundError(f"context {cid} has no event at version {version}")
-        plain = self.storage.mapper.plaintext(found[0].state)
+        plain = self.storage.mapper.plaintext(found[0].state, cid)
         chain = unseal(plain)[1]
         return anchor(plain) if chain is None else chain
 

@@ -173,7 +173,7 @@ def test_a_snapshot_is_stored_without_its_messages_and_reads_back_whole(durable_
         assert store._storage.snapshots is not None
         store._storage.snapshots.put([Context.Snapshot.take(ctx)])
         row = store._storage.snapshots.recorder.select_events(cid, desc=True, limit=1)[0]
-        plain = store._storage.mapper.plaintext(row.state)
+        plain = store._storage.mapper.plaintext(row.state, cid)
         assert b"messages_in_events" in plain
         assert b"replaced" not in plain and b"question" not in plain  # no message text
         read = next(store._storage.snapshots.get(cid, desc=True, limit=1))

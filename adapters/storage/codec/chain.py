@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 from uuid import UUID
 
@@ -82,7 +83,31 @@ def anchor(state: bytes) -> str:
 
 
 class ChainingMapper(Mapper[UUID]):
-    """The library's mapper, sealing each event with its chain before compression/cipher."""
+    """The library's mapper, sealing each event with its chain before compression and
+    encryption. Encryption is with the context's own data key (`keys`, adapters/keys/), not
+    the library's one store-wide cipher: every state is sealed and opened knowing whose it is.
+    """
+
+    keys: Any = None  # ContextCipher, when the store encrypts
+
+    def to_stored_event(self, domain_event: Any) -> StoredEvent:
+        # Snapshots come this way (events go through to_sealed_events).
+        stored = super().to_stored_event(domain_event)
+        if self.keys is None:
+            return stored
+        cid = stored.originator_id
+        return StoredEvent(
+            cid, stored.originator_version, stored.topic, self.keys.encrypt(cid, stored.state)
+        )
+
+    def to_domain_event(self, stored_event: StoredEvent) -> Any:
+        if self.keys is not None:
+            cid = stored_event.originator_id
+            stored_event = StoredEvent(
+                cid, stored_event.originator_version, stored_event.topic,
+                self.keys.decrypt(_uuid(cid), stored_event.state),
+            )  # fmt: skip
+        return super().to_domain_event(stored_event)
 
     def to_sealed_events(
         self, events: Sequence[Any], prev: str, command: str | None = None
@@ -108,14 +133,14 @@ class ChainingMapper(Mapper[UUID]):
                     originator_id=context_id,
                     originator_version=version,
                     topic=topic,
-                    state=self._wrap(seal(body, prev)),
+                    state=self._wrap(seal(body, prev), context_id),
                 )
             )
         return stored, prev
 
-    def seal_and_wrap(self, body: bytes, chain: str) -> bytes:
+    def seal_and_wrap(self, body: bytes, chain: str, context_id: UUID) -> bytes:
         """A stored state from a transcoded body and its chain."""
-        return self._wrap(seal(body, chain))
+        return self._wrap(seal(body, chain), context_id)
 
     def event_from_state(self, topic: str, context_id: UUID, version: int, state: Any) -> Any:
         """A domain event from its state as decoded JSON (what to_domain_event builds).
@@ -136,20 +161,24 @@ class ChainingMapper(Mapper[UUID]):
         object.__setattr__(event, "__dict__", event_state)
         return event
 
-    def plaintext(self, state: bytes) -> bytes:
-        """A stored state with the cipher and compressor undone."""
-        if self.cipher:
-            state = self.cipher.decrypt(state)
+    def plaintext(self, state: bytes, context_id: UUID | str) -> bytes:
+        """A stored state of a context with the cipher and compressor undone."""
+        if self.keys is not None:
+            state = self.keys.decrypt(_uuid(context_id), state)
         if self.compressor:
             state = self.compressor.decompress(state)
         return state
 
-    def _wrap(self, state: bytes) -> bytes:
+    def _wrap(self, state: bytes, context_id: UUID) -> bytes:
         if self.compressor:
             state = self.compressor.compress(state)
-        if self.cipher:
-            state = self.cipher.encrypt(state)
+        if self.keys is not None:
+            state = self.keys.encrypt(context_id, state)
         return state
+
+
+def _uuid(context_id: Any) -> UUID:
+    return context_id if isinstance(context_id, UUID) else UUID(str(context_id))
 
 
 class BrokenLink(BaseModel):
@@ -190,7 +219,8 @@ class ChainWalker:
 
     def __init__(self, context_hex: str, mapper: ChainingMapper) -> None:
         self.context_hex = context_hex
-        self.plaintext = mapper.plaintext
+        context_id = UUID(context_hex)
+        self.plaintext: Callable[[bytes], bytes] = partial(mapper.plaintext, context_id=context_id)
         self.version = 0
         self.prev = GENESIS
         self.chained = False  # a chained event was seen: every later one must be chained

@@ -1,0 +1,58 @@
+"""`ctxstore keys status|rotate`: the store's keys (docs/security.md)."""
+
+from __future__ import annotations
+
+import typer
+
+from ctxstore.adapters.cli.common import JsonFlag, handles_errors, open_store, out, print_json
+
+keys_app = typer.Typer(
+    help="Encryption keys: where they are, and KEK rotation.", no_args_is_help=True
+)
+
+
+@keys_app.command("status")
+@handles_errors
+def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """The current KEK, where data keys are kept, and how many each KEK wraps."""
+    with open_store(ctx) as store:
+        found = store.key_status()
+    if as_json:
+        print_json(found.model_dump(mode="json"))
+        return
+    out.print(f"KEK in use: {found.kek}", highlight=False)
+    out.print(f"data keys in {found.vault}", highlight=False)
+    for kek, count in sorted(found.by_kek.items()):
+        mark = " (current)" if kek == found.kek else " (old: rotate, then remove it)"
+        out.print(f"  {count} wrapped by {kek}{mark}", highlight=False)
+
+
+@keys_app.command("rotate")
+@handles_errors
+def rotate(
+    ctx: typer.Context,
+    batch: int = typer.Option(2000, min=1, help="Keys re-wrapped per transaction."),
+    as_json: JsonFlag = False,
+) -> None:
+    """Re-wrap every data key under the current KEK (the first in CTXSTORE_KEY_FILE), online;
+    run it again to resume. Then the old KEK can be removed from the file."""
+    with open_store(ctx) as store:
+        found = store.rotate_kek(batch=batch)
+    if as_json:
+        print_json(found.model_dump(mode="json"))
+    else:
+        rate = found.rewrapped / found.seconds if found.seconds else 0.0
+        out.print(
+            f"re-wrapped {found.rewrapped} data keys under {found.kek} in {found.seconds:.1f} s "
+            f"({rate:,.0f}/s)",
+            highlight=False,
+        )
+        if found.unopened:
+            out.print(
+                f"[red]{len(found.unopened)} keys are wrapped by a KEK this key file does not "
+                "hold[/red]: add it (after the current one) and run again",
+            )
+        elif found.done:
+            out.print("every data key is wrapped by the current KEK: older ones may be removed")
+    if found.unopened:
+        raise typer.Exit(1)
