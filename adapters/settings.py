@@ -113,6 +113,11 @@ class Settings(BaseSettings):
         description="a key management service: `module:factory`, called with the settings, "
         "returning a ctxstore.adapters.keys.kek.KeyWrapper",
     )
+    key_cache_seconds: float = Field(
+        default=60.0, gt=0,
+        description="how long a process trusts its cached data keys: a re-keying or an "
+        "erasure by another process reaches it within this",
+    )  # fmt: skip
     key_vault: str | None = Field(
         default=None,
         description="where data keys are kept: sqlite:///path or postgresql://... (default: "

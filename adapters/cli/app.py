@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ctxstore.adapters.cli import admin, audit, commands, reads, streams
+from ctxstore.adapters.cli import admin, audit, commands, keys, reads, streams
 from ctxstore.adapters.cli.common import Options
 from ctxstore.adapters.cli.keys import keys_app
 
@@ -59,6 +59,7 @@ COMMANDS = (
     (audit.reindex, "reindex"),
     (admin.serve, "serve"),
     (admin.keygen, "keygen"),
+    (keys.encrypt, "encrypt"),
     (admin.migrate, "migrate"),
 )
 

@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import os
 import threading
+import time
 from collections import OrderedDict
 from uuid import UUID
 
@@ -29,6 +30,10 @@ MAGIC = b"\xc7\x78\x01"  # not `{`, zstd's or zlib's first bytes; version 1 of t
 HEADER = len(MAGIC) + 4
 NONCE = 12
 CACHE = 100_000
+# Seconds a process trusts its cached keys of a context: within this, a re-keying or an
+# erasure by another process reaches every cache (re-keying waits this long before it drops
+# the old generation).
+TTL = 60.0
 INDEX_KEY = "store:index"  # hashes the audit index's filter columns
 STORE_KEY = "store:data"  # what belongs to no one context (attachments, some responses)
 
@@ -52,19 +57,23 @@ def _wrap_aad(name: str, generation: int) -> bytes:
 class DataKeys:
     """Data keys by name: created on first use, unwrapped once, cached."""
 
-    def __init__(self, kek: KeyWrapper, vault: KeyVault, cache: int = CACHE) -> None:
+    def __init__(
+        self, kek: KeyWrapper, vault: KeyVault, cache: int = CACHE, ttl: float = TTL
+    ) -> None:
         self.kek = kek
         self.vault = vault
-        self._cache: OrderedDict[str, dict[int, bytes]] = OrderedDict()
+        self.ttl = ttl
+        self._cache: OrderedDict[str, tuple[float, dict[int, bytes]]] = OrderedDict()
         self._size = cache
         self._lock = threading.Lock()
 
     def _cached(self, name: str) -> dict[int, bytes] | None:
         with self._lock:
             found = self._cache.get(name)
-            if found is not None:
-                self._cache.move_to_end(name)
-            return found
+            if found is None or time.monotonic() - found[0] > self.ttl:
+                return None  # read again: another process may have re-keyed or erased it
+            self._cache.move_to_end(name)
+            return found[1]
 
     def _load(self, name: str) -> dict[int, bytes]:
         keys = {
@@ -73,7 +82,7 @@ class DataKeys:
         }
         if keys:
             with self._lock:
-                self._cache[name] = keys
+                self._cache[name] = (time.monotonic(), keys)
                 self._cache.move_to_end(name)
                 while len(self._cache) > self._size:
                     self._cache.popitem(last=False)

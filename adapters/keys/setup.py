@@ -66,7 +66,7 @@ def context_cipher(
         return None
     vault = vault_at(settings.key_vault) if settings.key_vault else default_vault()
     legacy: list[Any] = kek.legacy_all() if isinstance(kek, LocalKeyring) else []
-    return ContextCipher(DataKeys(kek, vault), legacy)
+    return ContextCipher(DataKeys(kek, vault, ttl=settings.key_cache_seconds), legacy)
 
 
 class OwnedCipher:

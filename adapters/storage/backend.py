@@ -96,6 +96,25 @@ class Backend(ABC):
     ) -> Iterable[tuple[int, str, bytes]]:
         """(version, topic, stored state) of a context's events at `versions` (ascending)."""
 
+    def unsealed_rows(
+        self, recorder: Any, cid: UUID, prefix: bytes, limit: int
+    ) -> list[tuple[int, bytes]]:
+        """(version, state) of a context's rows (events or snapshots, by `recorder`) whose
+        state does not start with `prefix` (the current key's header), in version order."""
+        raise NotImplementedError(f"{self.name} stores cannot be re-encrypted in place")
+
+    def reseal_rows(
+        self, recorder: Any, cid: UUID, rows: Sequence[tuple[int, bytes, bytes]]
+    ) -> int:
+        """Replace each (version, old, new) state in one transaction, each only if it still
+        holds `old`; the rows replaced."""
+        raise NotImplementedError(f"{self.name} stores cannot be re-encrypted in place")
+
+    def scrub(self, recorder: Any) -> list[str]:
+        """After states were replaced: clear what the old ones left in the database's own
+        files, as far as the backend can; what may remain."""
+        return []
+
     def key_vault(self, recorder: Any) -> KeyVault:
         """Where data keys are kept unless CTXSTORE_KEY_VAULT says (adapters/keys/vault.py)."""
         return MemoryVault()

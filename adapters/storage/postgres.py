@@ -61,6 +61,10 @@ from ctxstore.adapters.storage.turns import (
 )
 
 CHUNK = 500  # versions per query
+RESEAL_RESIDUE = (
+    "PostgreSQL: the replaced states stay in the write-ahead log, replicas and backups made "
+    "before, and in the tables' free space until it is reused (VACUUM FULL rewrites the tables)"
+)
 ASYNC_POOL = 10  # the async store's connections, at most
 POSTGRES_RESIDUE = (
     "PostgreSQL: the write-ahead log, streaming replicas and base backups keep the deleted "
@@ -357,6 +361,41 @@ class PostgresBackend(SQLBackend):
         timeout = float(self.env.get("POSTGRES_STATEMENT_TIMEOUT", "30"))
         conninfo = postgres_schema.conninfo(self.env)
         return PostgresAsyncEvents(storage, conninfo, ASYNC_POOL, timeout)
+
+    def unsealed_rows(
+        self, recorder: Any, cid: UUID, prefix: bytes, limit: int
+    ) -> list[tuple[int, bytes]]:
+        with recorder.datastore.transaction(commit=False) as c:
+            c.execute(
+                SQL(
+                    "SELECT originator_version, state FROM {0} WHERE originator_id = %s "
+                    "AND substring(state from 1 for %s) <> %s ORDER BY originator_version LIMIT %s"
+                ).format(pg_table(recorder)),
+                (cid, len(prefix), prefix, limit),
+            )
+            return [(int(r["originator_version"]), bytes(r["state"])) for r in c.fetchall()]
+
+    def reseal_rows(
+        self, recorder: Any, cid: UUID, rows: Sequence[tuple[int, bytes, bytes]]
+    ) -> int:
+        statement = SQL(
+            "UPDATE {0} SET state = %s WHERE originator_id = %s AND originator_version = %s "
+            "AND state = %s"
+        ).format(pg_table(recorder))
+        with recorder.datastore.transaction(commit=True) as c:
+            done = 0
+            for version, old, new in rows:
+                c.execute(statement, (new, cid, version, old))
+                done += c.rowcount
+            return done
+
+    def scrub(self, recorder: Any) -> list[str]:
+        with recorder.datastore.get_connection() as conn:
+            try:
+                conn.execute(SQL("VACUUM {0}").format(pg_table(recorder)))
+            except psycopg.Error as exc:
+                return [f"PostgreSQL: not vacuumed ({str(exc).strip().splitlines()[0]})"]
+        return [RESEAL_RESIDUE]
 
     def key_vault(self, recorder: Any) -> KeyVault:
         # A table of the store's database (migration 6): shared by every instance, but in

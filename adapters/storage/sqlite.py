@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -311,6 +312,43 @@ class SQLiteBackend(SQLBackend):
 
     def async_events(self, storage: Any) -> AsyncEvents:
         return SQLiteAsyncEvents(storage, int(self.env.get("SQLITE_LOCK_TIMEOUT", "30")) * 1000)
+
+    def unsealed_rows(
+        self, recorder: Any, cid: UUID, prefix: bytes, limit: int
+    ) -> list[tuple[int, bytes]]:
+        with recorder.datastore.transaction(commit=False) as c:
+            c.execute(
+                f"SELECT originator_version, state FROM {recorder.events_table_name} "
+                "WHERE originator_id = ? AND substr(state, 1, ?) <> ? "
+                "ORDER BY originator_version LIMIT ?",
+                (cid.hex, len(prefix), prefix, limit),
+            )
+            return [(int(r[0]), bytes(r[1])) for r in c.fetchall()]
+
+    def reseal_rows(
+        self, recorder: Any, cid: UUID, rows: Sequence[tuple[int, bytes, bytes]]
+    ) -> int:
+        with recorder.datastore.transaction(commit=True) as c:
+            c.execute("PRAGMA secure_delete = ON")  # the old states' bytes are zeroed
+            done = 0
+            for version, old, new in rows:
+                c.execute(
+                    f"UPDATE {recorder.events_table_name} SET state = ? WHERE originator_id = ? "
+                    "AND originator_version = ? AND state = ?",
+                    (new, cid.hex, version, old),
+                )
+                done += c.sqlite_cursor.rowcount
+            return done
+
+    def scrub(self, recorder: Any) -> list[str]:
+        # Page splits leave copies of moved cells in pages' free space: VACUUM writes every
+        # page anew, and the log's older frames go with the checkpoint.
+        conn = sqlite3.connect(self.env["SQLITE_DBNAME"], timeout=30, isolation_level=None)
+        try:
+            conn.execute("VACUUM")
+        finally:
+            conn.close()
+        return [] if truncate_wal(recorder.datastore) else [WAL_RESIDUE]
 
     def key_vault(self, recorder: Any) -> KeyVault:
         path = self.env["SQLITE_DBNAME"]

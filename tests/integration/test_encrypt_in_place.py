@@ -1,0 +1,103 @@
+"""`ctxstore encrypt`: a store written without encryption sealed in place, killed half-way
+(SIGKILL) and run again; and re-keying one context (`store.rekey`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+from eventsourcing.cryptography import AESCipher
+from pydantic import SecretStr
+
+from ctxstore.adapters.keys.cipher import MAGIC
+from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.store.facade import ContextStore
+
+from .test_at_rest import raw_bytes
+
+MARK = "PLAIN-5e7a"
+CLI = str(Path(sys.executable).parent / "ctxstore")
+
+
+def _states(store: ContextStore) -> list[bytes]:
+    storage = store._core.storage
+    found = [bytes(n.state) for n in storage.recorder.select_notifications(1, 10**6)]
+    for cid in store._core.storage.audit_index.indexed_heads():
+        found += [bytes(s.state) for s in storage.snapshots.recorder.select_events(UUID(cid))]
+    return found
+
+
+def test_encrypt_in_place_survives_a_kill_and_completes(durable_url):
+    plain = Settings(snapshot_interval=4)
+    with ContextStore.from_url(durable_url, plain) as store:
+        cids = [store.create(name=f"c{i}") for i in range(120)]
+        for n in range(5):
+            for c in cids:
+                store.insert(c, [{"role": "user", "content": f"{MARK} {n}"}])
+        before = {c: store.visible(c).model_dump() for c in cids[:5]}
+    key = AESCipher.create_key(32)
+    env = {**os.environ, "CTXSTORE_ENCRYPTION_KEY": key, "CTXSTORE_URL": durable_url}
+    proc = subprocess.Popen([CLI, "encrypt", "--batch", "1"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
+    keyed = Settings(encryption_key=SecretStr(key), snapshot_interval=4)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # kill it once it has sealed some, not all
+            time.sleep(0.05)
+            with ContextStore.from_url(durable_url, keyed) as store:
+                states = _states(store)
+            sealed = sum(s.startswith(MAGIC) for s in states)
+            if sealed > 20:
+                break
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with ContextStore.from_url(durable_url, keyed) as store:  # half sealed: all readable
+        states = _states(store)
+        assert 0 < sum(s.startswith(MAGIC) for s in states) < len(states)
+        assert {c: store.visible(c).model_dump() for c in cids[:5]} == before
+        assert store.verify().ok
+    done = subprocess.run([CLI, "--url", durable_url, "encrypt", "--json"], env=env, check=False,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with ContextStore.from_url(durable_url, keyed) as store:
+        assert all(s.startswith(MAGIC) for s in _states(store))
+        assert {c: store.visible(c).model_dump() for c in cids[:5]} == before
+        assert store.verify().ok
+        store.insert(cids[0], [{"role": "user", "content": "after"}])
+    assert MARK.encode() not in raw_bytes(durable_url, store)
+
+
+def test_rekeying_a_context_seals_it_anew_and_drops_the_old_key(durable_url):
+    settings = Settings(encryption_key=SecretStr(AESCipher.create_key(32)), snapshot_interval=4)
+    with ContextStore.from_url(durable_url, settings) as store:
+        cid = store.create(name="r")
+        other = store.create(name="o")
+        for n in range(9):
+            store.insert(cid, [{"role": "user", "content": f"{MARK} {n}"}])
+            store.insert(other, [{"role": "user", "content": "o"}])
+        before = store.visible(cid).model_dump()
+        keys = store._core.storage.keys.keys
+        old = keys.generations(cid.hex)
+        assert list(old) == [1]
+        done = store.rekey(cid, wait=0)
+        assert done.events == 10 and done.snapshots >= 2
+        assert list(keys.generations(cid.hex)) == [2]
+        rows = store._core.storage.recorder.select_events(cid)
+        assert all(bytes(r.state).startswith(MAGIC + (2).to_bytes(4, "big")) for r in rows)
+        assert store.visible(cid).model_dump() == before
+        assert store.verify().ok
+        with pytest.raises(Exception, match="no context"):
+            store.rekey("00000000000000000000000000000000", wait=0)
+    with ContextStore.from_url(durable_url, settings) as store:  # cold
+        assert store.visible(cid).model_dump() == before
+        assert store.visible(other).messages[0].text() == "o"
