@@ -7,10 +7,10 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -30,11 +30,24 @@ def default_data_dir() -> Path:
     return Path.home() / ".local" / "share" / "ctxstore"
 
 
+Scope = Literal["read", "write", "audit", "admin"]
+
+
+class TokenGrant(BaseModel):
+    """A token's tenant and what it may do (write, read, audit, admin)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tenant: str = Field(min_length=1)
+    scopes: list[Scope] = Field(default_factory=lambda: list(get_args(Scope)), min_length=1)
+
+
 class ServiceConfig(BaseModel):
     """The HTTP service (`ctxstore serve`): CTXSTORE_SERVICE__*, or [service] in the file."""
 
-    # Bearer token -> tenant. Empty: no authentication, one shared space (loopback only).
-    tokens: dict[str, str] = Field(default_factory=dict)
+    # Bearer token -> tenant (every scope), or -> {"tenant": ..., "scopes": [...]}. Empty
+    # (and none in the database): no authentication, one shared space (loopback only).
+    tokens: dict[str, str | TokenGrant] = Field(default_factory=dict)
     max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
     # How long a finished request's response is replayed for a retry with its key.
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=1)

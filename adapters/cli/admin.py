@@ -51,13 +51,14 @@ def serve(
     with open_store(ctx) as store:  # fail here, with a clear message, if it cannot be opened
         config = store.settings.service
         url = store.url
-    if not config.tokens and not _loopback(host) and not allow_anonymous:
+        stored = store.stored_tokens is not None and store.stored_tokens.any()
+    if not config.tokens and not stored and not _loopback(host) and not allow_anonymous:
         err.print(
             f"[red]refusing to serve {host} without tokens[/red]: set "
             'CTXSTORE_SERVICE__TOKENS=\'{"<token>": "<tenant>"}\' or pass --allow-anonymous'
         )
         raise typer.Exit(1)
-    mode = f"{len(set(config.tokens.values()))} tenant(s)" if config.tokens else "no auth"
+    mode = "tokens" if config.tokens or stored else "no auth"
     err.print(
         f"ctxstore serving {redact(url)} on http://{host}:{port} ({mode}, {workers} worker(s))"
     )

@@ -10,6 +10,7 @@ import typer
 from ctxstore.adapters.cli import admin, audit, commands, keys, reads, streams
 from ctxstore.adapters.cli.common import Options
 from ctxstore.adapters.cli.keys import keys_app
+from ctxstore.adapters.cli.tokens import token_app
 
 app = typer.Typer(
     name="ctxstore",
@@ -99,6 +100,7 @@ def main_options(
 for command, name in COMMANDS:
     app.command(name)(command)
 app.add_typer(keys_app, name="keys")
+app.add_typer(token_app, name="token")
 
 
 def main() -> None:

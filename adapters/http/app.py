@@ -93,7 +93,7 @@ def create_app(
     )
     # Routes run on this pool: cheaper per request than the framework's own thread hop.
     pool = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="ctxstore-http")
-    service = Service(store, pool, Tokens(config.tokens))
+    service = Service(store, pool, Tokens(config.tokens, store.stored_tokens))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

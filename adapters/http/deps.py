@@ -14,6 +14,7 @@ from uuid import UUID
 
 from fastapi import Depends, Path, Request, Response
 
+from ctxstore.adapters.http import scopes
 from ctxstore.adapters.http.auth import ACTOR_HEADER, Caller, NotAuthenticatedError, Tokens
 from ctxstore.adapters.http.schemas import Command
 from ctxstore.adapters.store.facade import ContextStore
@@ -57,12 +58,14 @@ async def caller(request: Request) -> Caller:
     """
     headers = request.headers
     try:
-        found = request.app.state.service.tokens.caller(
+        found: Caller = request.app.state.service.tokens.caller(
             headers.get("authorization"), headers.get(ACTOR_HEADER)
         )
-        return found.with_if_match(headers.get("if-match"))  # type: ignore[no-any-return]
     except NotAuthenticatedError as exc:
         raise Unauthorized(str(exc)) from None
+    route = request.scope.get("route")
+    scopes.check(found.scopes, request.method, getattr(route, "path", request.url.path))
+    return found.with_if_match(headers.get("if-match"))
 
 
 Who = Annotated[Caller, Depends(caller)]

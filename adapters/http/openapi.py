@@ -9,6 +9,8 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from ctxstore.adapters.http import scopes
+
 HEADERS = {
     "actor": {
         "name": "X-Ctxstore-Actor", "in": "header", "required": False,
@@ -43,6 +45,7 @@ PROBLEM = {
 }  # fmt: skip
 WHY = {
     "401": "no bearer token, or not a valid one",
+    "403": "the token lacks the scope the operation needs (its security requirement)",
     "404": "no such context for this caller (another tenant's reads as none), message or blob",
     "409": "the context moved past If-Match or expected_version, the id is taken, or the "
     "Idempotency-Key is still running",
@@ -57,7 +60,7 @@ WHY = {
 
 def problems_of(path: str, method: str, operation: dict[str, Any]) -> list[str]:
     """The problem statuses an operation can answer."""
-    found = ["401", "422", "503"]
+    found = ["401", "403", "422", "503"]
     names = {p.get("name") for p in operation.get("parameters", [])}
     if "{context_id}" in path or "context_id" in names:
         found += ["404", "500"]
@@ -94,7 +97,13 @@ def document_headers(app: FastAPI) -> None:
         components.setdefault("securitySchemes", {})["bearer"] = {
             "type": "http",
             "scheme": "bearer",
-            "description": "a token from CTXSTORE_SERVICE__TOKENS (none needed without tokens)",
+            "description": (
+                "a token from CTXSTORE_SERVICE__TOKENS or `ctxstore token create` (none needed "
+                "without tokens). Each operation's security requirement lists the scopes any "
+                "one of which admits it: write (commands), read (an SDK's reads of its "
+                "contexts), audit (every read, and the tenant's audit trail, verification, "
+                "exports), admin (erasure)"
+            ),
         }
         components.setdefault("schemas", {})["Problem"] = PROBLEM
         for name in ("HTTPValidationError", "ValidationError"):  # FastAPI's, never sent
@@ -106,7 +115,7 @@ def document_headers(app: FastAPI) -> None:
                 responses = operation.setdefault("responses", {})
                 for status in problems_of(path, method, operation):
                     responses[status] = problem_response(status)
-                operation["security"] = [{"bearer": []}]
+                operation["security"] = [{"bearer": sorted(scopes.needed(method, path))}]
                 added = [HEADERS["actor"]]
                 if method == "post":
                     added.append(HEADERS["idempotency_key"])

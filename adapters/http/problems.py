@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ctxstore.adapters.http.scopes import ForbiddenError
 from ctxstore.domain.errors import (
     BlobNotFoundError,
     BlobTooLargeError,
@@ -39,6 +40,7 @@ MEDIA_TYPE = "application/problem+json"
 
 # Most specific first: ContextExistsError is also an InvalidOperationError.
 STATUS: list[tuple[type[CtxStoreError], int, str]] = [
+    (ForbiddenError, 403, "forbidden"),
     (ContextNotFoundError, 404, "context-not-found"),
     (UnknownMessageError, 404, "message-not-found"),
     (BlobNotFoundError, 404, "blob-not-found"),
@@ -58,6 +60,7 @@ STATUS: list[tuple[type[CtxStoreError], int, str]] = [
 TITLES = {
     400: "Bad request",
     401: "Unauthorized",
+    403: "Forbidden",
     404: "Not found",
     405: "Method not allowed",
     409: "Conflict",

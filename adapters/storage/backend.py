@@ -21,6 +21,7 @@ from ctxstore.adapters.storage.erasers import Eraser
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.storage.notifications import Notifications
+from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import Turns
 
 
@@ -114,6 +115,10 @@ class Backend(ABC):
         """After states were replaced: clear what the old ones left in the database's own
         files, as far as the backend can; what may remain."""
         return []
+
+    def stored_tokens(self, recorder: Any) -> StoredTokens | None:
+        """Bearer tokens kept hashed in the database (None: the backend keeps none)."""
+        return None
 
     def key_vault(self, recorder: Any) -> KeyVault:
         """Where data keys are kept unless CTXSTORE_KEY_VAULT says (adapters/keys/vault.py)."""

@@ -41,6 +41,7 @@ from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration, current, pending, refuse_outdated
 from ctxstore.adapters.storage.notifications import Notifications
 from ctxstore.adapters.storage.snapshot_store import SnapshotStore
+from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
     ConfigurationError,
@@ -150,6 +151,7 @@ class EventStorage:
         blob_cipher = None if self.keys is None else OwnedCipher(self.keys, STORE_KEY)
         self.blobs: BlobRows = backend.blobs(self.recorder, blob_cipher)
         self.notifications: Notifications = backend.notifications(self.recorder)
+        self.tokens: StoredTokens | None = backend.stored_tokens(self.recorder)
         self.applied: list[Migration] = []  # what opening this storage migrated
 
     @classmethod

@@ -50,6 +50,8 @@ from ctxstore.adapters.storage.notifications import Notifications, PostgresNotif
 from ctxstore.adapters.storage.postgres_audit import PostgresAuditView
 from ctxstore.adapters.storage.postgres_blobs import PostgresBlobRows
 from ctxstore.adapters.storage.postgres_bounds import bound_datastore, bound_retries
+from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
+from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import (
     TURN_HELD,
     TURN_HELD_SQLSTATE,
@@ -361,6 +363,19 @@ class PostgresBackend(SQLBackend):
         timeout = float(self.env.get("POSTGRES_STATEMENT_TIMEOUT", "30"))
         conninfo = postgres_schema.conninfo(self.env)
         return PostgresAsyncEvents(storage, conninfo, ASYNC_POOL, timeout)
+
+    def stored_tokens(self, recorder: Any) -> StoredTokens | None:
+        datastore = recorder.datastore
+
+        def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+            with datastore.get_connection() as conn:
+                cursor = conn.execute(sql, params)
+                if cursor.description is None:
+                    return []
+                return [tuple(r.values()) for r in cursor.fetchall()]
+
+        table = SQL("{0}.{1}").format(Identifier(self.schema), Identifier(TOKENS_TABLE))
+        return StoredTokens(run, table.as_string(), "%s")
 
     def unsealed_rows(
         self, recorder: Any, cid: UUID, prefix: bytes, limit: int

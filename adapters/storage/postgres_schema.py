@@ -34,6 +34,16 @@ from ctxstore.adapters.keys.vault import ddl as vault_ddl
 from ctxstore.adapters.settings import LIBPQ_PARAMS
 from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
 from ctxstore.adapters.storage.migrations import Migration
+from ctxstore.adapters.storage.retention_rows import (
+    CHECKPOINTS_DDL,
+    CHECKPOINTS_TABLE,
+    RETENTION_DDL,
+    RETENTION_TABLE,
+    SWEEPS_DDL,
+    SWEEPS_TABLE,
+)
+from ctxstore.adapters.storage.tokens import DDL as TOKENS_DDL
+from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.domain.errors import StoreUnavailableError
 
 SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the tables
@@ -42,7 +52,8 @@ SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the
 STORE_TABLES = (
     "ctxstore_events", "ctxstore_snapshots", "ctxstore_audit", "ctxstore_audit_tracking",
     "ctxstore_erasures", "ctxstore_idempotency", "ctxstore_migrations", "ctxstore_blobs",
-    "ctxstore_blob_refs", "ctxstore_keys",
+    "ctxstore_blob_refs", "ctxstore_keys", "ctxstore_tokens", "ctxstore_retention",
+    "ctxstore_sweeps", "ctxstore_checkpoints",
 )  # fmt: skip
 ERASURES_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (context_id text NOT NULL, tenant text, "
@@ -293,6 +304,19 @@ def _keys(backend: Any, events: Any, snapshots: Any) -> None:
         c.execute(SQL(vault_ddl("{0}")).format(table))
 
 
+def _tokens_and_retention(backend: Any, events: Any, snapshots: Any) -> None:
+    """Bearer tokens kept hashed; retention policies and the sweeps that applied them."""
+    schema = Identifier(events.datastore.schema)
+    with events.datastore.transaction(commit=True) as c:
+        for ddl, table in ((TOKENS_DDL, TOKENS_TABLE), (RETENTION_DDL, RETENTION_TABLE),
+                           (SWEEPS_DDL, SWEEPS_TABLE), (CHECKPOINTS_DDL, CHECKPOINTS_TABLE)):  # fmt: skip
+            c.execute(
+                SQL(ddl.replace("{t}", "{0}")).format(
+                    SQL("{0}.{1}").format(schema, Identifier(table))
+                )
+            )
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
@@ -300,4 +324,9 @@ MIGRATIONS = (
     Migration(4, "attachments stored once by their hash (blobs and references)", _blobs),
     Migration(5, "inserts of events notify the contexts they wrote (live tails)", _notify),
     Migration(6, "a vault of data keys, one per context (envelope encryption)", _keys),
+    Migration(
+        7,
+        "bearer tokens kept hashed; retention policies, sweeps and checkpoints",
+        _tokens_and_retention,
+    ),
 )

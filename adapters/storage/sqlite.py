@@ -57,8 +57,19 @@ from ctxstore.adapters.storage.idempotency import SQLIdempotencyKeys
 from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.storage.notifications import Notifications, PollingNotifications
+from ctxstore.adapters.storage.retention_rows import (
+    CHECKPOINTS_DDL,
+    CHECKPOINTS_TABLE,
+    RETENTION_DDL,
+    RETENTION_TABLE,
+    SWEEPS_DDL,
+    SWEEPS_TABLE,
+)
 from ctxstore.adapters.storage.sqlite_audit import SQLiteAuditView, add_column, truncate_wal
 from ctxstore.adapters.storage.sqlite_blobs import SQLiteBlobRows
+from ctxstore.adapters.storage.tokens import DDL as TOKENS_DDL
+from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
+from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import Turn, Turns
 
 CHUNK = 500  # versions per query (SQLite allows 999 parameters in its oldest builds)
@@ -258,11 +269,25 @@ def _blobs(backend: Backend, events: Any, snapshots: Any) -> None:
         c.execute(BLOB_REFS_INDEX)
 
 
+def _tokens_and_retention(backend: Backend, events: Any, snapshots: Any) -> None:
+    """Bearer tokens kept hashed; retention policies and the sweeps that applied them."""
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(TOKENS_DDL.format(t=TOKENS_TABLE))
+        c.execute(RETENTION_DDL.format(t=RETENTION_TABLE))
+        c.execute(SWEEPS_DDL.format(t=SWEEPS_TABLE))
+        c.execute(CHECKPOINTS_DDL.format(t=CHECKPOINTS_TABLE))
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
     Migration(3, "erasure records name the forks erased with a context", _erasure_forks),
     Migration(4, "attachments stored once by their hash (blobs and references)", _blobs),
+    Migration(
+        5,
+        "bearer tokens kept hashed; retention policies, sweeps and checkpoints",
+        _tokens_and_retention,
+    ),
 )
 
 
@@ -312,6 +337,16 @@ class SQLiteBackend(SQLBackend):
 
     def async_events(self, storage: Any) -> AsyncEvents:
         return SQLiteAsyncEvents(storage, int(self.env.get("SQLITE_LOCK_TIMEOUT", "30")) * 1000)
+
+    def stored_tokens(self, recorder: Any) -> StoredTokens | None:
+        datastore = recorder.datastore
+
+        def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+            with datastore.transaction(commit=True) as c:
+                c.execute(sql, params)
+                return [tuple(r) for r in c.fetchall()]
+
+        return StoredTokens(run, TOKENS_TABLE, "?")
 
     def unsealed_rows(
         self, recorder: Any, cid: UUID, prefix: bytes, limit: int

@@ -45,6 +45,7 @@ from ctxstore.adapters.store.results import (
     Written,
 )
 from ctxstore.adapters.store.streaming import StreamingSurface
+from ctxstore.adapters.store.tokens_surface import TokensSurface
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import BlobRef
 from ctxstore.domain.context import JSON, Context, MessageRef
@@ -58,7 +59,7 @@ from ctxstore.projections.listing import list_contexts
 
 
 @type_faults
-class ContextStore(HistorySurface, StreamingSurface, KeysSurface, ContextOperations):
+class ContextStore(HistorySurface, StreamingSurface, KeysSurface, TokensSurface, ContextOperations):
     """Stores contexts as event streams; every public method is one command or one read."""
 
     def __init__(self, storage: EventStorage, settings: Settings, *, url: str = "") -> None:
