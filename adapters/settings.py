@@ -61,6 +61,9 @@ class ServiceConfig(BaseModel):
         default=10.0, gt=0, description="seconds a live tail's send may wait before it is dropped"
     )
     telemetry: bool = Field(default=False, description="FastAPI's OpenTelemetry instrumentation")
+    sweep_seconds: float = Field(
+        default=60.0, ge=0, description="seconds between retention sweeps (0: none)"
+    )
 
 
 class CompactionSettings(CompactionConfig):

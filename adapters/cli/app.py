@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ctxstore.adapters.cli import admin, audit, commands, keys, reads, streams
+from ctxstore.adapters.cli import admin, audit, commands, keys, reads, retention, streams
 from ctxstore.adapters.cli.common import Options
 from ctxstore.adapters.cli.keys import keys_app
 from ctxstore.adapters.cli.tokens import token_app
@@ -61,6 +61,8 @@ COMMANDS = (
     (admin.serve, "serve"),
     (admin.keygen, "keygen"),
     (keys.encrypt, "encrypt"),
+    (retention.sweep, "sweep"),
+    (retention.sweeps, "sweeps"),
     (admin.migrate, "migrate"),
 )
 
@@ -101,6 +103,7 @@ for command, name in COMMANDS:
     app.command(name)(command)
 app.add_typer(keys_app, name="keys")
 app.add_typer(token_app, name="token")
+app.add_typer(retention.retention_app, name="retention")
 
 
 def main() -> None:

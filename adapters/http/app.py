@@ -35,6 +35,7 @@ from ctxstore.adapters.http.routes import (
     contexts,
     events,
     reads,
+    retention,
     streams,
     transfer,
 )
@@ -45,7 +46,7 @@ from ctxstore.adapters.store.facade import ContextStore
 
 ROUTERS = (
     contexts.router, commands.router, streams.router, reads.router, transfer.router,
-    audit.router, blobs.router, events.router,
+    audit.router, blobs.router, events.router, retention.router,
 )  # fmt: skip
 NO_TELEMETRY: TelemetryConfig = {
     "tracing": False, "metrics": False, "logs": False, "operation_spans": False
@@ -107,12 +108,20 @@ def create_app(
                 name="ctxstore-audit", daemon=True,
             )  # fmt: skip
             refresher.start()
+        sweeper = None
+        if config.sweep_seconds > 0 and store.stored_tokens is not None:  # a database store
+            sweeper = threading.Thread(
+                target=_sweep, args=(store, stop, config.sweep_seconds),
+                name="ctxstore-sweep", daemon=True,
+            )  # fmt: skip
+            sweeper.start()
         try:
             yield
         finally:
             stop.set()
-            if refresher is not None:
-                refresher.join(timeout=10)
+            for thread in (refresher, sweeper):
+                if thread is not None:
+                    thread.join(timeout=10)
             pool.shutdown(wait=True)
             if on_close is not None:
                 on_close()
@@ -163,6 +172,18 @@ def create_app(
         )  # fmt: skip
 
     return app
+
+
+def _sweep(store: ContextStore, stop: threading.Event, every: float) -> None:
+    """Apply the retention policies now and then (each sweep is recorded when it finds
+    policies; instances sharing a database may sweep the same context: erasing it twice
+    finds it gone the second time)."""
+    while not stop.wait(every):
+        try:
+            if store.retention_policies():
+                store.sweep()
+        except Exception:  # noqa: BLE001 - logged; the next sweep tries again
+            problems.log.warning("retention sweep failed", exc_info=True)
 
 
 def _refresh_audit(store: ContextStore, stop: threading.Event, every: float) -> None:

@@ -62,7 +62,8 @@ def problems_of(path: str, method: str, operation: dict[str, Any]) -> list[str]:
     """The problem statuses an operation can answer."""
     found = ["401", "403", "422", "503"]
     names = {p.get("name") for p in operation.get("parameters", [])}
-    if "{context_id}" in path or "context_id" in names:
+    # A context named in the path, the query, or (retention) the body.
+    if "{context_id}" in path or "context_id" in names or path == "/v1/retention":
         found += ["404", "500"]
     if path.startswith("/v1/blobs"):  # an upload (its own limit), or a blob by its hash
         return sorted([*found, "404"] if "{sha256}" in path else [*found, "413"])

@@ -58,6 +58,8 @@ ROUTE_SCOPES: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/blobs"): WRITE,
     ("GET", "/v1/blobs/{sha256}"): READ,
     ("POST", "/v1/blobs/{sha256}/file-ids"): WRITE,
+    ("PUT", "/v1/retention"): ADMIN,
+    ("GET", "/v1/retention"): ADMIN | AUDIT,
 }
 
 

@@ -74,6 +74,17 @@ class AuditView(TrackingRecorder, ABC):
         """The filter as the stored rows spell its values."""
         return where if self.sealer is None else self.sealer.where(where)
 
+    def hidden_tenant(self, tenant: str | None) -> str | None:
+        """A tenant as the rows spell it (a keyed hash when sealed)."""
+        if tenant is None or self.sealer is None:
+            return tenant
+        return self.sealer.hashed(tenant)  # type: ignore[no-any-return]
+
+    def last_writes(self) -> list[tuple[str, int, str | None]]:
+        """(context hex, newest event's time in microseconds, tenant as stored) of every
+        context in the index."""
+        return []
+
     def has_plain_rows(self) -> bool:
         """Whether any row was indexed without sealing (before the store encrypted)."""
         return False

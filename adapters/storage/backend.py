@@ -21,6 +21,7 @@ from ctxstore.adapters.storage.erasers import Eraser
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.storage.notifications import Notifications
+from ctxstore.adapters.storage.retention_rows import RetentionRows
 from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import Turns
 
@@ -115,6 +116,10 @@ class Backend(ABC):
         """After states were replaced: clear what the old ones left in the database's own
         files, as far as the backend can; what may remain."""
         return []
+
+    def retention_rows(self, recorder: Any) -> RetentionRows | None:
+        """Retention policies and sweep records (None: the backend keeps none)."""
+        return None
 
     def stored_tokens(self, recorder: Any) -> StoredTokens | None:
         """Bearer tokens kept hashed in the database (None: the backend keeps none)."""

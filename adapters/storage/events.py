@@ -40,6 +40,7 @@ from ctxstore.adapters.storage.erasers import Eraser
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration, current, pending, refuse_outdated
 from ctxstore.adapters.storage.notifications import Notifications
+from ctxstore.adapters.storage.retention_rows import RetentionRows
 from ctxstore.adapters.storage.snapshot_store import SnapshotStore
 from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.domain.context import Context
@@ -152,6 +153,7 @@ class EventStorage:
         self.blobs: BlobRows = backend.blobs(self.recorder, blob_cipher)
         self.notifications: Notifications = backend.notifications(self.recorder)
         self.tokens: StoredTokens | None = backend.stored_tokens(self.recorder)
+        self.retention: RetentionRows | None = backend.retention_rows(self.recorder)
         self.applied: list[Migration] = []  # what opening this storage migrated
 
     @classmethod

@@ -11,7 +11,7 @@ recorders (its schema, tuning and provisioning are in postgres_schema.py).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
@@ -50,6 +50,7 @@ from ctxstore.adapters.storage.notifications import Notifications, PostgresNotif
 from ctxstore.adapters.storage.postgres_audit import PostgresAuditView
 from ctxstore.adapters.storage.postgres_blobs import PostgresBlobRows
 from ctxstore.adapters.storage.postgres_bounds import bound_datastore, bound_retries
+from ctxstore.adapters.storage.retention_rows import RetentionRows
 from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import (
@@ -304,6 +305,21 @@ def pg_table(recorder: PostgresAggregateRecorder) -> Identifier:
     return Identifier(recorder.datastore.schema, recorder.events_table_name)
 
 
+def _runner(
+    datastore: PostgresDatastore,
+) -> Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """One statement on a pooled connection (each commits by itself); the rows it returns."""
+
+    def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with datastore.get_connection() as conn:
+            cursor = conn.execute(sql, params)
+            if cursor.description is None:
+                return []
+            return [tuple(r.values()) for r in cursor.fetchall()]
+
+    return run
+
+
 class PostgresBackend(SQLBackend):
     """A store in a PostgreSQL schema, shared by any number of processes and machines."""
 
@@ -365,17 +381,12 @@ class PostgresBackend(SQLBackend):
         return PostgresAsyncEvents(storage, conninfo, ASYNC_POOL, timeout)
 
     def stored_tokens(self, recorder: Any) -> StoredTokens | None:
-        datastore = recorder.datastore
-
-        def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-            with datastore.get_connection() as conn:
-                cursor = conn.execute(sql, params)
-                if cursor.description is None:
-                    return []
-                return [tuple(r.values()) for r in cursor.fetchall()]
-
         table = SQL("{0}.{1}").format(Identifier(self.schema), Identifier(TOKENS_TABLE))
-        return StoredTokens(run, table.as_string(), "%s")
+        return StoredTokens(_runner(recorder.datastore), table.as_string(), "%s")
+
+    def retention_rows(self, recorder: Any) -> RetentionRows | None:
+        prefix = Identifier(self.schema).as_string() + "."
+        return RetentionRows(_runner(recorder.datastore), prefix, "%s")
 
     def unsealed_rows(
         self, recorder: Any, cid: UUID, prefix: bytes, limit: int

@@ -3,6 +3,10 @@ sweeps that applied them, and the signed checkpoints that re-anchor a bounded hi
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+from typing import Any
+
 RETENTION_TABLE = "ctxstore_retention"
 SWEEPS_TABLE = "ctxstore_sweeps"
 CHECKPOINTS_TABLE = "ctxstore_checkpoints"
@@ -24,3 +28,63 @@ CHECKPOINTS_DDL = (
     "chain TEXT NOT NULL, removed_at DOUBLE PRECISION NOT NULL, keep_latest INTEGER NOT NULL, "
     "signature TEXT NOT NULL)"
 )
+
+
+class RetentionRows:
+    """Policies and sweep records in the store's database, in the backend's placeholders."""
+
+    def __init__(
+        self, run: Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]], prefix: str, mark: str
+    ) -> None:
+        self._run = run
+        self._prefix = prefix  # the schema's qualifier ('' on SQLite)
+        self._mark = mark
+
+    def _sql(self, text: str) -> str:
+        return text.format(
+            policies=self._prefix + RETENTION_TABLE,
+            sweeps=self._prefix + SWEEPS_TABLE,
+            m=self._mark,
+        )
+
+    def set(self, scope: str, expire_after: float | None, actor: str) -> None:
+        if expire_after is None:
+            self._run(self._sql("DELETE FROM {policies} WHERE scope = {m}"), (scope,))
+            return
+        self._run(
+            self._sql(
+                "INSERT INTO {policies} (scope, expire_after, keep_latest, set_at, actor) "
+                "VALUES ({m}, {m}, NULL, {m}, {m}) ON CONFLICT (scope) DO UPDATE SET "
+                "expire_after = excluded.expire_after, set_at = excluded.set_at, "
+                "actor = excluded.actor"
+            ),
+            (scope, expire_after, time.time(), actor),
+        )
+
+    def policies(self) -> list[tuple[str, float, float, str]]:
+        """(scope, expire_after, set_at, actor) of every policy."""
+        rows = self._run(
+            self._sql("SELECT scope, expire_after, set_at, actor FROM {policies} ORDER BY scope"),
+            (),
+        )
+        return [(r[0], float(r[1]), float(r[2]), r[3]) for r in rows if r[1] is not None]
+
+    def record_sweep(self, sweep_id: str, started: float, finished: float, actor: str,
+                     expired: int, details: str) -> None:  # fmt: skip
+        self._run(
+            self._sql(
+                "INSERT INTO {sweeps} (id, started, finished, actor, expired, trimmed, "
+                "events_removed, details) VALUES ({m}, {m}, {m}, {m}, {m}, 0, 0, {m})"
+            ),
+            (sweep_id, started, finished, actor, expired, details),
+        )
+
+    def sweeps(self, limit: int) -> list[tuple[Any, ...]]:
+        """(id, started, finished, actor, expired, details), newest first."""
+        return self._run(
+            self._sql(
+                "SELECT id, started, finished, actor, expired, details FROM {sweeps} "
+                "ORDER BY started DESC LIMIT {m}"
+            ),
+            (limit,),
+        )

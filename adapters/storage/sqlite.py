@@ -18,7 +18,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,7 @@ from ctxstore.adapters.storage.retention_rows import (
     RETENTION_TABLE,
     SWEEPS_DDL,
     SWEEPS_TABLE,
+    RetentionRows,
 )
 from ctxstore.adapters.storage.sqlite_audit import SQLiteAuditView, add_column, truncate_wal
 from ctxstore.adapters.storage.sqlite_blobs import SQLiteBlobRows
@@ -291,6 +292,17 @@ MIGRATIONS = (
 )
 
 
+def _runner(datastore: SQLiteDatastore) -> Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """One statement in a transaction of its own; the rows it returns."""
+
+    def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with datastore.transaction(commit=True) as c:
+            c.execute(sql, params)
+            return [tuple(r) for r in c.fetchall()]
+
+    return run
+
+
 class SQLiteBackend(SQLBackend):
     """A store in one SQLite file (WAL mode): one machine's processes share it."""
 
@@ -339,14 +351,10 @@ class SQLiteBackend(SQLBackend):
         return SQLiteAsyncEvents(storage, int(self.env.get("SQLITE_LOCK_TIMEOUT", "30")) * 1000)
 
     def stored_tokens(self, recorder: Any) -> StoredTokens | None:
-        datastore = recorder.datastore
+        return StoredTokens(_runner(recorder.datastore), TOKENS_TABLE, "?")
 
-        def run(sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-            with datastore.transaction(commit=True) as c:
-                c.execute(sql, params)
-                return [tuple(r) for r in c.fetchall()]
-
-        return StoredTokens(run, TOKENS_TABLE, "?")
+    def retention_rows(self, recorder: Any) -> RetentionRows | None:
+        return RetentionRows(_runner(recorder.datastore), "", "?")
 
     def unsealed_rows(
         self, recorder: Any, cid: UUID, prefix: bytes, limit: int

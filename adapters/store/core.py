@@ -14,6 +14,7 @@ from ctxstore.adapters.llm.tokenizer import Tokenizers
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.storage.events import DAMAGE, EventStorage, damaged
 from ctxstore.adapters.store.cache import UNKNOWN, ContextCache, Held
+from ctxstore.adapters.store.retention import Retention
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
     ContextNotFoundError,
@@ -36,6 +37,7 @@ class StoreCore:
         self.url = url
         self.cache = ContextCache(settings.cache_size)
         self.tokenizers = Tokenizers(settings.tiktoken_cache_dir)
+        self.retention = Retention(self)  # expired contexts are served to no one
 
     # ---- names ---------------------------------------------------------------------
 
@@ -62,8 +64,10 @@ class StoreCore:
         """The cached aggregate (False), or one loaded now and cached (True)."""
         held = held or self.cache.held(cid)
         if held.ctx is not None:
+            self.retention.check(held.ctx)
             return held.ctx, False
         ctx = self.storage.get(cid)
+        self.retention.check(ctx)
         held.ctx = ctx
         return ctx, True
 
@@ -84,7 +88,9 @@ class StoreCore:
 
     def head(self, cid: UUID) -> Context:
         """A private copy of the context now (never the cached one)."""
-        return self.storage.get(cid)
+        ctx = self.storage.get(cid)
+        self.retention.check(ctx)
+        return ctx
 
     def context_at(self, cid: UUID, at_version: int) -> Context:
         """A private copy of the context at a version (from the nearest snapshot)."""
@@ -92,6 +98,8 @@ class StoreCore:
             raise InvalidOperationError(
                 f"at_version must be a positive integer, got {at_version!r}"
             )
+        if self.retention.active():
+            self.retention.check(self.storage.get(cid))
         ctx = self.storage.get(cid, version=at_version)
         if ctx.version < at_version:
             raise InvalidOperationError(

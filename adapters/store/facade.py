@@ -44,6 +44,7 @@ from ctxstore.adapters.store.results import (
     VisibleContext,
     Written,
 )
+from ctxstore.adapters.store.retention_surface import RetentionSurface
 from ctxstore.adapters.store.streaming import StreamingSurface
 from ctxstore.adapters.store.tokens_surface import TokensSurface
 from ctxstore.adapters.store.writer import Writer
@@ -59,7 +60,10 @@ from ctxstore.projections.listing import list_contexts
 
 
 @type_faults
-class ContextStore(HistorySurface, StreamingSurface, KeysSurface, TokensSurface, ContextOperations):
+class ContextStore(
+    HistorySurface, StreamingSurface, KeysSurface, TokensSurface, RetentionSurface,
+    ContextOperations,
+):  # fmt: skip
     """Stores contexts as event streams; every public method is one command or one read."""
 
     def __init__(self, storage: EventStorage, settings: Settings, *, url: str = "") -> None:

@@ -1,0 +1,115 @@
+"""`ctxstore retention set|list`, `ctxstore sweep`, `ctxstore sweeps`: contexts expire after
+a period without writes (adapters/store/retention.py)."""
+
+from __future__ import annotations
+
+import re
+
+import typer
+
+from ctxstore.adapters.cli.common import (
+    JsonFlag,
+    actor,
+    err,
+    handles_errors,
+    open_store,
+    out,
+    print_json,
+)
+
+retention_app = typer.Typer(
+    help="Retention policies: contexts expire after a period without writes.",
+    no_args_is_help=True,
+)
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def seconds(text: str) -> float | None:
+    """A duration: 3600, 90m, 12h, 30d, 2w; `none` removes the policy."""
+    if text.strip().lower() == "none":
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text.lower())
+    if m is None:
+        raise typer.BadParameter(f"{text!r} is not a duration (3600, 90m, 12h, 30d, 2w, none)")
+    return float(m.group(1)) * UNITS[m.group(2) or "s"]
+
+
+@retention_app.command("set")
+@handles_errors
+def set_(
+    ctx: typer.Context,
+    expire_after: str = typer.Option(
+        ..., help="No writes for this long expires a context: 30d, 12h, 3600, or none."
+    ),
+    tenant: str | None = typer.Option(None, help="Every context of this tenant ('' for none)."),
+    context: str | None = typer.Option(None, help="One context."),
+    all_: bool = typer.Option(False, "--all", help="Every context of the store."),
+    as_json: JsonFlag = False,
+) -> None:
+    """Set (or with `none` remove) a retention policy; the most specific applies."""
+    after = seconds(expire_after)
+    with open_store(ctx) as store:
+        found = store.set_retention(
+            after, tenant=tenant, context_id=context, everything=all_, actor=actor(ctx)
+        )
+    if as_json:
+        print_json(None if found is None else found.model_dump(mode="json"))
+    elif found is None:
+        out.print("policy removed", highlight=False)
+    else:
+        out.print(
+            f"{found.scope}: expire after {found.expire_after:g} s without writes", highlight=False
+        )
+
+
+@retention_app.command("list")
+@handles_errors
+def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """The retention policies."""
+    with open_store(ctx) as store:
+        found = store.retention_policies()
+    if as_json:
+        print_json([p.model_dump(mode="json") for p in found])
+        return
+    for p in found:
+        out.print(
+            f"{p.scope}: {p.expire_after:g} s (set by {p.actor} {p.set_at:%Y-%m-%d %H:%M})",
+            highlight=False,
+        )
+
+
+@handles_errors
+def sweep(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Erase every context its retention policy has expired (each leaves an erasure record);
+    the sweep itself is recorded."""
+    with open_store(ctx) as store:
+        found = store.sweep(actor=actor(ctx))
+    if as_json:
+        print_json(found.model_dump(mode="json"))
+        return
+    out.print(
+        f"sweep {found.id}: {len(found.expired)} context(s) expired and erased", highlight=False
+    )
+    for cid in found.expired:
+        out.print(f"  erased {cid}", highlight=False)
+    for failed, why in found.failed.items():
+        err.print(f"[yellow]not erased[/yellow] {failed}: {why}", highlight=False)
+    if found.failed:
+        raise typer.Exit(1)
+
+
+@handles_errors
+def sweeps(
+    ctx: typer.Context, limit: int = typer.Option(20, min=1), as_json: JsonFlag = False
+) -> None:
+    """The recorded sweeps, newest first."""
+    with open_store(ctx) as store:
+        found = store.sweeps(limit=limit)
+    if as_json:
+        print_json([s.model_dump(mode="json") for s in found])
+        return
+    for s in found:
+        out.print(
+            f"{s.started:%Y-%m-%d %H:%M:%S} {s.id} by {s.actor}: {len(s.expired)} expired",
+            highlight=False,
+        )

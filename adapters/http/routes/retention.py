@@ -1,0 +1,65 @@
+"""A tenant's retention policies (admin): its contexts expire after a period without writes."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field
+
+from ctxstore.adapters.http.deps import API, Requester, pooled
+from ctxstore.adapters.store.retention import RetentionPolicy
+from ctxstore.domain.errors import ContextNotFoundError
+
+router = APIRouter(prefix=API, tags=["retention"])
+
+
+class RetentionRequest(BaseModel):
+    """A policy for the caller's contexts (or one of them); null removes it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    expire_after_seconds: float | None = Field(gt=0, le=10**10)
+    context_id: str | None = None
+
+
+@router.put("/retention", response_model=RetentionPolicy | None)
+@pooled
+def set_retention(body: RetentionRequest, ctx: Requester) -> RetentionPolicy | None:
+    """Expire the caller's contexts (or one of them) after a period without writes; the
+    service's sweeper erases them (each leaves an erasure record)."""
+    cid = ctx.owned(body.context_id)
+    tenant = ctx.who.tenant
+    if cid is not None:
+        return ctx.store.set_retention(
+            body.expire_after_seconds, context_id=cid, actor=ctx.who.actor
+        )
+    if tenant is None:  # a service without tokens: one shared space, the whole store
+        return ctx.store.set_retention(
+            body.expire_after_seconds, everything=True, actor=ctx.who.actor
+        )
+    return ctx.store.set_retention(body.expire_after_seconds, tenant=tenant, actor=ctx.who.actor)
+
+
+@router.get("/retention", response_model=list[RetentionPolicy])
+@pooled
+def retention(ctx: Requester) -> list[RetentionPolicy]:
+    """The policies that apply to the caller's contexts: the store's, its tenant's, its
+    contexts' own."""
+    tenant = ctx.who.tenant
+    found = []
+    for policy in ctx.store.retention_policies():
+        if (
+            tenant is None
+            or policy.scope in ("store", f"tenant:{tenant}")
+            or policy.scope.startswith("context:")
+            and _owns(ctx, policy.scope)
+        ):
+            found.append(policy)
+    return found
+
+
+def _owns(ctx: Requester, scope: str) -> bool:
+    try:
+        ctx.owned(scope.removeprefix("context:"))
+    except ContextNotFoundError:  # another tenant's (or erased): not shown
+        return False
+    return True

@@ -1,0 +1,219 @@
+"""Retention: contexts expire after a period without writes.
+
+A policy applies to one context, to a tenant's contexts, or to every context of the store;
+the most specific wins. A context whose last write is older than its policy allows is
+expired: from that moment no read or write serves it (it answers as a context that does
+not exist), and the next sweep erases it — with the erasure record every erasure leaves,
+actor `ctxstore:retention` and the policy as its reason (crypto-shredded when the store has
+keys). Each sweep is recorded (`ctxstore_sweeps`: when, by whom, what it expired), and
+`ctxstore serve` sweeps in the background (CTXSTORE_SERVICE__SWEEP_SECONDS).
+
+Policies are read from the database at most every `REFRESH` seconds per process.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+
+from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
+
+if TYPE_CHECKING:
+    from ctxstore.adapters.store.core import StoreCore
+
+REFRESH = 5.0
+ACTOR = "ctxstore:retention"
+STORE = "store"
+
+
+class RetentionPolicy(BaseModel):
+    """Expire contexts after `expire_after` seconds without a write."""
+
+    model_config = ConfigDict(frozen=True)
+
+    scope: str  # "store", "tenant:<name>" ("tenant:" for contexts without one), "context:<id>"
+    expire_after: float
+    set_at: datetime
+    actor: str
+
+
+class Sweep(BaseModel):
+    """What one sweep did."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    started: datetime
+    finished: datetime
+    actor: str
+    expired: list[UUID]
+    failed: dict[str, str] = {}  # context id -> why it could not be erased (tried again later)
+
+
+def scope_of(
+    *, tenant: str | None = None, context_id: UUID | None = None, everything: bool = False
+) -> str:
+    named = sum(x for x in (tenant is not None, context_id is not None, everything))
+    if named != 1:
+        raise InvalidOperationError(
+            "a retention policy applies to one context, one tenant, or the whole store"
+        )
+    if context_id is not None:
+        return f"context:{context_id.hex}"
+    if tenant is not None:
+        return f"tenant:{tenant}"
+    return STORE
+
+
+class Retention:
+    """One store's policies, cached, and the check every read and write passes."""
+
+    def __init__(self, core: StoreCore) -> None:
+        self.core = core
+        self.rows = core.storage.retention
+        self._policies: dict[str, RetentionPolicy] = {}
+        self._read_at = -REFRESH
+        self._lock = threading.Lock()
+        self.clock: Callable[[], float] = time.time  # seconds since the epoch (tests move it)
+
+    def policies(self, *, fresh: bool = False) -> dict[str, RetentionPolicy]:
+        if self.rows is None:
+            return {}
+        now = time.monotonic()
+        with self._lock:
+            if fresh or now - self._read_at >= REFRESH:
+                self._policies = {
+                    scope: RetentionPolicy(
+                        scope=scope,
+                        expire_after=after,
+                        set_at=datetime.fromtimestamp(at, UTC),
+                        actor=actor,
+                    )
+                    for scope, after, at, actor in self.rows.policies()
+                }
+                self._read_at = now
+            return self._policies
+
+    def set(self, scope: str, expire_after: float | None, actor: str) -> None:
+        if self.rows is None:
+            raise InvalidOperationError("retention needs a SQLite or PostgreSQL store")
+        if expire_after is not None and not expire_after > 0:
+            raise InvalidOperationError(
+                f"expire_after must be a positive number of seconds, got {expire_after!r}"
+            )
+        self.rows.set(scope, expire_after, actor)
+        self.policies(fresh=True)
+
+    def policy_for(self, cid: UUID, tenant: str | None) -> RetentionPolicy | None:
+        found = self.policies()
+        if not found:
+            return None
+        return (
+            found.get(f"context:{cid.hex}")
+            or found.get(f"tenant:{tenant or ''}")
+            or found.get(STORE)
+        )
+
+    def expired(
+        self, cid: UUID, tenant: str | None, last_write: datetime, now: float | None = None
+    ) -> RetentionPolicy | None:
+        """The policy that expired the context, or None while it lives."""
+        policy = self.policy_for(cid, tenant)
+        if policy is None:
+            return None
+        now = self.clock() if now is None else now
+        return policy if last_write.timestamp() + policy.expire_after <= now else None
+
+    def active(self) -> bool:
+        """Whether any policy exists (else nothing can expire)."""
+        return bool(self.policies())
+
+    def check(self, ctx: Any) -> None:
+        """Raise ContextNotFoundError for an expired context (reads never serve one)."""
+        policy = self.expired(ctx.id, ctx.tenant, ctx.modified_on)
+        if policy is not None:
+            raise ContextNotFoundError(
+                f"no context with id {ctx.id} (expired: no writes for {policy.expire_after:g} s, "
+                f"retention policy {policy.scope})"
+            )
+
+    def sweep(self, actor: str = ACTOR) -> Sweep:
+        """Erase every expired context; record the sweep."""
+        from ctxstore.adapters.store import audit, erasure
+
+        started = datetime.now(UTC)
+        policies = self.policies(fresh=True)
+        expired: list[UUID] = []
+        failed: dict[str, str] = {}
+        if policies:
+            audit.catch_up(self.core)
+            now = self.clock()
+            for cid in self._candidates(policies, now):
+                try:
+                    ctx = self.core.storage.get(cid)  # not head(): it hides expired ones
+                except ContextNotFoundError:
+                    continue
+                except Exception as exc:  # noqa: BLE001 - one damaged context must not stop the sweep
+                    failed[str(cid)] = f"{type(exc).__name__}: {exc}"[:300]
+                    continue
+                policy = self.expired(cid, ctx.tenant, ctx.modified_on, now)
+                if policy is None:
+                    continue
+                reason = (
+                    f"retention: no writes for {policy.expire_after:g} s (policy {policy.scope})"
+                )
+                try:
+                    erasure.erase_context(
+                        self.core, cid, actor=actor, reason=reason, with_forks=False
+                    )
+                    expired.append(cid)
+                except Exception as exc:  # noqa: BLE001 - recorded, tried again next sweep
+                    failed[str(cid)] = f"{type(exc).__name__}: {exc}"[:300]
+        finished = datetime.now(UTC)
+        sweep = Sweep(id=uuid.uuid4().hex, started=started, finished=finished, actor=actor,
+                      expired=expired, failed=failed)  # fmt: skip
+        if self.rows is not None:
+            details = json.dumps({"expired": [c.hex for c in expired], "failed": failed})
+            self.rows.record_sweep(sweep.id, started.timestamp(), finished.timestamp(), actor,
+                                   len(expired), details)  # fmt: skip
+        return sweep
+
+    def _candidates(self, policies: dict[str, RetentionPolicy], now: float) -> list[UUID]:
+        """The contexts whose newest indexed write is older than their policy allows (each
+        is then checked on its own events): one grouped scan of the audit index."""
+        view = self.core.storage.audit_index
+        by_tenant = {
+            view.hidden_tenant(scope.removeprefix("tenant:") or None): p
+            for scope, p in policies.items()
+            if scope.startswith("tenant:")
+        }
+        found = []
+        for context_hex, newest_us, tenant in view.last_writes():
+            policy = (
+                policies.get(f"context:{context_hex}") or by_tenant.get(tenant)
+                or policies.get(STORE)
+            )  # fmt: skip
+            if policy is not None and newest_us / 1e6 + policy.expire_after <= now:
+                found.append(UUID(context_hex))
+        return found
+
+    def sweeps(self, limit: int = 100) -> list[Sweep]:
+        if self.rows is None:
+            return []
+        found = []
+        for sweep_id, started, finished, actor, _count, details in self.rows.sweeps(limit):
+            body = json.loads(details)
+            found.append(Sweep(
+                id=sweep_id, started=datetime.fromtimestamp(started, UTC),
+                finished=datetime.fromtimestamp(finished, UTC), actor=actor,
+                expired=[UUID(h) for h in body["expired"]], failed=body.get("failed", {}),
+            ))  # fmt: skip
+        return found
