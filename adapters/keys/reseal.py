@@ -58,6 +58,7 @@ def reseal(
             while rows := backend.unsealed_rows(recorder, cid, prefix, batch):
                 fresh = [(v, old, cipher.encrypt(cid, cipher.decrypt(cid, old))) for v, old in rows]
                 counts[kind] += backend.reseal_rows(recorder, cid, fresh)
+        storage.blobs.reseal_refs(cid)  # its wrappings of attachment keys
         counts["contexts"] += 1
         if progress is not None:
             progress(counts["contexts"])

@@ -22,7 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from ctxstore.adapters.keys import blob_keys
+from ctxstore.adapters.keys.cipher import STORE_KEY
 from ctxstore.domain.blobs import Blob, BlobRef
+from ctxstore.domain.errors import BlobNotFoundError
 
 BLOBS, REFS = "ctxstore_blobs", "ctxstore_blob_refs"
 
@@ -36,7 +39,8 @@ class StoredBlob:
 class BlobRows(ABC):
     """One store's blobs, per tenant (None: the store's own, as '' in the rows)."""
 
-    cipher: Any = None  # encrypt/decrypt of bytes (the store's attachment key)
+    cipher: Any = None  # encrypt/decrypt of bytes: the store's key (blobs stored before
+    keys: Any = None  # ContextCipher: each blob under its own key (adapters/keys/blob_keys.py)
 
     @abstractmethod
     def keep(
@@ -69,6 +73,10 @@ class BlobRows(ABC):
     def stored_bytes(self) -> int:
         """The bytes all blobs take (as stored: encrypted when the store encrypts)."""
 
+    def reseal_refs(self, cid: UUID) -> int:
+        """Seal `cid`'s wrappings of attachment keys with its current key (re-keying)."""
+        return 0
+
     def _seal(self, data: bytes) -> bytes:
         return data if self.cipher is None else self.cipher.encrypt(data)
 
@@ -92,16 +100,34 @@ class SQLBlobRows(BlobRows, ABC):
     def __init__(self, blobs: str, refs: str, mark: str) -> None:
         m = mark
         self.put_sql = (
-            f"INSERT INTO {blobs} (tenant, sha256, media_type, size, width, height, data, created) "
-            f"VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}, {m}) ON CONFLICT (tenant, sha256) DO NOTHING"
+            f"INSERT INTO {blobs} (tenant, sha256, media_type, size, width, height, data, created, "
+            f"sealed_key) VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}, {m}, {m}) "
+            "ON CONFLICT (tenant, sha256) DO NOTHING"
+        )
+        self.upload_key_sql = f"SELECT sealed_key FROM {blobs} WHERE tenant = {m} AND sha256 = {m}"
+        self.owned_sql = (
+            f"UPDATE {blobs} SET sealed_key = NULL WHERE tenant = {m} AND sha256 = {m} "
+            "AND sealed_key IS NOT NULL"
+        )
+        self.ref_keys_sql = (
+            f"SELECT context_id, sealed_key FROM {refs} WHERE tenant = {m} AND sha256 = {m} "
+            "AND sealed_key IS NOT NULL"
+        )
+        self.keys_of_sql = (
+            f"SELECT tenant, sha256, sealed_key FROM {refs} WHERE context_id = {m} "
+            "AND sealed_key IS NOT NULL"
+        )
+        self.set_ref_key_sql = (
+            f"UPDATE {refs} SET sealed_key = {m} WHERE context_id = {m} AND tenant = {m} "
+            f"AND sha256 = {m} AND sealed_key = {m}"
         )
         self.has_sql = f"SELECT 1 FROM {blobs} WHERE tenant = {m} AND sha256 = {m}"
         self.refer_sql = (
-            f"INSERT INTO {refs} (context_id, tenant, sha256) VALUES ({m}, {m}, {m}) "
-            "ON CONFLICT (context_id, sha256) DO NOTHING"
+            f"INSERT INTO {refs} (context_id, tenant, sha256, sealed_key) "
+            f"VALUES ({m}, {m}, {m}, {m}) ON CONFLICT (context_id, sha256) DO NOTHING"
         )
         self.get_sql = (
-            f"SELECT sha256, media_type, size, width, height, data FROM {blobs} "
+            f"SELECT sha256, media_type, size, width, height, data, sealed_key FROM {blobs} "
             f"WHERE tenant = {m} AND sha256 = {m}"
         )
         self.describe_sql = (
@@ -133,13 +159,17 @@ class SQLBlobRows(BlobRows, ABC):
         now = time.time()
         with self._transaction() as c:
             missing = []
+            made: dict[str, bytes] = {}  # blob keys of blobs stored now
             for sha in sorted(refs | set(given)):  # one order: two writers never deadlock
                 self._lock(c, owner, sha)
                 blob = given.get(sha)
                 if blob is not None:
                     r = blob.ref
+                    data, key, upload_key = self._sealed_new(owner, sha, blob.data, sha in refs)
                     c.execute(self.put_sql, (owner, sha, r.media_type, r.size, r.width, r.height,
-                                             self._seal(blob.data), now))  # fmt: skip
+                                             data, now, upload_key))  # fmt: skip
+                    if key is not None and self._rowcount(c):
+                        made[sha] = key
                 else:
                     c.execute(self.has_sql, (owner, sha))
                     if c.fetchone() is None:
@@ -147,8 +177,68 @@ class SQLBlobRows(BlobRows, ABC):
             if missing:
                 return missing  # (the block ends: the transaction commits nothing but puts)
             for sha in sorted(refs):
-                c.execute(self.refer_sql, (cid.hex, owner, sha))
+                c.execute(
+                    self.refer_sql,
+                    (cid.hex, owner, sha, self._wrapped_for(c, cid, owner, sha, made)),
+                )
         return []
+
+    def _sealed_new(
+        self, owner: str, sha: str, data: bytes, referred: bool
+    ) -> tuple[bytes, bytes | None, str | None]:
+        """A new blob's stored bytes, its key, and its key sealed with the store's key when
+        no context refers to it yet (an upload)."""
+        if self.keys is None:
+            return self._seal(data), None, None
+        key = blob_keys.new_key()
+        upload = None if referred else blob_keys.to_text(self.keys.encrypt(STORE_KEY, key))
+        return blob_keys.seal(key, owner, sha, data), key, upload
+
+    def _wrapped_for(
+        self, c: Any, cid: UUID, owner: str, sha: str, made: dict[str, bytes]
+    ) -> str | None:
+        """The blob's key sealed with `cid`'s key (None: no keys, or a blob from before keys
+        per attachment). An upload's store-sealed key goes once a context holds it."""
+        if self.keys is None:
+            return None
+        key = made.get(sha) or self._key_of(c, owner, sha)
+        if key is None:
+            return None
+        c.execute(self.owned_sql, (owner, sha))
+        return blob_keys.to_text(self.keys.encrypt(cid, key))
+
+    def _key_of(self, c: Any, owner: str, sha: str) -> bytes | None:
+        """A stored blob's key, opened through the store's key (an upload) or any context
+        that refers to it; None for a blob sealed before keys per attachment."""
+        c.execute(self.upload_key_sql, (owner, sha))
+        row = c.fetchone()
+        held = None if row is None else _tuple(row)[0]
+        if held:
+            return bytes(self.keys.decrypt(STORE_KEY, blob_keys.from_text(held)))
+        c.execute(self.ref_keys_sql, (owner, sha))
+        for context_hex, wrapped in (_tuple(r) for r in c.fetchall()):
+            try:
+                return bytes(self.keys.decrypt(UUID(context_hex), blob_keys.from_text(wrapped)))
+            except ValueError:  # that context's key is gone (erased meanwhile): another's
+                continue
+        return None
+
+    def reseal_refs(self, cid: UUID) -> int:
+        """Seal `cid`'s wrappings of blob keys with its current key generation (re-keying)."""
+        if self.keys is None:
+            return 0
+        done = 0
+        gen = self.keys.keys.current(cid.hex)[0]
+        with self._transaction() as c:
+            c.execute(self.keys_of_sql, (cid.hex,))
+            for tenant, sha, wrapped in [_tuple(r) for r in c.fetchall()]:
+                raw = blob_keys.from_text(wrapped)
+                if self.keys.generation(raw) == gen:
+                    continue
+                fresh = blob_keys.to_text(self.keys.encrypt(cid, self.keys.decrypt(cid, raw)))
+                c.execute(self.set_ref_key_sql, (fresh, cid.hex, tenant, sha, wrapped))
+                done += self._rowcount(c)
+        return done
 
     def _one(self, sql: str, tenant: str | None, sha256: str) -> tuple[Any, ...] | None:
         with self._transaction() as c:
@@ -158,7 +248,16 @@ class SQLBlobRows(BlobRows, ABC):
 
     def fetch(self, tenant: str | None, sha256: str) -> StoredBlob | None:
         row = self._one(self.get_sql, tenant, sha256)
-        return None if row is None else _row_blob(row, self._open(bytes(row[5])))
+        if row is None:
+            return None
+        data = bytes(row[5])
+        if self.keys is None or not blob_keys.is_sealed(data):
+            return _row_blob(row, self._open(data))
+        with self._transaction() as c:
+            key = self._key_of(c, tenant or "", sha256)
+        if key is None:  # a copy from before every context holding it was erased
+            raise BlobNotFoundError(f"no blob sha256:{sha256} (its contexts were erased)")
+        return _row_blob(row, blob_keys.open_sealed(key, tenant or "", sha256, data))
 
     def describe(self, tenant: str | None, sha256: str) -> BlobRef | None:
         row = self._one(self.describe_sql, tenant, sha256)

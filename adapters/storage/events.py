@@ -151,6 +151,7 @@ class EventStorage:
             self.audit_index.sealer = AuditSealer(self.keys)
         blob_cipher = None if self.keys is None else OwnedCipher(self.keys, STORE_KEY)
         self.blobs: BlobRows = backend.blobs(self.recorder, blob_cipher)
+        self.blobs.keys = self.keys  # each attachment under its own key, wrapped per context
         self.notifications: Notifications = backend.notifications(self.recorder)
         self.tokens: StoredTokens | None = backend.stored_tokens(self.recorder)
         self.retention: RetentionRows | None = backend.retention_rows(self.recorder)

@@ -317,6 +317,19 @@ def _tokens_and_retention(backend: Any, events: Any, snapshots: Any) -> None:
             )
 
 
+def _blob_keys(backend: Any, events: Any, snapshots: Any) -> None:
+    """Attachments under keys of their own (adapters/keys/blob_keys.py): the key sealed per
+    referring context, or with the store's key while an upload is referred to by none."""
+    schema = Identifier(events.datastore.schema)
+    with events.datastore.transaction(commit=True) as c:
+        for table in ("ctxstore_blobs", "ctxstore_blob_refs"):
+            c.execute(
+                SQL("ALTER TABLE {0}.{1} ADD COLUMN IF NOT EXISTS sealed_key text").format(
+                    schema, Identifier(table)
+                )
+            )
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
@@ -324,9 +337,6 @@ MIGRATIONS = (
     Migration(4, "attachments stored once by their hash (blobs and references)", _blobs),
     Migration(5, "inserts of events notify the contexts they wrote (live tails)", _notify),
     Migration(6, "a vault of data keys, one per context (envelope encryption)", _keys),
-    Migration(
-        7,
-        "bearer tokens kept hashed; retention policies, sweeps and checkpoints",
-        _tokens_and_retention,
-    ),
+    Migration(7, "hashed tokens; retention policies, sweeps, checkpoints", _tokens_and_retention),
+    Migration(8, "attachments under keys of their own, wrapped per context", _blob_keys),
 )

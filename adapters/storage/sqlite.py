@@ -270,6 +270,13 @@ def _blobs(backend: Backend, events: Any, snapshots: Any) -> None:
         c.execute(BLOB_REFS_INDEX)
 
 
+def _blob_keys(backend: Backend, events: Any, snapshots: Any) -> None:
+    """Attachments under keys of their own (adapters/keys/blob_keys.py): the key sealed per
+    referring context, or with the store's key while an upload is referred to by none."""
+    add_column(events.datastore, "ctxstore_blobs", "sealed_key")
+    add_column(events.datastore, "ctxstore_blob_refs", "sealed_key")
+
+
 def _tokens_and_retention(backend: Backend, events: Any, snapshots: Any) -> None:
     """Bearer tokens kept hashed; retention policies and the sweeps that applied them."""
     with events.datastore.transaction(commit=True) as c:
@@ -284,11 +291,8 @@ MIGRATIONS = (
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
     Migration(3, "erasure records name the forks erased with a context", _erasure_forks),
     Migration(4, "attachments stored once by their hash (blobs and references)", _blobs),
-    Migration(
-        5,
-        "bearer tokens kept hashed; retention policies, sweeps and checkpoints",
-        _tokens_and_retention,
-    ),
+    Migration(5, "hashed tokens; retention policies, sweeps, checkpoints", _tokens_and_retention),
+    Migration(6, "attachments under keys of their own, wrapped per context", _blob_keys),
 )
 
 

@@ -123,9 +123,10 @@ def shred_residue(keys: ContextCipher) -> list[str]:
             "(`ctxstore keys rotate`) to make them useless"
         ),
         (
-            "attachments: shared by hash, they are sealed with the store's attachment key, "
-            "not the context's; those only this context referred to are deleted, and copies "
-            "made before the erasure hold them readable with the KEK"
+            "attachments: each is under a key of its own, which this context held sealed with "
+            "its data key; those only it referred to are deleted and open from no copy; those "
+            "other contexts refer to stay theirs (attachments stored before keys per "
+            "attachment are under the store's key and stay readable in older copies)"
         ),
     ]
 

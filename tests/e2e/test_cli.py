@@ -183,6 +183,6 @@ def test_show_marks_refusals_spoken_replies_and_custom_calls(cli):
 
 def test_migrate_brings_a_store_to_the_current_version_once(cli):
     first = json.loads(cli("migrate", "--json").stdout)
-    assert first == {"version": 5, "applied": [1, 2, 3, 4, 5]}
-    assert json.loads(cli("migrate", "--json").stdout) == {"version": 5, "applied": []}
-    assert "schema at version 5" in cli("migrate").stdout
+    assert first == {"version": 6, "applied": [1, 2, 3, 4, 5, 6]}
+    assert json.loads(cli("migrate", "--json").stdout) == {"version": 6, "applied": []}
+    assert "schema at version 6" in cli("migrate").stdout

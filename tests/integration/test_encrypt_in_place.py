@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import signal
 import subprocess
@@ -20,6 +22,7 @@ from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
 
 from .test_at_rest import raw_bytes
+from .test_attachments import png
 
 MARK = "PLAIN-5e7a"
 CLI = str(Path(sys.executable).parent / "ctxstore")
@@ -85,17 +88,22 @@ def test_rekeying_a_context_seals_it_anew_and_drops_the_old_key(durable_url):
         for n in range(9):
             store.insert(cid, [{"role": "user", "content": f"{MARK} {n}"}])
             store.insert(other, [{"role": "user", "content": "o"}])
+        image = png(20, 20)
+        url = "data:image/png;base64," + base64.b64encode(image).decode()
+        store.insert(cid, [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": url}}]}])  # fmt: skip
         before = store.visible(cid).model_dump()
         keys = store._core.storage.keys.keys
         old = keys.generations(cid.hex)
         assert list(old) == [1]
         done = store.rekey(cid, wait=0)
-        assert done.events == 10 and done.snapshots >= 2
+        assert done.events == 11 and done.snapshots >= 2
         assert list(keys.generations(cid.hex)) == [2]
         rows = store._core.storage.recorder.select_events(cid)
         assert all(bytes(r.state).startswith(MAGIC + (2).to_bytes(4, "big")) for r in rows)
         assert store.visible(cid).model_dump() == before
         assert store.verify().ok
+        assert store.blob(hashlib.sha256(image).hexdigest()).data == image  # its key re-sealed
         with pytest.raises(Exception, match="no context"):
             store.rekey("00000000000000000000000000000000", wait=0)
     with ContextStore.from_url(durable_url, settings) as store:  # cold

@@ -5,6 +5,8 @@ contexts in the same copies still read and verify."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import shutil
 import sqlite3
 import sys
@@ -18,6 +20,7 @@ from pydantic import SecretStr
 from ctxstore import DamagedContextError
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.domain.errors import BlobNotFoundError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
@@ -109,3 +112,39 @@ def test_postgres_erasure_leaves_nothing_readable_in_a_base_backup(tmp_path, req
             if (backup.data / "postmaster.pid").exists():
                 backup.stop()
             shutil.rmtree(backup.data.parent, ignore_errors=True)
+
+
+def _image_message(data: bytes) -> dict:
+    url = "data:image/png;base64," + base64.b64encode(data).decode()
+    return {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}
+
+
+def test_attachments_are_shredded_with_the_contexts_that_held_them(tmp_path):
+    from .test_attachments import png
+
+    settings = Settings(encryption_key=SecretStr(AESCipher.create_key(32)))
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    own, shared, upload = png(40, 30), png(41, 30), png(42, 30)
+    with ContextStore.from_url(url, settings) as store:
+        gone = store.create(name="gone")
+        kept = store.create(name="kept")
+        store.insert(gone, [_image_message(own), _image_message(shared)])
+        store.insert(kept, [_image_message(shared)])
+        uploaded = store.put_blob(upload, "image/png")
+        shas = {n: hashlib.sha256(d).hexdigest() for n, d in
+                (("own", own), ("shared", shared), ("upload", upload))}  # fmt: skip
+        assert store.blob(shas["own"]).data == own
+        with sqlite3.connect(tmp_path / "s.db") as src, sqlite3.connect(tmp_path / "b.db") as dst:
+            src.backup(dst)
+        store.erase(gone, reason="asked")
+        assert store.blob(shas["shared"]).data == shared  # still the kept context's
+        assert store.blob(uploaded.sha256).data == upload
+    everything = _files(tmp_path)
+    for data in (own, shared, upload):
+        assert data[-200:] not in everything  # sealed wherever they are
+    apart = settings.model_copy(update={"key_vault": url + ".keys"})
+    with ContextStore.from_url(f"sqlite:///{tmp_path / 'b.db'}", apart) as copy:
+        with pytest.raises(BlobNotFoundError):
+            copy.blob(shas["own"])  # in the backup, but only the erased context held its key
+        assert copy.blob(shas["shared"]).data == shared
+        assert copy.blob(shas["upload"]).data == upload
