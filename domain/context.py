@@ -19,6 +19,7 @@ from uuid import UUID
 
 from eventsourcing.domain import Aggregate, event
 from eventsourcing.domain import Snapshot as LibrarySnapshot
+from eventsourcing.utils import get_topic
 
 from ctxstore.domain.context_commands import ContextCommands
 from ctxstore.domain.context_reads import (
@@ -57,6 +58,10 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
             snapshot = super().take(aggregate)
             snapshot.state["savepoints"] = savepoints_as_stored(snapshot.state)
             return snapshot
+
+        @staticmethod
+        def topic_of_context() -> str:
+            return get_topic(Context)
 
         def mutate(self, _: None) -> Context:
             ctx = super().mutate(_)
@@ -207,6 +212,30 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         source_version: int
         entries: list[JSON]  # in order: {"message", "tokens", "estimated", "summary_of"}
         actor: str
+
+    class HistoryRemoved(Aggregate.Event):
+        """Never stored: stands, in a fold of a context's events, for the versions a
+        retention policy removed (2..its version), carrying the context's state at its
+        version (the checkpoint's snapshot). Folding it restores that state."""
+
+        class_version = 1
+        state: JSON  # a Snapshot's state
+        keep_latest: int
+        actor: str
+        batch: int
+
+        def mutate(self, aggregate: Any) -> Any:
+            snapshot = Context.Snapshot(
+                originator_id=self.originator_id, originator_version=self.originator_version,
+                timestamp=self.timestamp, topic=Context.Snapshot.topic_of_context(),
+                state=self.state,
+            )  # fmt: skip
+            restored = snapshot.mutate(None)
+            if aggregate is None:
+                return restored
+            aggregate.__dict__.clear()
+            aggregate.__dict__.update(restored.__dict__)
+            return aggregate
 
     # ---- creation -------------------------------------------------------------------
 

@@ -32,6 +32,11 @@ class InvalidOperationError(CtxStoreError, ValueError):
     """The command's arguments are inconsistent (empty, duplicated, not contiguous)."""
 
 
+class HistoryRemovedError(InvalidOperationError):
+    """The versions asked for were removed by a retention policy (keep_latest): the context
+    now starts from a checkpoint."""
+
+
 class ContextExistsError(InvalidOperationError):
     """A context with the given id already exists (a create or import would overwrite it)."""
 

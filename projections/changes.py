@@ -128,7 +128,11 @@ def apply_event(ctx: Context | None, event: Context.Event) -> tuple[Context, Cha
             or isinstance(event, Context.SummaryExpanded)
         ):
             gone = [brief(ctx.entries[event.id])]
-        elif isinstance(event, Context.BatchEnded) and not event.keep:
+        elif (
+            isinstance(event, Context.BatchEnded)
+            and not event.keep
+            or isinstance(event, Context.HistoryRemoved)
+        ):
             saved = (list(ctx.order), dict(ctx.entries))
     after = event.mutate(ctx)
     assert after is not None

@@ -29,6 +29,7 @@ EVENT_TYPES: dict[str, str] = {
     "MessageDeltas": "append",
     "MessageFinished": "finish",
     "MessageAbandoned": "abandon",
+    "HistoryRemoved": "retention",
 }
 
 
@@ -163,6 +164,9 @@ def describe_event(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
         return e.batch, [e.id], {"reason": e.reason, "keep": e.keep}
     if isinstance(e, Context.BatchEnded):
         return e.batch, [], {"to": e.to, "keep": e.keep, "reverts_from": e.reverts_from}
+    if isinstance(e, Context.HistoryRemoved):
+        removed = {"removed_versions": [2, e.originator_version - 1], "keep_latest": e.keep_latest}
+        return e.batch, [], removed
     raise TypeError(f"not a Context event: {type(e).__name__}")
 
 

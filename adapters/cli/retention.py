@@ -16,6 +16,7 @@ from ctxstore.adapters.cli.common import (
     out,
     print_json,
 )
+from ctxstore.adapters.store.retention import RetentionPolicy
 
 retention_app = typer.Typer(
     help="Retention policies: contexts expire after a period without writes.",
@@ -39,27 +40,39 @@ def seconds(text: str) -> float | None:
 def set_(
     ctx: typer.Context,
     expire_after: str = typer.Option(
-        ..., help="No writes for this long expires a context: 30d, 12h, 3600, or none."
+        "none", help="No writes for this long expires a context: 30d, 12h, 3600, or none."
+    ),
+    keep_latest: int | None = typer.Option(
+        None, min=1, help="Keep only each context's latest N events (older ones removed)."
     ),
     tenant: str | None = typer.Option(None, help="Every context of this tenant ('' for none)."),
     context: str | None = typer.Option(None, help="One context."),
     all_: bool = typer.Option(False, "--all", help="Every context of the store."),
     as_json: JsonFlag = False,
 ) -> None:
-    """Set (or with `none` remove) a retention policy; the most specific applies."""
+    """Set a retention policy (neither --expire-after nor --keep-latest: remove it); the
+    most specific applies."""
     after = seconds(expire_after)
     with open_store(ctx) as store:
         found = store.set_retention(
-            after, tenant=tenant, context_id=context, everything=all_, actor=actor(ctx)
-        )
+            after, keep_latest=keep_latest, tenant=tenant, context_id=context,
+            everything=all_, actor=actor(ctx),
+        )  # fmt: skip
     if as_json:
         print_json(None if found is None else found.model_dump(mode="json"))
     elif found is None:
         out.print("policy removed", highlight=False)
     else:
-        out.print(
-            f"{found.scope}: expire after {found.expire_after:g} s without writes", highlight=False
-        )
+        out.print(f"{found.scope}: {_policy_text(found)}", highlight=False)
+
+
+def _policy_text(policy: RetentionPolicy) -> str:
+    said = []
+    if policy.expire_after is not None:
+        said.append(f"expire after {policy.expire_after:g} s without writes")
+    if policy.keep_latest is not None:
+        said.append(f"keep the latest {policy.keep_latest} events")
+    return "; ".join(said)
 
 
 @retention_app.command("list")
@@ -73,7 +86,7 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         return
     for p in found:
         out.print(
-            f"{p.scope}: {p.expire_after:g} s (set by {p.actor} {p.set_at:%Y-%m-%d %H:%M})",
+            f"{p.scope}: {_policy_text(p)} (set by {p.actor} {p.set_at:%Y-%m-%d %H:%M})",
             highlight=False,
         )
 
@@ -88,7 +101,9 @@ def sweep(ctx: typer.Context, as_json: JsonFlag = False) -> None:
         print_json(found.model_dump(mode="json"))
         return
     out.print(
-        f"sweep {found.id}: {len(found.expired)} context(s) expired and erased", highlight=False
+        f"sweep {found.id}: {len(found.expired)} context(s) expired and erased, "
+        f"{len(found.trimmed)} bounded ({sum(found.trimmed.values())} events removed)",
+        highlight=False,
     )
     for cid in found.expired:
         out.print(f"  erased {cid}", highlight=False)

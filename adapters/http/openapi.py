@@ -46,6 +46,7 @@ PROBLEM = {
 WHY = {
     "401": "no bearer token, or not a valid one",
     "403": "the token lacks the scope the operation needs (its security requirement)",
+    "410": "the versions asked for were removed by a retention policy (keep_latest)",
     "404": "no such context for this caller (another tenant's reads as none), message or blob",
     "409": "the context moved past If-Match or expected_version, the id is taken, or the "
     "Idempotency-Key is still running",
@@ -65,6 +66,8 @@ def problems_of(path: str, method: str, operation: dict[str, Any]) -> list[str]:
     # A context named in the path, the query, or (retention) the body.
     if "{context_id}" in path or "context_id" in names or path == "/v1/retention":
         found += ["404", "500"]
+    if "{context_id}" in path:
+        found.append("410")  # a version (or a history) that retention removed
     if path.startswith("/v1/blobs"):  # an upload (its own limit), or a blob by its hash
         return sorted([*found, "404"] if "{sha256}" in path else [*found, "413"])
     if method in ("post", "delete"):

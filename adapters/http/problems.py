@@ -23,6 +23,7 @@ from ctxstore.domain.errors import (
     ContextNotFoundError,
     CtxStoreError,
     DamagedContextError,
+    HistoryRemovedError,
     InvalidMessageError,
     LimitExceededError,
     MalformedTranscriptError,
@@ -41,6 +42,7 @@ MEDIA_TYPE = "application/problem+json"
 # Most specific first: ContextExistsError is also an InvalidOperationError.
 STATUS: list[tuple[type[CtxStoreError], int, str]] = [
     (ForbiddenError, 403, "forbidden"),
+    (HistoryRemovedError, 410, "history-removed"),
     (ContextNotFoundError, 404, "context-not-found"),
     (UnknownMessageError, 404, "message-not-found"),
     (BlobNotFoundError, 404, "blob-not-found"),
@@ -61,6 +63,7 @@ TITLES = {
     400: "Bad request",
     401: "Unauthorized",
     403: "Forbidden",
+    410: "Gone",
     404: "Not found",
     405: "Method not allowed",
     409: "Conflict",

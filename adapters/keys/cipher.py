@@ -88,6 +88,10 @@ class DataKeys:
                     self._cache.popitem(last=False)
         return keys
 
+    def known(self, name: str) -> bool:
+        """Whether the name's keys are cached (using them costs no I/O)."""
+        return self._cached(name) is not None
+
     def generations(self, name: str) -> dict[int, bytes]:
         """A name's keys by generation (empty: it has none, or they were destroyed)."""
         found = self._cached(name)

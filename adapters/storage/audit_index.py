@@ -80,9 +80,9 @@ class AuditView(TrackingRecorder, ABC):
             return tenant
         return self.sealer.hashed(tenant)  # type: ignore[no-any-return]
 
-    def last_writes(self) -> list[tuple[str, int, str | None]]:
-        """(context hex, newest event's time in microseconds, tenant as stored) of every
-        context in the index."""
+    def last_writes(self) -> list[tuple[str, int, str | None, int]]:
+        """(context hex, newest event's time in microseconds, tenant as stored, newest
+        version) of every context in the index."""
         return []
 
     def has_plain_rows(self) -> bool:

@@ -112,6 +112,11 @@ class Backend(ABC):
         holds `old`; the rows replaced."""
         raise NotImplementedError(f"{self.name} stores cannot be re-encrypted in place")
 
+    def remove_history(self, storage: Any, cid: UUID, through: int) -> int:
+        """Delete a context's events 2..`through`, its snapshots but the one at `through`
+        and the audit rows of those versions, in one transaction; the events deleted."""
+        raise NotImplementedError(f"{self.name} stores keep no retention")
+
     def scrub(self, recorder: Any) -> list[str]:
         """After states were replaced: clear what the old ones left in the database's own
         files, as far as the backend can; what may remain."""

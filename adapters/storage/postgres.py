@@ -415,6 +415,32 @@ class PostgresBackend(SQLBackend):
                 done += c.rowcount
             return done
 
+    def remove_history(self, storage: Any, cid: UUID, through: int) -> int:
+        schema = Identifier(self.schema)
+        with storage.recorder.datastore.transaction(commit=True) as c:
+            c.execute(
+                SQL(
+                    "DELETE FROM {0} WHERE originator_id = %s AND originator_version > 1 "
+                    "AND originator_version <= %s"
+                ).format(pg_table(storage.recorder)),
+                (cid, through),
+            )
+            removed = int(c.rowcount)
+            c.execute(
+                SQL("DELETE FROM {0} WHERE originator_id = %s AND originator_version <> %s").format(
+                    pg_table(storage.snapshots.recorder)
+                ),  # all but the origin: later ones may name removed events
+                (cid, through),
+            )
+            c.execute(
+                SQL(
+                    "DELETE FROM {0}.ctxstore_audit WHERE context_id = %s AND version > 1 "
+                    "AND version <= %s"
+                ).format(schema),
+                (cid.hex, through),
+            )
+        return max(removed, 0)
+
     def scrub(self, recorder: Any) -> list[str]:
         with recorder.datastore.get_connection() as conn:
             try:

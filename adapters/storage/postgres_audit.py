@@ -100,11 +100,11 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
     ) -> list[tuple[AuditRow, int | None]]:
         return self.opened([audit_row(r) for r in self._fetch(*self._select(where, after, limit))])
 
-    def last_writes(self) -> list[tuple[str, int, str | None]]:
+    def last_writes(self) -> list[tuple[str, int, str | None, int]]:
         statement = SQL(
-            "SELECT context_id, MAX(ts), MAX(tenant) FROM {0} GROUP BY context_id"
+            "SELECT context_id, MAX(ts), MAX(tenant), MAX(version) FROM {0} GROUP BY context_id"
         ).format(self.table)
-        return [(r[0], int(r[1]), r[2]) for r in self._fetch(statement, [])]
+        return [(r[0], int(r[1]), r[2], int(r[3])) for r in self._fetch(statement, [])]
 
     def has_plain_rows(self) -> bool:
         statement = SQL("SELECT 1 FROM {0} WHERE facts NOT LIKE 'sealed:%%' LIMIT 1").format(

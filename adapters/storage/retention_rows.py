@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 RETENTION_TABLE = "ctxstore_retention"
 SWEEPS_TABLE = "ctxstore_sweeps"
@@ -31,7 +31,8 @@ CHECKPOINTS_DDL = (
 
 
 class RetentionRows:
-    """Policies and sweep records in the store's database, in the backend's placeholders."""
+    """Policies, sweep records and checkpoints in the store's database, in the backend's
+    placeholders."""
 
     def __init__(
         self, run: Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]], prefix: str, mark: str
@@ -42,41 +43,79 @@ class RetentionRows:
 
     def _sql(self, text: str) -> str:
         return text.format(
-            policies=self._prefix + RETENTION_TABLE,
-            sweeps=self._prefix + SWEEPS_TABLE,
-            m=self._mark,
-        )
+            policies=self._prefix + RETENTION_TABLE, sweeps=self._prefix + SWEEPS_TABLE,
+            checkpoints=self._prefix + CHECKPOINTS_TABLE, m=self._mark,
+        )  # fmt: skip
 
-    def set(self, scope: str, expire_after: float | None, actor: str) -> None:
-        if expire_after is None:
+    def set(
+        self, scope: str, expire_after: float | None, keep_latest: int | None, actor: str
+    ) -> None:
+        if expire_after is None and keep_latest is None:
             self._run(self._sql("DELETE FROM {policies} WHERE scope = {m}"), (scope,))
             return
         self._run(
             self._sql(
                 "INSERT INTO {policies} (scope, expire_after, keep_latest, set_at, actor) "
-                "VALUES ({m}, {m}, NULL, {m}, {m}) ON CONFLICT (scope) DO UPDATE SET "
-                "expire_after = excluded.expire_after, set_at = excluded.set_at, "
-                "actor = excluded.actor"
+                "VALUES ({m}, {m}, {m}, {m}, {m}) ON CONFLICT (scope) DO UPDATE SET "
+                "expire_after = excluded.expire_after, keep_latest = excluded.keep_latest, "
+                "set_at = excluded.set_at, actor = excluded.actor"
             ),
-            (scope, expire_after, time.time(), actor),
+            (scope, expire_after, keep_latest, time.time(), actor),
         )
 
-    def policies(self) -> list[tuple[str, float, float, str]]:
-        """(scope, expire_after, set_at, actor) of every policy."""
+    def policies(self) -> list[tuple[str, float | None, int | None, float, str]]:
+        """(scope, expire_after, keep_latest, set_at, actor) of every policy."""
         rows = self._run(
-            self._sql("SELECT scope, expire_after, set_at, actor FROM {policies} ORDER BY scope"),
+            self._sql(
+                "SELECT scope, expire_after, keep_latest, set_at, actor FROM {policies} "
+                "ORDER BY scope"
+            ),
             (),
         )
-        return [(r[0], float(r[1]), float(r[2]), r[3]) for r in rows if r[1] is not None]
+        return [
+            (r[0], None if r[1] is None else float(r[1]), None if r[2] is None else int(r[2]),
+             float(r[3]), r[4])
+            for r in rows
+        ]  # fmt: skip
+
+    def checkpoints(self, context_hex: str | None = None) -> dict[str, Checkpoint]:
+        """The checkpoints of every context (or of one), by context hex."""
+        where, params = ("WHERE context_id = {m}", (context_hex,)) if context_hex else ("", ())
+        rows = self._run(
+            self._sql(
+                "SELECT context_id, version, chain, removed_at, keep_latest, signature "
+                "FROM {checkpoints} " + where
+            ),
+            params,
+        )
+        return {r[0]: Checkpoint(int(r[1]), r[2], float(r[3]), int(r[4]), r[5]) for r in rows}
+
+    def set_checkpoint(self, context_hex: str, checkpoint: Checkpoint) -> None:
+        """Record a context's checkpoint, or move it forward (never back)."""
+        c = checkpoint
+        self._run(
+            self._sql(
+                "INSERT INTO {checkpoints} (context_id, version, chain, removed_at, keep_latest, "
+                "signature) VALUES ({m}, {m}, {m}, {m}, {m}, {m}) ON CONFLICT (context_id) DO "
+                "UPDATE SET version = excluded.version, chain = excluded.chain, "
+                "removed_at = excluded.removed_at, keep_latest = excluded.keep_latest, "
+                "signature = excluded.signature WHERE excluded.version > {checkpoints}.version"
+            ),
+            (context_hex, c.version, c.chain, c.removed_at, c.keep_latest, c.signature),
+        )
+
+    def drop_checkpoint(self, context_hex: str) -> None:
+        """Forget a context's checkpoint (the context was erased)."""
+        self._run(self._sql("DELETE FROM {checkpoints} WHERE context_id = {m}"), (context_hex,))
 
     def record_sweep(self, sweep_id: str, started: float, finished: float, actor: str,
-                     expired: int, details: str) -> None:  # fmt: skip
+                     expired: int, trimmed: int, removed: int, details: str) -> None:  # fmt: skip
         self._run(
             self._sql(
                 "INSERT INTO {sweeps} (id, started, finished, actor, expired, trimmed, "
-                "events_removed, details) VALUES ({m}, {m}, {m}, {m}, {m}, 0, 0, {m})"
+                "events_removed, details) VALUES ({m}, {m}, {m}, {m}, {m}, {m}, {m}, {m})"
             ),
-            (sweep_id, started, finished, actor, expired, details),
+            (sweep_id, started, finished, actor, expired, trimmed, removed, details),
         )
 
     def sweeps(self, limit: int) -> list[tuple[Any, ...]]:
@@ -88,3 +127,14 @@ class RetentionRows:
             ),
             (limit,),
         )
+
+
+class Checkpoint(NamedTuple):
+    """Where a bounded context's stored history starts: after `version`, whose chain it
+    gives, signed (HMAC under the store's checkpoint key, or a plain hash without keys)."""
+
+    version: int
+    chain: str
+    removed_at: float
+    keep_latest: int
+    signature: str

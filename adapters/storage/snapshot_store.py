@@ -88,21 +88,28 @@ class SnapshotStore(EventStore[UUID]):
         limit: int | None = None,
     ) -> Iterator[Any]:
         found = []
-        for read in super().get(originator_id, gt=gt, lte=lte, desc=desc, limit=limit):
-            snapshot = cast(Any, read)
-            if isinstance(snapshot.state, dict) and MESSAGES_IN_EVENTS in snapshot.state:
-                try:
-                    snapshot = self._with_messages(snapshot)
-                except UnresolvedSnapshotError as exc:
-                    log.warning(
-                        "snapshot of context %s at version %d passed over: %s",
-                        originator_id,
-                        snapshot.originator_version,
-                        exc,
-                    )
-                    continue
-            found.append(snapshot)
-        return iter(found)
+        while True:
+            passed_over = None
+            for read in super().get(originator_id, gt=gt, lte=lte, desc=desc, limit=limit):
+                snapshot = cast(Any, read)
+                if isinstance(snapshot.state, dict) and MESSAGES_IN_EVENTS in snapshot.state:
+                    try:
+                        snapshot = self._with_messages(snapshot)
+                    except UnresolvedSnapshotError as exc:
+                        log.warning(
+                            "snapshot of context %s at version %d passed over: %s",
+                            originator_id,
+                            snapshot.originator_version,
+                            exc,
+                        )
+                        passed_over = snapshot.originator_version
+                        continue
+                found.append(snapshot)
+            # The newest was passed over (it names events retention removed since): the
+            # next older one may still serve, as the repository asks for one only.
+            if not (desc and limit and passed_over is not None and len(found) < limit):
+                return iter(found)
+            lte = passed_over - 1
 
     def _with_messages(self, snapshot: Any) -> Any:
         state = dict(snapshot.state)

@@ -387,6 +387,29 @@ class SQLiteBackend(SQLBackend):
                 done += c.sqlite_cursor.rowcount
             return done
 
+    def remove_history(self, storage: Any, cid: UUID, through: int) -> int:
+        events = storage.recorder.events_table_name
+        snapshots = storage.snapshots.recorder.events_table_name
+        with storage.recorder.datastore.transaction(commit=True) as c:
+            c.execute("PRAGMA secure_delete = ON")
+            c.execute(
+                f"DELETE FROM {events} WHERE originator_id = ? AND originator_version > 1 "
+                "AND originator_version <= ?",
+                (cid.hex, through),
+            )
+            removed = int(c.sqlite_cursor.rowcount)
+            c.execute(  # all but the origin: later ones may name removed events
+                f"DELETE FROM {snapshots} WHERE originator_id = ? AND originator_version <> ?",
+                (cid.hex, through),
+            )
+            c.execute(
+                "DELETE FROM ctxstore_audit WHERE context_id = ? AND version > 1 AND version <= ?",
+                (cid.hex, through),
+            )
+        if removed:
+            truncate_wal(storage.recorder.datastore)
+        return max(removed, 0)
+
     def scrub(self, recorder: Any) -> list[str]:
         # Page splits leave copies of moved cells in pages' free space: VACUUM writes every
         # page anew, and the log's older frames go with the checkpoint.

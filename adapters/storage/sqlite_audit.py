@@ -112,12 +112,13 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
                 )
             self._insert_tracking(c, Tracking(TRACKING_NAME, upto))
 
-    def last_writes(self) -> list[tuple[str, int, str | None]]:
+    def last_writes(self) -> list[tuple[str, int, str | None, int]]:
         with self.datastore.transaction(commit=False) as c:
             c.execute(
-                "SELECT context_id, MAX(ts), MAX(tenant) FROM ctxstore_audit GROUP BY context_id"
+                "SELECT context_id, MAX(ts), MAX(tenant), MAX(version) FROM ctxstore_audit "
+                "GROUP BY context_id"
             )
-            return [(r[0], int(r[1]), r[2]) for r in c.fetchall()]
+            return [(r[0], int(r[1]), r[2], int(r[3])) for r in c.fetchall()]
 
     def has_plain_rows(self) -> bool:
         with self.datastore.transaction(commit=False) as c:

@@ -442,6 +442,7 @@ class AsyncContextStore(AsyncContextOperations):
             )
             while True:
                 woken.clear()
+                await self._writer.ready(cid)
                 found = await self._events.select(cid, at)
                 if not found and not await self._offload(self._core.exists, cid):
                     raise ContextNotFoundError(f"no context with id {cid}")

@@ -72,10 +72,12 @@ class AsyncWriter:
     ) -> Written | None:
         """One try; None when it lost a race and the command should run again."""
         fresh = held.ctx is None
+        await self.ready(cid)
         if held.ctx is None:
             held.ctx = await self.offload(self.core.storage.get, cid)
         ctx = held.ctx
         assert ctx is not None
+        self.core.retention.check(ctx)  # an expired context takes no writes
         if not self.core.tokenizers.loaded(ctx.encoding):  # (building one takes ~0.3 s)
             await self.offload(self.core.tokenizers.counter, ctx.encoding)
         if expected is not None and ctx.version != expected and not fresh:
@@ -123,14 +125,28 @@ class AsyncWriter:
             await self.offload(self.writer.maybe_snapshot, ctx, before)
         return written_of(cid, ctx, touched)
 
+    async def ready(self, cid: UUID, *, create: bool = False) -> None:
+        """What reading or writing a context needs beside its rows, fetched on a worker
+        thread when not at hand: its data keys (`create`: made if it has none), the
+        retention policies."""
+        keys = self.core.storage.keys
+        if keys is not None and not keys.keys.known(cid.hex):
+            fetch = keys.keys.current if create else keys.keys.generations
+            await self.offload(fetch, cid.hex)
+        if self.core.retention.stale():
+            await self.offload(self.core.retention.policies)
+
     async def fresh(self, cid: UUID, held: Held) -> Context:
         """The cached aggregate caught up with what others stored (a fresh load when none
         is cached: on a worker thread), as core.fresh is for the sync store. Callers hold
         the context's lock."""
+        await self.ready(cid)
         if held.ctx is None:
             held.ctx = await self.offload(self.core.storage.get, cid)
+            self.core.retention.check(held.ctx)
             return held.ctx
         ctx = held.ctx
+        self.core.retention.check(ctx)
         try:
             for stored in await self.events.select(cid, ctx.version):
                 self.core.storage.to_event(stored).mutate(ctx)
@@ -150,6 +166,7 @@ class AsyncWriter:
             if chain is not None and chain[0] == before
             else await self.offload(self.writer.chain_head, held, cid, before)
         )
+        await self.ready(cid, create=True)
         stored, last = self.core.storage.mapper.to_sealed_events(events, head, command_id)
         await self.events.insert(cid, stored)
         held.chain = (before + len(stored), last)

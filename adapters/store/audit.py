@@ -133,10 +133,16 @@ def verify(core: StoreCore, context_id: UUID | str | None = None) -> Verificatio
     view = core.storage.audit_index
     only = None if context_id is None else core.id(context_id).hex
     walkers: dict[str, ChainWalker] = {}
+    retention = core.storage.retention
+    origins = {} if retention is None else retention.checkpoints(only)
 
     def walker(hex_id: str) -> ChainWalker:
         if hex_id not in walkers:
-            walkers[hex_id] = ChainWalker(hex_id, mapper)
+            cp = origins.get(hex_id)
+            origin = None
+            if cp is not None:
+                origin = (cp.version, cp.chain, core.bounds.valid(UUID(hex_id), cp))
+            walkers[hex_id] = ChainWalker(hex_id, mapper, origin)
         return walkers[hex_id]
 
     events = 0

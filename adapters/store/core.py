@@ -14,6 +14,7 @@ from ctxstore.adapters.llm.tokenizer import Tokenizers
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.storage.events import DAMAGE, EventStorage, damaged
 from ctxstore.adapters.store.cache import UNKNOWN, ContextCache, Held
+from ctxstore.adapters.store.history_bound import Bounds
 from ctxstore.adapters.store.retention import Retention
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
@@ -38,6 +39,7 @@ class StoreCore:
         self.cache = ContextCache(settings.cache_size)
         self.tokenizers = Tokenizers(settings.tiktoken_cache_dir)
         self.retention = Retention(self)  # expired contexts are served to no one
+        self.bounds = Bounds(self)  # where bounded histories now start
 
     # ---- names ---------------------------------------------------------------------
 
@@ -100,6 +102,7 @@ class StoreCore:
             )
         if self.retention.active():
             self.retention.check(self.storage.get(cid))
+        self.bounds.check_version(cid, at_version)
         ctx = self.storage.get(cid, version=at_version)
         if ctx.version < at_version:
             raise InvalidOperationError(
@@ -113,6 +116,12 @@ class StoreCore:
         expected = 1
         try:
             for e in self.storage.events.get(cid):
+                if e.originator_version != expected and expected == 2:
+                    # A bounded history: its checkpoint stands for the removed versions.
+                    cp = self.bounds.of(cid)
+                    if cp is not None and e.originator_version == cp.version + 1:
+                        yield self.bounds.removed_event(cid, cp)
+                        expected = cp.version + 1
                 if e.originator_version != expected:
                     raise DamagedContextError(
                         f"context {cid}'s stored events are damaged: version {expected} is "

@@ -37,7 +37,7 @@ def replay(
     cid = core.id(context_id)
     _check_version(from_version, "from_version")
     events = list(core.events(cid))
-    head = len(events)
+    head = events[-1].originator_version  # (a bounded history skips versions: not len())
     last = head if to_version is None else _check_version(to_version, "to_version")
     if last > head or from_version > last:
         raise InvalidOperationError(
@@ -52,7 +52,9 @@ def replay(
     # Start from the nearest snapshot before the range, not from the first event.
     ctx: Context | None = None if from_version == 1 else core.context_at(cid, from_version - 1)
     parsed: dict[str, tuple[int, Message]] = {}
-    for e in events[from_version - 1 : last]:
+    steps = [(e, h) for e, h in zip(events, history, strict=True)
+             if from_version <= e.originator_version <= last]  # fmt: skip
+    for e, h in steps:
         ctx, change = apply_event(ctx, e)
         messages = []
         for i in ctx.order:
@@ -61,7 +63,7 @@ def replay(
             if hit is None or hit[0] != version:
                 hit = parsed[i] = (version, Message.model_validate(ctx.stored_message(i)))
             messages.append(hit[1])
-        entry_h = history[e.originator_version - 1].model_copy(update={"changes": change})
+        entry_h = h.model_copy(update={"changes": change})
         yield ReplayStep(entry_h, visible_of(ctx, messages), calls.get(e.originator_version, []))
 
 

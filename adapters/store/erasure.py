@@ -104,6 +104,9 @@ def _erase_one(core: StoreCore, eraser: Eraser, record: Erasure) -> Erasure:
     core.storage.blobs.release(record.context_id)
     if keys is not None:
         keys.keys.destroy([key_name(record.context_id)])
+    if core.storage.retention is not None:
+        core.storage.retention.drop_checkpoint(record.context_id.hex)
+    core.bounds.forget(record.context_id)
     core.forget(record.context_id)
     return done
 

@@ -210,8 +210,16 @@ def tokens_over_versions(core: StoreCore, cid: UUID, points: int) -> TokenSeries
         if folded is not None and folded.ctx.version > head:
             folded = None  # the fold is ahead of this process's view: start again
         done = 0 if folded is None else folded.ctx.version
+        if done < 2:
+            folded, done = None, 0  # (a fold that stopped at the creation starts again)
         if head > done:
-            events = core.storage.events.get(cid, gt=done, lte=head)
+            # From the start, through core.events: a bounded history's checkpoint stands in
+            # for its removed versions (a fold that is past them reads only what follows).
+            events = (
+                (e for e in core.events(cid) if e.originator_version <= head)
+                if done < 2
+                else core.storage.events.get(cid, gt=done, lte=head)
+            )
             folded = fold_tokens((e for e in events if isinstance(e, Context.Event)), folded)
         if folded is None:
             raise ContextNotFoundError(f"no context with id {cid}")

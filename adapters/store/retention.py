@@ -30,17 +30,20 @@ if TYPE_CHECKING:
     from ctxstore.adapters.store.core import StoreCore
 
 REFRESH = 5.0
+TRIM_SLACK = 16  # events past the bound before a trim is worth its snapshot
 ACTOR = "ctxstore:retention"
 STORE = "store"
 
 
 class RetentionPolicy(BaseModel):
-    """Expire contexts after `expire_after` seconds without a write."""
+    """Expire contexts after `expire_after` seconds without a write; keep only the latest
+    `keep_latest` events of each (adapters/store/history_bound.py). Either may be None."""
 
     model_config = ConfigDict(frozen=True)
 
     scope: str  # "store", "tenant:<name>" ("tenant:" for contexts without one), "context:<id>"
-    expire_after: float
+    expire_after: float | None
+    keep_latest: int | None = None
     set_at: datetime
     actor: str
 
@@ -55,7 +58,8 @@ class Sweep(BaseModel):
     finished: datetime
     actor: str
     expired: list[UUID]
-    failed: dict[str, str] = {}  # context id -> why it could not be erased (tried again later)
+    trimmed: dict[str, int] = {}  # context id -> events removed (keep_latest)
+    failed: dict[str, str] = {}  # context id -> why it could not be done (tried again later)
 
 
 def scope_of(
@@ -94,22 +98,31 @@ class Retention:
                     scope: RetentionPolicy(
                         scope=scope,
                         expire_after=after,
+                        keep_latest=keep,
                         set_at=datetime.fromtimestamp(at, UTC),
                         actor=actor,
                     )
-                    for scope, after, at, actor in self.rows.policies()
+                    for scope, after, keep, at, actor in self.rows.policies()
                 }
                 self._read_at = now
             return self._policies
 
-    def set(self, scope: str, expire_after: float | None, actor: str) -> None:
+    def set(
+        self, scope: str, expire_after: float | None, keep_latest: int | None, actor: str
+    ) -> None:
         if self.rows is None:
             raise InvalidOperationError("retention needs a SQLite or PostgreSQL store")
         if expire_after is not None and not expire_after > 0:
             raise InvalidOperationError(
                 f"expire_after must be a positive number of seconds, got {expire_after!r}"
             )
-        self.rows.set(scope, expire_after, actor)
+        if keep_latest is not None and (
+            isinstance(keep_latest, bool) or not isinstance(keep_latest, int) or keep_latest < 1
+        ):
+            raise InvalidOperationError(
+                f"keep_latest must be a positive number of events, got {keep_latest!r}"
+            )
+        self.rows.set(scope, expire_after, keep_latest, actor)
         self.policies(fresh=True)
 
     def policy_for(self, cid: UUID, tenant: str | None) -> RetentionPolicy | None:
@@ -127,10 +140,15 @@ class Retention:
     ) -> RetentionPolicy | None:
         """The policy that expired the context, or None while it lives."""
         policy = self.policy_for(cid, tenant)
-        if policy is None:
+        if policy is None or policy.expire_after is None:
             return None
         now = self.clock() if now is None else now
         return policy if last_write.timestamp() + policy.expire_after <= now else None
+
+    def stale(self) -> bool:
+        """Whether the next check would read the policies from the database first (an
+        async caller reads them on a worker thread then)."""
+        return self.rows is not None and time.monotonic() - self._read_at >= REFRESH
 
     def active(self) -> bool:
         """Whether any policy exists (else nothing can expire)."""
@@ -146,64 +164,96 @@ class Retention:
             )
 
     def sweep(self, actor: str = ACTOR) -> Sweep:
-        """Erase every expired context; record the sweep."""
-        from ctxstore.adapters.store import audit, erasure
+        """Erase every expired context, bound the history of those that keep only their
+        latest events; record the sweep."""
+        from ctxstore.adapters.store import audit
 
         started = datetime.now(UTC)
         policies = self.policies(fresh=True)
         expired: list[UUID] = []
+        trimmed: dict[str, int] = {}
         failed: dict[str, str] = {}
         if policies:
             audit.catch_up(self.core)
             now = self.clock()
-            for cid in self._candidates(policies, now):
+            to_expire, to_trim = self._candidates(policies, now)
+            for cid in to_expire:
+                self._expire(cid, actor, now, expired, failed)
+            for cid, keep in to_trim:
+                if cid in expired:
+                    continue
                 try:
-                    ctx = self.core.storage.get(cid)  # not head(): it hides expired ones
-                except ContextNotFoundError:
-                    continue
-                except Exception as exc:  # noqa: BLE001 - one damaged context must not stop the sweep
-                    failed[str(cid)] = f"{type(exc).__name__}: {exc}"[:300]
-                    continue
-                policy = self.expired(cid, ctx.tenant, ctx.modified_on, now)
-                if policy is None:
-                    continue
-                reason = (
-                    f"retention: no writes for {policy.expire_after:g} s (policy {policy.scope})"
-                )
-                try:
-                    erasure.erase_context(
-                        self.core, cid, actor=actor, reason=reason, with_forks=False
-                    )
-                    expired.append(cid)
+                    removed = self.core.bounds.trim(cid, keep)
                 except Exception as exc:  # noqa: BLE001 - recorded, tried again next sweep
                     failed[str(cid)] = f"{type(exc).__name__}: {exc}"[:300]
+                    continue
+                if removed:
+                    trimmed[str(cid)] = removed
         finished = datetime.now(UTC)
         sweep = Sweep(id=uuid.uuid4().hex, started=started, finished=finished, actor=actor,
-                      expired=expired, failed=failed)  # fmt: skip
+                      expired=expired, trimmed=trimmed, failed=failed)  # fmt: skip
         if self.rows is not None:
-            details = json.dumps({"expired": [c.hex for c in expired], "failed": failed})
+            details = json.dumps(
+                {"expired": [c.hex for c in expired], "trimmed": trimmed, "failed": failed}
+            )
             self.rows.record_sweep(sweep.id, started.timestamp(), finished.timestamp(), actor,
-                                   len(expired), details)  # fmt: skip
+                                   len(expired), len(trimmed), sum(trimmed.values()), details)  # fmt: skip
         return sweep
 
-    def _candidates(self, policies: dict[str, RetentionPolicy], now: float) -> list[UUID]:
-        """The contexts whose newest indexed write is older than their policy allows (each
-        is then checked on its own events): one grouped scan of the audit index."""
+    def _expire(
+        self, cid: UUID, actor: str, now: float, expired: list[UUID], failed: dict[str, str]
+    ) -> None:
+        from ctxstore.adapters.store import erasure
+
+        try:
+            ctx = self.core.storage.get(cid)  # not head(): it hides expired ones
+        except ContextNotFoundError:
+            return
+        except Exception as exc:  # noqa: BLE001 - one damaged context must not stop the sweep
+            failed[str(cid)] = f"{type(exc).__name__}: {exc}"[:300]
+            return
+        policy = self.expired(cid, ctx.tenant, ctx.modified_on, now)
+        if policy is None:
+            return
+        reason = f"retention: no writes for {policy.expire_after:g} s (policy {policy.scope})"
+        try:
+            erasure.erase_context(self.core, cid, actor=actor, reason=reason, with_forks=False)
+            expired.append(cid)
+        except ContextNotFoundError:
+            return  # another instance's sweep erased it first
+        except Exception as exc:  # noqa: BLE001 - recorded, tried again next sweep
+            failed[str(cid)] = f"{type(exc).__name__}: {exc}"[:300]
+
+    def _candidates(
+        self, policies: dict[str, RetentionPolicy], now: float
+    ) -> tuple[list[UUID], list[tuple[UUID, int]]]:
+        """The contexts whose newest indexed write is older than their policy allows, and
+        those holding enough events beyond their `keep_latest` to be worth a trim (each is
+        then judged on its own events): one grouped scan of the audit index."""
         view = self.core.storage.audit_index
         by_tenant = {
             view.hidden_tenant(scope.removeprefix("tenant:") or None): p
             for scope, p in policies.items()
             if scope.startswith("tenant:")
         }
-        found = []
-        for context_hex, newest_us, tenant in view.last_writes():
+        origins = {} if self.rows is None else self.rows.checkpoints()
+        expire: list[UUID] = []
+        trim: list[tuple[UUID, int]] = []
+        for context_hex, newest_us, tenant, head in view.last_writes():
             policy = (
                 policies.get(f"context:{context_hex}") or by_tenant.get(tenant)
                 or policies.get(STORE)
             )  # fmt: skip
-            if policy is not None and newest_us / 1e6 + policy.expire_after <= now:
-                found.append(UUID(context_hex))
-        return found
+            if policy is None:
+                continue
+            after, keep = policy.expire_after, policy.keep_latest
+            if after is not None and newest_us / 1e6 + after <= now:
+                expire.append(UUID(context_hex))
+            elif keep is not None:
+                origin = origins[context_hex].version if context_hex in origins else 1
+                if head - keep - origin >= max(TRIM_SLACK, keep // 4):
+                    trim.append((UUID(context_hex), keep))
+        return expire, trim
 
     def sweeps(self, limit: int = 100) -> list[Sweep]:
         if self.rows is None:
@@ -214,6 +264,7 @@ class Retention:
             found.append(Sweep(
                 id=sweep_id, started=datetime.fromtimestamp(started, UTC),
                 finished=datetime.fromtimestamp(finished, UTC), actor=actor,
-                expired=[UUID(h) for h in body["expired"]], failed=body.get("failed", {}),
+                expired=[UUID(h) for h in body["expired"]], trimmed=body.get("trimmed", {}),
+                failed=body.get("failed", {}),
             ))  # fmt: skip
         return found

@@ -12,19 +12,21 @@ class RetentionSurface:
     _core: StoreCore
 
     def set_retention(
-        self, expire_after: float | None, *, tenant: str | None = None,
-        context_id: UUID | str | None = None, everything: bool = False, actor: str | None = None,
+        self, expire_after: float | None, *, keep_latest: int | None = None,
+        tenant: str | None = None, context_id: UUID | str | None = None,
+        everything: bool = False, actor: str | None = None,
     ) -> RetentionPolicy | None:  # fmt: skip
-        """Expire contexts after `expire_after` seconds without a write (None removes the
-        policy): one context, a tenant's contexts, or every context (`everything`); the
-        most specific policy applies. Raises InvalidOperationError, ContextNotFoundError."""
+        """Expire contexts after `expire_after` seconds without a write, and/or keep only
+        the latest `keep_latest` events of each (both None removes the policy): for one
+        context, a tenant's contexts, or every context (`everything`); the most specific
+        policy applies. Raises InvalidOperationError, ContextNotFoundError."""
         cid = None
         if context_id is not None:
             cid = self._core.id(context_id)
             self._core.tenant_of(cid)  # raises ContextNotFoundError
         scope = scope_of(tenant=tenant, context_id=cid, everything=everything)
         retention = self._core.retention
-        retention.set(scope, expire_after, self._core.actor(actor))
+        retention.set(scope, expire_after, keep_latest, self._core.actor(actor))
         return retention.policies().get(scope)
 
     def retention_policies(self) -> list[RetentionPolicy]:

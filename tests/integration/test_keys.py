@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,45 @@ def test_another_vault_or_a_destroyed_key_fails_typed(tmp_path):
         ContextStore.from_url(url, settings) as store,
     ):
         store.visible(cid)
+
+
+def test_the_async_store_seals_reads_and_expires_with_keys(durable_url):
+    import asyncio
+
+    from ctxstore import ContextNotFoundError
+    from ctxstore.adapters.store.async_store import AsyncContextStore
+
+    settings = keyed()
+
+    async def main() -> None:
+        store = await AsyncContextStore.open(durable_url, settings)
+        try:
+            cid = await store.create(name="a")
+            for n in range(6):
+                await store.insert(cid, [{"role": "user", "content": f"{SECRET} {n}"}])
+        finally:
+            await store.close()
+        cold = await AsyncContextStore.open(durable_url, settings)  # no key cached
+        try:
+            await cold.insert(cid, [{"role": "user", "content": "again"}])
+            seen = [e.version async for e in cold.follow(cid, after=5, idle=0.2)]
+            assert seen == [6, 7, 8]
+            assert (await cold.visible(cid)).messages[-2].text() == f"{SECRET} 5"
+            cold._core.retention.set(f"context:{cid.hex}", 1, None, "t")
+            cold._core.retention.clock = lambda: time.time() + 5
+            with pytest.raises(ContextNotFoundError, match="expired"):
+                await cold.insert(cid, [{"role": "user", "content": "late"}])
+        finally:
+            await cold.close()
+
+    asyncio.run(main())
+    with ContextStore.from_url(durable_url, settings) as store:
+        storage = store._core.storage
+        assert all(
+            bytes(s.state).startswith(MAGIC) for s in storage.recorder.select_events(cid_of(store))
+        )
+        assert store.verify().ok
+
+
+def cid_of(store: ContextStore):
+    return store.contexts()[0].context_id

@@ -17,7 +17,8 @@ class RetentionRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    expire_after_seconds: float | None = Field(gt=0, le=10**10)
+    expire_after_seconds: float | None = Field(default=None, gt=0, le=10**10)
+    keep_latest: int | None = Field(default=None, ge=1, le=2**31 - 1)
     context_id: str | None = None
 
 
@@ -28,15 +29,12 @@ def set_retention(body: RetentionRequest, ctx: Requester) -> RetentionPolicy | N
     service's sweeper erases them (each leaves an erasure record)."""
     cid = ctx.owned(body.context_id)
     tenant = ctx.who.tenant
+    after, keep, who = body.expire_after_seconds, body.keep_latest, ctx.who.actor
     if cid is not None:
-        return ctx.store.set_retention(
-            body.expire_after_seconds, context_id=cid, actor=ctx.who.actor
-        )
+        return ctx.store.set_retention(after, keep_latest=keep, context_id=cid, actor=who)
     if tenant is None:  # a service without tokens: one shared space, the whole store
-        return ctx.store.set_retention(
-            body.expire_after_seconds, everything=True, actor=ctx.who.actor
-        )
-    return ctx.store.set_retention(body.expire_after_seconds, tenant=tenant, actor=ctx.who.actor)
+        return ctx.store.set_retention(after, keep_latest=keep, everything=True, actor=who)
+    return ctx.store.set_retention(after, keep_latest=keep, tenant=tenant, actor=who)
 
 
 @router.get("/retention", response_model=list[RetentionPolicy])

@@ -217,8 +217,12 @@ BLOB_SHA = re.compile(rb"ctxstore-blob:sha256:([0-9a-f]{64})")
 class ChainWalker:
     """Checks one context's stored events in version order, link by link."""
 
-    def __init__(self, context_hex: str, mapper: ChainingMapper) -> None:
+    def __init__(
+        self, context_hex: str, mapper: ChainingMapper, origin: tuple[int, str, bool] | None = None
+    ) -> None:
         self.context_hex = context_hex
+        # A bounded history's checkpoint: (version, its chain, whether its signature holds).
+        self.origin = origin
         context_id = UUID(context_hex)
         self.plaintext: Callable[[bytes], bytes] = partial(mapper.plaintext, context_id=context_id)
         self.version = 0
@@ -232,8 +236,11 @@ class ChainWalker:
         """Check the next event; after the first broken link, nothing more."""
         if self.broken is not None:
             return
-        if version != self.version + 1:
-            self.fail(self.version + 1, f"version {self.version + 1} is missing (next: {version})")
+        if version != self.version + 1 and not self._resumes_at_origin(version):
+            if self.broken is None:  # (an altered checkpoint already said why)
+                self.fail(
+                    self.version + 1, f"version {self.version + 1} is missing (next: {version})"
+                )
             return
         self.version = version
         try:
@@ -261,6 +268,17 @@ class ChainWalker:
             self.fail(version, "stored event does not match its chain (altered or reordered)")
             return
         self.prev = chain
+
+    def _resumes_at_origin(self, version: int) -> bool:
+        """Whether `version` is where a bounded history resumes after its creation event:
+        the chain goes on from the checkpoint's, if its signature holds."""
+        if self.origin is None or self.version != 1 or version != self.origin[0] + 1:
+            return False
+        if not self.origin[2]:
+            self.fail(version, "the retention checkpoint's signature does not match (altered)")
+            return False
+        self.version, self.prev = self.origin[0], self.origin[1]
+        return True
 
     def fail(self, version: int, reason: str) -> None:
         self.broken = BrokenLink(context_id=UUID(self.context_hex), version=version, reason=reason)
