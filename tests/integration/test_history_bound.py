@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import pytest
 from eventsourcing.cryptography import AESCipher
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import SecretStr
 
 from ctxstore import HistoryRemovedError
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.domain.messages import Message
 
 
 def _texts(store: ContextStore, cid, version=None) -> list[str]:
@@ -116,3 +119,54 @@ def test_another_process_with_the_old_state_cached_cannot_break_the_bounded_cont
         assert _texts(c, cid, head)[-1] == "question 29"
         assert c.verify().ok
         assert c.token_series(cid).points[-1].version == c.visible(cid).version
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_random_histories_bounded_anywhere_read_as_the_reference_model(
+    data, tmp_path_factory, reference_model, draw_operation, apply_operation
+):
+    folder = tmp_path_factory.mktemp("bound")
+    settings_ = Settings(
+        snapshot_interval=data.draw(st.integers(2, 9), label="snapshot interval"),
+        encryption_key=SecretStr(AESCipher.create_key(32)),
+    )
+    with ContextStore.from_url(f"sqlite:///{folder / 's.db'}", settings_) as store:
+        model = reference_model()
+        cid = store.create()
+        counter = [0]
+        seen: dict[int, list] = {1: []}
+        for _ in range(data.draw(st.integers(25, 50), label="operations")):
+            op = draw_operation(data, model, counter)
+            if model.apply(op) is None:
+                version = apply_operation(store, cid, op).version
+                seen[version] = [(i, Message.model_validate(m)) for i, m in model.items]
+        head = store.visible(cid).version
+        keep = data.draw(st.integers(1, max(1, head - 2)), label="keep_latest")
+        store.set_retention(None, keep_latest=keep, context_id=cid)
+        bound = head - keep
+        store._core.bounds.trim(cid, keep)  # the sweep's step, whatever the slack
+        for version, items in seen.items():
+            if 1 < version < bound:
+                with pytest.raises(HistoryRemovedError):
+                    store.visible(cid, at_version=version)
+                continue
+            v = store.visible(cid, at_version=version)
+            assert [(m.id, m) for m in v.messages] == items, version
+        for _ in range(data.draw(st.integers(0, 12), label="operations after")):
+            op = draw_operation(data, model, counter)  # rollbacks across the bound too
+            if model.apply(op) is None:
+                apply_operation(store, cid, op)
+                v = store.visible(cid)
+                assert [(m.id, m) for m in v.messages] == [
+                    (i, Message.model_validate(m)) for i, m in model.items
+                ]
+        assert store.verify(cid).ok
+        steps = [h.version for h in store.history(cid, changes=True)]
+        assert steps == sorted(steps) and steps[-1] == store.visible(cid).version
+    with ContextStore.from_url(f"sqlite:///{folder / 's.db'}", settings_) as cold:
+        assert [(m.id, m) for m in cold.visible(cid).messages] == [
+            (i, Message.model_validate(m)) for i, m in model.items
+        ]

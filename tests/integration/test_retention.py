@@ -93,6 +93,9 @@ def test_a_tenants_admin_sets_its_policy_and_the_service_sweeps(tmp_path):
             assert client.get(f"/v1/contexts/{mine}", headers=acme).status_code == 404
             assert client.get(f"/v1/contexts/{theirs}", headers=glob).status_code == 200
             assert any(mine.replace("-", "") in [c.hex for c in s.expired] for s in store.sweeps())
+            seen = client.get("/v1/sweeps", headers=acme).json()
+            assert any(mine in s["expired"] for s in seen)
+            assert all(not s["expired"] for s in client.get("/v1/sweeps", headers=glob).json())
     finally:
         store.close()
 

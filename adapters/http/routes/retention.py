@@ -1,12 +1,16 @@
-"""A tenant's retention policies (admin): its contexts expire after a period without writes."""
+"""A tenant's retention policies (admin): its contexts expire after a period without writes,
+or keep only their latest events; and the sweeps that applied them (audit)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxstore.adapters.http.deps import API, Requester, pooled
-from ctxstore.adapters.store.retention import RetentionPolicy
+from ctxstore.adapters.store.retention import RetentionPolicy, Sweep
 from ctxstore.domain.errors import ContextNotFoundError
 
 router = APIRouter(prefix=API, tags=["retention"])
@@ -61,3 +65,37 @@ def _owns(ctx: Requester, scope: str) -> bool:
     except ContextNotFoundError:  # another tenant's (or erased): not shown
         return False
     return True
+
+
+@router.get("/sweeps", response_model=list[Sweep])
+@pooled
+def sweeps(ctx: Requester, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[Sweep]:
+    """The recorded retention sweeps, newest first; with tokens, each names only the
+    caller's contexts (what it expired, bounded, or could not)."""
+    found = ctx.store.sweeps(limit=limit)
+    tenant = ctx.who.tenant
+    if tenant is None:
+        return found
+    erased = {e.context_id.hex: e.tenant for e in ctx.store.erasures()}
+    owners: dict[str, bool] = {}
+
+    def mine(context_id: str) -> bool:
+        key = UUID(context_id).hex
+        if key not in owners:
+            if key in erased:
+                owners[key] = erased[key] == tenant
+            else:
+                try:
+                    owners[key] = ctx.store.tenant_of(key) == tenant
+                except ContextNotFoundError:
+                    owners[key] = False
+        return owners[key]
+
+    return [
+        s.model_copy(update={
+            "expired": [c for c in s.expired if mine(str(c))],
+            "trimmed": {c: n for c, n in s.trimmed.items() if mine(c)},
+            "failed": {c: why for c, why in s.failed.items() if mine(c)},
+        })
+        for s in found
+    ]  # fmt: skip
