@@ -105,8 +105,8 @@ def encrypt(
         print_json(found.model_dump(mode="json"))
         return
     out.print(
-        f"sealed {found.events} events and {found.snapshots} snapshots of {found.contexts} "
-        f"contexts in {found.seconds:.1f} s",
+        f"sealed {found.events} events, {found.snapshots} snapshots and {found.attachments} "
+        f"attachments of {found.contexts} contexts in {found.seconds:.1f} s",
         highlight=False,
     )
     for left in found.residue:

@@ -31,6 +31,7 @@ class Resealing(BaseModel):
     contexts: int
     events: int  # rows sealed anew
     snapshots: int
+    attachments: int = 0  # put under keys of their own (encrypting in place)
     seconds: float
     residue: list[str] = []  # where the replaced states may still be (the backend says)
 

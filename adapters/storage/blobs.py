@@ -77,6 +77,11 @@ class BlobRows(ABC):
         """Seal `cid`'s wrappings of attachment keys with its current key (re-keying)."""
         return 0
 
+    def seal_all(self) -> int:
+        """Put every attachment stored before keys per attachment under a key of its own
+        (encrypting a store in place); how many were."""
+        return 0
+
     def _seal(self, data: bytes) -> bytes:
         return data if self.cipher is None else self.cipher.encrypt(data)
 
@@ -112,6 +117,16 @@ class SQLBlobRows(BlobRows, ABC):
         self.ref_keys_sql = (
             f"SELECT context_id, sealed_key FROM {refs} WHERE tenant = {m} AND sha256 = {m} "
             "AND sealed_key IS NOT NULL"
+        )
+        self.all_sql = f"SELECT tenant, sha256 FROM {blobs} ORDER BY tenant, sha256"
+        self.ref_contexts_sql = f"SELECT context_id FROM {refs} WHERE tenant = {m} AND sha256 = {m}"
+        self.set_holder_key_sql = (
+            f"UPDATE {refs} SET sealed_key = {m} WHERE context_id = {m} AND tenant = {m} "
+            f"AND sha256 = {m}"
+        )
+        self.set_data_sql = (
+            f"UPDATE {blobs} SET data = {m}, sealed_key = {m} WHERE tenant = {m} "
+            f"AND sha256 = {m} AND data = {m}"
         )
         self.keys_of_sql = (
             f"SELECT tenant, sha256, sealed_key FROM {refs} WHERE context_id = {m} "
@@ -222,6 +237,36 @@ class SQLBlobRows(BlobRows, ABC):
             except ValueError:  # that context's key is gone (erased meanwhile): another's
                 continue
         return None
+
+    def seal_all(self) -> int:
+        if self.keys is None:
+            return 0
+        with self._transaction() as c:
+            c.execute(self.all_sql)
+            every = [_tuple(r) for r in c.fetchall()]
+        done = 0
+        for owner, sha in every:
+            with self._transaction() as c:
+                self._secure(c)
+                self._lock(c, owner, sha)
+                c.execute(self.get_sql, (owner, sha))
+                row = c.fetchone()
+                if row is None:
+                    continue  # released meanwhile
+                data = bytes(_tuple(row)[5])
+                if blob_keys.is_sealed(data):
+                    continue
+                key = blob_keys.new_key()
+                sealed = blob_keys.seal(key, owner, sha, self._open(data))
+                c.execute(self.ref_contexts_sql, (owner, sha))
+                holders = [_tuple(r)[0] for r in c.fetchall()]
+                for context_hex in holders:
+                    wrapped = blob_keys.to_text(self.keys.encrypt(UUID(context_hex), key))
+                    c.execute(self.set_holder_key_sql, (wrapped, context_hex, owner, sha))
+                upload = None if holders else blob_keys.to_text(self.keys.encrypt(STORE_KEY, key))
+                c.execute(self.set_data_sql, (sealed, upload, owner, sha, data))
+                done += self._rowcount(c)
+        return done
 
     def reseal_refs(self, cid: UUID) -> int:
         """Seal `cid`'s wrappings of blob keys with its current key generation (re-keying)."""

@@ -431,7 +431,8 @@ class ContextStore(
         those whose name or id contains it (any case)."""
         events = self._core.all_of(Context.ContextCreated, Context.ContextForked)
         seen = self._core.cache.remember_tenant
-        return list_contexts(events, limit=limit, tenant=tenant, search=search, seen=seen)
+        found = list_contexts(events, limit=limit, tenant=tenant, search=search, seen=seen)
+        return self._core.retention.unexpired(found)
 
     def tenant_of(self, context_id: UUID | str) -> str | None:
         """The tenant that owns a context (None: no tenant); raises ContextNotFoundError."""

@@ -54,7 +54,13 @@ class KeysSurface:
         cipher = self._cipher()
         audit.catch_up(self._core)
         contexts = [UUID(h) for h in sorted(self._core.storage.audit_index.indexed_heads())]
-        return reseal(self._core.storage, cipher, contexts, batch=batch, progress=progress)
+        storage = self._core.storage
+        done = reseal(storage, cipher, contexts, batch=batch, progress=progress, scrub=False)
+        blobs = storage.blobs.seal_all()  # attachments, each under a key of its own
+        residue = done.residue
+        if done.events or done.snapshots or blobs:  # what the plain states left behind
+            residue = storage.backend.scrub(storage.recorder)
+        return done.model_copy(update={"attachments": blobs, "residue": residue})
 
     def rekey(self, context_id: UUID | str, *, wait: float | None = None) -> Resealing:
         """A new data key for a context, its states sealed anew, the old key dropped once

@@ -154,6 +154,30 @@ class Retention:
         """Whether any policy exists (else nothing can expire)."""
         return bool(self.policies())
 
+    def unexpired(self, summaries: list[Any]) -> list[Any]:
+        """Listed contexts without the expired ones (a listing serves none either): their
+        last writes from one grouped read of the audit index, when any policy exists."""
+        policies = self.policies()
+        if not any(p.expire_after is not None for p in policies.values()):
+            return summaries
+        from ctxstore.adapters.store import audit
+
+        audit.catch_up(self.core)
+        newest = {h: us for h, us, _, _ in self.core.storage.audit_index.last_writes()}
+        now = self.clock()
+        kept = []
+        for s in summaries:
+            policy = self.policy_for(s.context_id, s.tenant)
+            last = newest.get(s.context_id.hex)
+            if (
+                policy is None
+                or policy.expire_after is None
+                or last is None
+                or last / 1e6 + policy.expire_after > now
+            ):
+                kept.append(s)
+        return kept
+
     def check(self, ctx: Any) -> None:
         """Raise ContextNotFoundError for an expired context (reads never serve one)."""
         policy = self.expired(ctx.id, ctx.tenant, ctx.modified_on)

@@ -60,6 +60,11 @@ def test_encrypt_in_place_survives_a_kill_and_completes(durable_url):
     plain = Settings(snapshot_interval=4)
     with ContextStore.from_url(durable_url, plain) as store:
         cids = [store.create(name=f"c{i}") for i in range(120)]
+        image = png(30, 30)
+        url = "data:image/png;base64," + base64.b64encode(image).decode()
+        store.insert(cids[1], [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": url}}]}])  # fmt: skip
+        uploaded = store.put_blob(png(31, 30), "image/png")
         for n in range(5):
             for c in cids:
                 store.insert(c, [{"role": "user", "content": f"{MARK} {n}"}])
@@ -94,7 +99,11 @@ def test_encrypt_in_place_survives_a_kill_and_completes(durable_url):
         assert {c: store.visible(c).model_dump() for c in cids[:5]} == before
         assert store.verify().ok
         store.insert(cids[0], [{"role": "user", "content": "after"}])
-    assert MARK.encode() not in raw_bytes(durable_url, store)
+        assert store.blob(hashlib.sha256(image).hexdigest()).data == image
+        assert store.blob(uploaded.sha256).ref.size == uploaded.size
+    data = raw_bytes(durable_url, store)
+    assert MARK.encode() not in data
+    assert image[-300:] not in data  # the attachment is under a key of its own now
 
 
 def test_rekeying_a_context_seals_it_anew_and_drops_the_old_key(durable_url):

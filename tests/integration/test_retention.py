@@ -39,6 +39,8 @@ def test_expired_contexts_are_served_to_no_one_and_swept(durable_url, keys):
             store.visible(old, at_version=1)
         assert store.visible(other).version == 2  # globex has no policy
         assert store.visible(pinned).version == 2
+        listed = {c.context_id for c in store.contexts()}
+        assert old not in listed and {other, pinned} <= listed  # nor does the listing
         sweep = store.sweep()
         assert sweep.expired == [old] and not sweep.failed
         record = next(e for e in store.erasures() if e.context_id == old)
