@@ -101,10 +101,6 @@ class LocalKeyring(KeyWrapper):
     def current_id(self) -> str:
         return self._ids[0]
 
-    @property
-    def ids(self) -> list[str]:
-        return list(self._ids)
-
     def wrap(self, key: bytes, aad: bytes) -> tuple[str, bytes]:
         nonce = os.urandom(NONCE)
         return self._ids[0], nonce + self._aead[self._ids[0]].encrypt(nonce, key, aad)
@@ -123,10 +119,7 @@ class LocalKeyring(KeyWrapper):
                 f"a data key wrapped by KEK {kek_id} does not open (damaged)"
             ) from None
 
-    def legacy(self) -> AESGCM:
-        """The current key as the whole store's cipher key (how stores encrypted before
-        keys per context; still read)."""
-        return self._aead[self._ids[0]]
-
     def legacy_all(self) -> list[AESGCM]:
+        """Each key as the whole store's cipher key (how stores encrypted before keys per
+        context; still read)."""
         return [self._aead[i] for i in self._ids]

@@ -133,7 +133,7 @@ class SnapshotStore(EventStore[UUID]):
                 )
             return {"message": message, **entry}
 
-        return _replaced_state(snapshot, _map_entries(state, full))
+        return _replaced_state(snapshot, map_entries(state, full))
 
     def _messages_at(self, cid: UUID, versions: set[int]) -> dict[tuple[int, str], JSON]:
         """The messages that the context's events at `versions` add, by (version, id)."""
@@ -157,14 +157,14 @@ def without_messages(snapshot: Any) -> Any:
     state = snapshot.state
     if not isinstance(state, dict) or "entries" not in state or MESSAGES_IN_EVENTS in state:
         return snapshot
-    bare = _map_entries(
+    bare = map_entries(
         state, lambda _, e: e if e.get("inline") else {k: v for k, v in e.items() if k != "message"}
     )
     bare[MESSAGES_IN_EVENTS] = True
     return _replaced_state(snapshot, bare)
 
 
-def _map_entries(state: JSON, change: Callable[[str, JSON], Any]) -> JSON:
+def map_entries(state: JSON, change: Callable[[str, JSON], Any]) -> JSON:
     """A copy of a snapshot's state with `change(id, entry)` in place of each entry, the
     head's and each open batch's (whose None, "as the head holds it", stays None)."""
     return {

@@ -93,16 +93,20 @@ class StoredTokens:
             "UPDATE {t} SET revoked = {m} WHERE id = {m} AND revoked IS NULL",
             (time.time(), token_id),
         )
-        for t in self.list():
-            if t.id == token_id:
-                with self._lock:
-                    self._cache.clear()
-                return t
+        with self._lock:
+            self._cache.clear()
+        for t in self.list(token_id):
+            return t
         raise InvalidOperationError(f"no token with id {token_id!r}")
 
-    def list(self) -> list[StoredToken]:
+    def list(self, token_id: str | None = None) -> list[StoredToken]:
+        """Every token (or the one with `token_id`), oldest first."""
+        where, params = ("WHERE id = {m} ", (token_id,)) if token_id is not None else ("", ())
         rows = self._rows(
-            "SELECT id, tenant, scopes, name, created, revoked FROM {t} ORDER BY created"
+            "SELECT id, tenant, scopes, name, created, revoked FROM {t} "
+            + where
+            + "ORDER BY created",
+            params,
         )
         return [
             StoredToken(

@@ -77,7 +77,6 @@ class AsyncWriter:
             held.ctx = await self.offload(self.core.storage.get, cid)
         ctx = held.ctx
         assert ctx is not None
-        self.core.retention.check(ctx)  # an expired context takes no writes
         if not self.core.tokenizers.loaded(ctx.encoding):  # (building one takes ~0.3 s)
             await self.offload(self.core.tokenizers.counter, ctx.encoding)
         if expected is not None and ctx.version != expected and not fresh:
@@ -86,6 +85,7 @@ class AsyncWriter:
             raise VersionConflictError(f"context {cid} is at version {ctx.version}, not {expected}")
         before = ctx.version
         try:
+            self.core.retention.check(ctx)  # an expired context takes no writes
             touched = command(ctx)
         except CtxStoreError:
             held.stale()
@@ -146,7 +146,6 @@ class AsyncWriter:
             self.core.retention.check(held.ctx)
             return held.ctx
         ctx = held.ctx
-        self.core.retention.check(ctx)
         try:
             for stored in await self.events.select(cid, ctx.version):
                 self.core.storage.to_event(stored).mutate(ctx)
@@ -155,6 +154,7 @@ class AsyncWriter:
         except DAMAGE as exc:
             held.stale()
             raise damaged(cid, exc) from exc
+        self.core.retention.check(ctx)  # on what is stored now
         return ctx
 
     async def _put(self, held: Held, cid: UUID, before: int, events: Any, command_id: str) -> None:

@@ -66,10 +66,8 @@ class StoreCore:
         """The cached aggregate (False), or one loaded now and cached (True)."""
         held = held or self.cache.held(cid)
         if held.ctx is not None:
-            self.retention.check(held.ctx)
             return held.ctx, False
         ctx = self.storage.get(cid)
-        self.retention.check(ctx)
         held.ctx = ctx
         return ctx, True
 
@@ -86,6 +84,7 @@ class StoreCore:
             except DAMAGE as exc:
                 (held or self.cache.held(cid)).stale()
                 raise damaged(cid, exc) from exc
+        self.retention.check(ctx)  # on what is stored now: an expired context is not served
         return ctx
 
     def head(self, cid: UUID) -> Context:

@@ -24,11 +24,13 @@ import hashlib
 import hmac
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from ctxstore.adapters.storage.codec.chain import anchor, unseal
 from ctxstore.adapters.storage.retention_rows import Checkpoint
+from ctxstore.adapters.storage.snapshot_store import map_entries
+from ctxstore.adapters.store.retention import REFRESH  # a "no checkpoint" is trusted as long
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import HistoryRemovedError
 
@@ -37,7 +39,6 @@ if TYPE_CHECKING:
 
 SIGNING_KEY = "store:checkpoint"
 ACTOR = "ctxstore:retention"
-REFRESH = 5.0  # seconds a "no checkpoint" answer is trusted (another process may trim)
 
 
 class Bounds:
@@ -120,10 +121,10 @@ class Bounds:
             if bound < 2:
                 return 0
             self._store_origin(cid, bound)
+            chain = self._chain_at(cid, bound)
             cp = Checkpoint(
-                bound, self._chain_at(cid, bound), time.time(), keep_latest,
-                self.signature(cid, bound, self._chain_at(cid, bound)),
-            )  # fmt: skip
+                bound, chain, time.time(), keep_latest, self.signature(cid, bound, chain)
+            )
             rows.set_checkpoint(cid.hex, cp)
             self.forget(cid)
         removed = storage.backend.remove_history(storage, cid, cp.version)
@@ -155,15 +156,4 @@ class Bounds:
 def _all_inline(state: JSON) -> JSON:
     """A snapshot state whose every entry (the head's and each open batch's) keeps its
     message: no event will be there to carry it."""
-
-    def mark(entry: Any) -> Any:
-        return entry if entry is None else {**entry, "inline": True}
-
-    return {
-        **state,
-        "entries": {i: mark(e) for i, e in state["entries"].items()},
-        "savepoints": [
-            {**s, "entries": {i: mark(e) for i, e in s["entries"].items()}}
-            for s in state["savepoints"]
-        ],
-    }
+    return map_entries(state, lambda _, entry: {**entry, "inline": True})

@@ -100,6 +100,7 @@ class Writer:
                     )
                 before = ctx.version
                 try:
+                    self.core.retention.check(ctx)  # an expired context takes no writes
                     touched = command(ctx)
                 except CtxStoreError:
                     held.stale()

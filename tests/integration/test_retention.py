@@ -132,3 +132,17 @@ def cli_like(tmp_path):
         return result
 
     return run, url
+
+
+def test_a_write_by_another_store_keeps_the_context_alive_for_a_store_with_it_cached(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with ContextStore.from_url(url) as a, ContextStore.from_url(url) as b:
+        cid = a.create(name="shared")
+        a.insert(cid, MSG)
+        a.set_retention(4, context_id=cid)
+        assert a.visible(cid).version == 2  # a caches it as written now
+        time.sleep(2.5)
+        b.insert(cid, MSG)  # b writes to it in time
+        time.sleep(2.0)  # a's cached copy is now older than the policy allows; b's write not
+        assert a.visible(cid).version == 3  # judged on what is stored, not on a's cache
+        assert a.insert(cid, MSG).version == 4
