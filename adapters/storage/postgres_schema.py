@@ -34,16 +34,7 @@ from ctxstore.adapters.keys.vault import ddl as vault_ddl
 from ctxstore.adapters.settings import LIBPQ_PARAMS
 from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
 from ctxstore.adapters.storage.migrations import Migration
-from ctxstore.adapters.storage.retention_rows import (
-    CHECKPOINTS_DDL,
-    CHECKPOINTS_TABLE,
-    RETENTION_DDL,
-    RETENTION_TABLE,
-    SWEEPS_DDL,
-    SWEEPS_TABLE,
-)
-from ctxstore.adapters.storage.tokens import DDL as TOKENS_DDL
-from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
+from ctxstore.adapters.storage.retention_rows import lifecycle_tables
 from ctxstore.domain.errors import StoreUnavailableError
 
 SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the tables
@@ -308,8 +299,7 @@ def _tokens_and_retention(backend: Any, events: Any, snapshots: Any) -> None:
     """Bearer tokens kept hashed; retention policies and the sweeps that applied them."""
     schema = Identifier(events.datastore.schema)
     with events.datastore.transaction(commit=True) as c:
-        for ddl, table in ((TOKENS_DDL, TOKENS_TABLE), (RETENTION_DDL, RETENTION_TABLE),
-                           (SWEEPS_DDL, SWEEPS_TABLE), (CHECKPOINTS_DDL, CHECKPOINTS_TABLE)):  # fmt: skip
+        for table, ddl in lifecycle_tables():
             c.execute(
                 SQL(ddl.replace("{t}", "{0}")).format(
                     SQL("{0}.{1}").format(schema, Identifier(table))

@@ -7,6 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from ctxstore.adapters.storage.tokens import DDL as TOKENS_DDL
+from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
+
 RETENTION_TABLE = "ctxstore_retention"
 SWEEPS_TABLE = "ctxstore_sweeps"
 CHECKPOINTS_TABLE = "ctxstore_checkpoints"
@@ -28,6 +31,15 @@ CHECKPOINTS_DDL = (
     "chain TEXT NOT NULL, removed_at DOUBLE PRECISION NOT NULL, keep_latest INTEGER NOT NULL, "
     "signature TEXT NOT NULL)"
 )
+
+
+def lifecycle_tables() -> list[tuple[str, str]]:
+    """(table, its DDL with `{t}` for the table's name) of tokens, retention policies, sweeps
+    and checkpoints: what each backend's migration creates."""
+    return [
+        (TOKENS_TABLE, TOKENS_DDL), (RETENTION_TABLE, RETENTION_DDL),
+        (SWEEPS_TABLE, SWEEPS_DDL), (CHECKPOINTS_TABLE, CHECKPOINTS_DDL),
+    ]  # fmt: skip
 
 
 class RetentionRows:

@@ -57,18 +57,9 @@ from ctxstore.adapters.storage.idempotency import SQLIdempotencyKeys
 from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.storage.notifications import Notifications, PollingNotifications
-from ctxstore.adapters.storage.retention_rows import (
-    CHECKPOINTS_DDL,
-    CHECKPOINTS_TABLE,
-    RETENTION_DDL,
-    RETENTION_TABLE,
-    SWEEPS_DDL,
-    SWEEPS_TABLE,
-    RetentionRows,
-)
+from ctxstore.adapters.storage.retention_rows import RetentionRows, lifecycle_tables
 from ctxstore.adapters.storage.sqlite_audit import SQLiteAuditView, add_column, truncate_wal
 from ctxstore.adapters.storage.sqlite_blobs import SQLiteBlobRows
-from ctxstore.adapters.storage.tokens import DDL as TOKENS_DDL
 from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import Turn, Turns
@@ -280,10 +271,8 @@ def _blob_keys(backend: Backend, events: Any, snapshots: Any) -> None:
 def _tokens_and_retention(backend: Backend, events: Any, snapshots: Any) -> None:
     """Bearer tokens kept hashed; retention policies and the sweeps that applied them."""
     with events.datastore.transaction(commit=True) as c:
-        c.execute(TOKENS_DDL.format(t=TOKENS_TABLE))
-        c.execute(RETENTION_DDL.format(t=RETENTION_TABLE))
-        c.execute(SWEEPS_DDL.format(t=SWEEPS_TABLE))
-        c.execute(CHECKPOINTS_DDL.format(t=CHECKPOINTS_TABLE))
+        for table, ddl in lifecycle_tables():
+            c.execute(ddl.format(t=table))
 
 
 MIGRATIONS = (
