@@ -12,7 +12,8 @@ loading the newest snapshot costs. So, when a snapshot is stored, the one before
 deleted if the span from the one before that (or the start) to the new one is at most
 `held // 2` events (`superseded`). A context whose history outgrows its state (replaces,
 deletes, compactions) keeps its snapshots: there the span exceeds the bound. Snapshots
-are a cache of the events; deleting one never loses anything.
+are a cache of the events; deleting one never loses anything — except a bounded history's
+origin (adapters/store/history_bound.py): the events before it are gone, so it is kept.
 """
 
 from __future__ import annotations
@@ -35,22 +36,26 @@ def held_messages(ctx: Any) -> int:
     return len(ctx.entries) + sum(len(s["entries"]) for s in ctx.savepoints)
 
 
-def superseded(version: int, held: int, older: Sequence[int]) -> int | None:
+def superseded(
+    version: int, held: int, older: Sequence[int], origin: int | None = None
+) -> int | None:
     """The snapshot version that a new snapshot at `version`, holding `held` messages,
-    makes redundant; `older` are the context's earlier snapshot versions, newest first."""
-    if not older:
+    makes redundant; `older` are the context's earlier snapshot versions, newest first;
+    `origin` a bounded history's first snapshot, which nothing supersedes."""
+    if not older or older[0] == origin:
         return None
     before = older[1] if len(older) > 1 else 0  # replays from there once older[0] goes
     return older[0] if version - before <= held // 2 else None
 
 
 def prune_superseded(
-    backend: Backend, snapshots: Any, cid: UUID, version: int, held: int
-) -> int | None:
+    backend: Backend, snapshots: Any, cid: UUID, version: int, held: int,
+    origin: int | None = None,
+) -> int | None:  # fmt: skip
     """Delete the snapshot that a new one at `version` supersedes; returns its version
     (memory:// keeps every snapshot: its backend lists none)."""
     older = backend.snapshot_versions(snapshots, cid, below=version, limit=2)
-    gone = superseded(version, held, older)
+    gone = superseded(version, held, older, origin)
     if gone is not None:
         backend.delete_snapshots(snapshots, cid, [gone])
     return gone

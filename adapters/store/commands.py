@@ -87,7 +87,8 @@ class Commands:
 
         def command(c: Context) -> list[str]:
             found = c.resolve(summary_id)
-            covered = covered_entries(cid, c, found, self.core.storage.get)
+            # Past states through context_at: a bounded history says which are removed.
+            covered = covered_entries(cid, c, found, self.core.context_at)
             self.core.check_count(c, len(covered) - 1)
             return c.expand(found, covered, actor=who)
 

@@ -214,7 +214,13 @@ class Writer:
         snapshots = self.storage.snapshots
         try:
             snapshots.put([Context.Snapshot.take(ctx)])
-            prune_superseded(self.storage.backend, snapshots.recorder, ctx.id, ctx.version, held)
+            origin = self.core.bounds.of(
+                ctx.id, fresh=True
+            )  # (another process may have bounded it)
+            prune_superseded(
+                self.storage.backend, snapshots.recorder, ctx.id, ctx.version, held,
+                origin=None if origin is None else origin.version,
+            )  # fmt: skip
         except PersistenceError:
             # The command's event is stored; a missing snapshot only costs read time.
             log.warning(
