@@ -242,7 +242,7 @@ def library_env(
             "POSTGRES_STATEMENT_TIMEOUT": str(statement_timeout),  # ours, not the library's
             # The database-function write path doubles the append rate.
             "POSTGRES_ENABLE_DB_FUNCTIONS": "y",
-            # Its insert function also takes the table lock: positions commit in order.
+            # Its insert function takes no table lock; the audit index follows commit order.
             "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.postgres:OrderedPostgresRecorder",
         }
         if "schema" in query:

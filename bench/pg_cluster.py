@@ -66,13 +66,16 @@ class Cluster:
                 f"unix_socket_directories = '{self.data}'\nfsync = off\n"
             )
 
-    def base_backup(self, folder: Path) -> Cluster:
+    def base_backup(self, folder: Path, *, standby: bool = False) -> Cluster:
         """A base backup of this running cluster (pg_basebackup, its WAL streamed), as a
-        cluster of its own on another port, not started."""
+        cluster of its own on another port, not started. With `standby`, it starts as a
+        hot standby streaming from this one (pg_basebackup -R writes standby.signal and
+        primary_conninfo)."""
         copy = Cluster(folder)
         subprocess.run(
             [*_as_owner(), str(BIN / "pg_basebackup"), "-D", str(copy.data), "-h", "127.0.0.1",
-             "-p", str(self.port), "-U", "postgres", "-X", "stream", "--no-sync"],
+             "-p", str(self.port), "-U", "postgres", "-X", "stream", "--no-sync",
+             *(["-R"] if standby else [])],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         with (copy.data / "postgresql.conf").open("a") as conf:

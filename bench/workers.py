@@ -4,6 +4,7 @@ bench/bench_reliability.py).
     python bench/workers.py mixed URL CONTEXT TAG COMMANDS SEED   # prints one JSON line per ack
     python bench/workers.py crashy URL CONTEXT TAG ACK_FILE       # appends and compacts until killed
     python bench/workers.py appends URL CONTEXT|new COUNT START   # timed appends (bench_scaling)
+    python bench/workers.py raw DSN TABLE COUNT START             # timed plain rows (the floor)
 
 `mixed` runs a random mix of commands on one shared context: appends (most without an
 expected version, some with one), batches rolled back or kept, compressions of two
@@ -88,6 +89,7 @@ def appends(url: str, cid: str, count: int, start_at: float) -> None:
         while time.time() < start_at:
             time.sleep(0.001)
         began = time.perf_counter()
+        cpu = time.process_time()
         done = gave_up = 0
         why: dict[str, int] = {}
         for n in range(count):
@@ -99,8 +101,37 @@ def appends(url: str, cid: str, count: int, start_at: float) -> None:
                 reason = f"{type(exc).__name__}: {str(exc)[:80]}"
                 why[reason] = why.get(reason, 0) + 1
         elapsed = time.perf_counter() - began
-        print(json.dumps({"seconds": elapsed, "count": done, "gave_up": gave_up, "why": why}),
-              flush=True)  # fmt: skip
+        cpu = time.process_time() - cpu
+        print(json.dumps({"seconds": elapsed, "count": done, "gave_up": gave_up, "why": why,
+                          "cpu": cpu}), flush=True)  # fmt: skip
+
+
+def raw_rows(url: str, table: str, count: int, start_at: float) -> None:
+    """The floor: `count` rows like an append's event row, each its own transaction, on
+    one connection, inserted by plain psycopg (no store); prints the seconds it took."""
+    import time
+    import uuid
+
+    import psycopg
+
+    state = os.urandom(420)
+    cid = uuid.uuid4()
+    with psycopg.connect(url, autocommit=True) as conn:
+        insert = (
+            f"INSERT INTO {table} (originator_id, originator_version, topic, state) "
+            "VALUES (%s, %s, %s, %s)"
+        )
+        conn.execute(insert, (cid, 0, "warm", state), prepare=True)
+        while time.time() < start_at:
+            time.sleep(0.001)
+        began = time.perf_counter()
+        cpu = time.process_time()
+        for n in range(1, count + 1):
+            conn.execute(insert, (cid, n, "ctxstore.domain.context:Context.Inserted", state),
+                         prepare=True)  # fmt: skip
+        elapsed = time.perf_counter() - began
+        print(json.dumps({"seconds": elapsed, "count": count, "gave_up": 0, "why": {},
+                          "cpu": time.process_time() - cpu}), flush=True)  # fmt: skip
 
 
 def crashy(url: str, cid: str, tag: str, ack_file: str) -> None:
@@ -135,6 +166,8 @@ if __name__ == "__main__":
         mixed(args[0], args[1], args[2], int(args[3]), int(args[4]))
     elif mode == "appends":
         appends(args[0], args[1], int(args[2]), float(args[3]))
+    elif mode == "raw":
+        raw_rows(args[0], args[1], int(args[2]), float(args[3]))
     elif mode == "crashy":
         crashy(args[0], args[1], args[2], args[3])
     else:

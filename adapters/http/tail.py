@@ -220,7 +220,7 @@ class _woken_by:
                 self.loop.call_soon_threadsafe(self.woken.set)
 
     def __enter__(self) -> Self:
-        self.unsubscribe = self.store.watch(self._wake)
+        self.unsubscribe = self.store.watch(self._wake, self.hex_id)
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -1,7 +1,7 @@
 """A store's events appended and read without blocking an event loop (the async store).
 
 - PostgreSQL: psycopg's async connections (a pool of its own, as the sync one is bounded),
-  calling the same insert function the sync recorder calls — table lock, turn check and
+  calling the same insert function the sync recorder calls — turn check and
   notification alike — and reading a context's newer events.
 - SQLite: statements on the event loop that never wait for another writer: the database's
   write lock is tried without a busy timeout and, while another connection holds it,
@@ -160,7 +160,8 @@ class PostgresAsyncEvents(AsyncEvents):
         params: list[Any] = []
         for e in stored:
             params.extend((e.originator_id, e.originator_version, e.topic, e.state))
-        await self._run(self._insert(len(stored)), params)
+        rows = await self._run(self._insert(len(stored)), params)
+        self.recorder.wrote([r[0] for r in rows])
 
     async def select(self, cid: UUID, after: int) -> list[StoredEvent]:
         rows = await self._run(self._select, (cid, after))

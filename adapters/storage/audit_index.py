@@ -5,10 +5,11 @@ of events and the position they reach are written in one transaction, so the ind
 holds an event twice or skips one. Queries filter by context, type, actor and time and
 page by position (the application sequence), through the indexes named below.
 
-Each backend module holds its view; on PostgreSQL the insert function of
-`OrderedPostgresRecorder` takes the events table's
-EXCLUSIVE lock (as the library's default write path does): positions then become visible
-in order, so a reader that has seen position n will never later find a smaller one.
+Each backend module holds its view. Where one writer at a time commits (SQLite, memory),
+an event's notification id is its position. On PostgreSQL appends to different contexts
+commit concurrently, so ids may become visible out of order; the view there reads events in
+commit-safe order and numbers them itself (postgres_audit.py): either way a reader that has
+seen position n will never later find a smaller one.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import TrackingRecorder
+from eventsourcing.persistence import Notification, TrackingRecorder
 
 from ctxstore.adapters.storage.codec.chain import Row
 
@@ -40,6 +41,15 @@ INDEXES = {
 }
 # Added with tenants: created after the column, which older tables gain by ALTER TABLE.
 TENANT_INDEX = ("ctxstore_audit_tenant_idx", "(tenant, position)")
+
+
+@dataclass(frozen=True)
+class Unindexed:
+    """Events the index has not seen yet, each with the position it gets, and the mark a
+    backend keeps with the position reached (PostgreSQL: where in the commit order)."""
+
+    entries: list[tuple[int, Notification]]
+    mark: Any = None
 
 
 @dataclass(frozen=True)
@@ -89,9 +99,18 @@ class AuditView(TrackingRecorder, ABC):
         """Whether any row was indexed without sealing (before the store encrypted)."""
         return False
 
+    def unindexed(self, recorder: Any, position: int, limit: int) -> Unindexed:
+        """Events after `position`, in the order the index takes them: here notification
+        ids, which commit in order where one writer at a time commits."""
+        found = recorder.select_notifications(position + 1, limit)
+        return Unindexed([(n.id, n) for n in found])
+
     @abstractmethod
-    def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
-        """Store rows and rollback marks, and the position reached, in one transaction.
+    def project(
+        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any = None
+    ) -> None:
+        """Store rows and rollback marks, and the position reached (with the backend's mark
+        of it, from `unindexed`), in one transaction.
 
         Raises the library's IntegrityError when another process got there first.
         """
@@ -202,4 +221,12 @@ def matches(r: AuditRow, w: AuditFilter) -> bool:
     )
 
 
-__all__ = ["AuditFilter", "AuditView", "audit_params", "audit_row", "matches", "sql_filter"]
+__all__ = [
+    "AuditFilter",
+    "AuditView",
+    "Unindexed",
+    "audit_params",
+    "audit_row",
+    "matches",
+    "sql_filter",
+]

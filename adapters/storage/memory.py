@@ -55,7 +55,9 @@ class MemoryAuditView(POPOTrackingRecorder, AuditView):
                     heads[r.context_id.hex] = max(heads.get(r.context_id.hex, 0), r.version)
         return heads
 
-    def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
+    def project(
+        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any = None
+    ) -> None:
         with self._rows_lock:
             self.insert_tracking(Tracking(TRACKING_NAME, upto))  # raises if not ahead
             self._rows.extend(rows)

@@ -1,9 +1,10 @@
 """PostgreSQL: everything a store on a shared PostgreSQL server needs beside the library's
 recorders (its schema, tuning and provisioning are in postgres_schema.py).
 
-- Events: the library's database-function insert, which also takes the events table's
-  EXCLUSIVE lock, so positions commit in order and a reader following them never skips an
-  event that commits late; and a context's turn, an advisory lock on its key.
+- Events: the library's database-function insert, without the library's table lock:
+  appends to different contexts do not wait for each other (each row records its
+  transaction's id, and the audit index follows the commit order, postgres_audit.py); and
+  a context's turn, an advisory lock on its key.
 - The audit index, erasure records and the HTTP service's idempotency keys, in the schema.
 - Snapshots sent in binary, read and deleted by version.
 """
@@ -19,6 +20,8 @@ from uuid import UUID
 import psycopg
 from eventsourcing.persistence import (
     IntegrityError,
+    InterfaceError,
+    OperationalError,
     PersistenceError,
     StoredEvent,
 )
@@ -27,6 +30,7 @@ from eventsourcing.postgres import (
     PostgresApplicationRecorder,
     PostgresDatastore,
 )
+from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composed, Identifier
 
 from ctxstore.adapters.keys.vault import KeyVault, PostgresVault
@@ -78,14 +82,31 @@ POSTGRES_RESIDUE = (
 
 
 class OrderedPostgresRecorder(PostgresApplicationRecorder):
-    """The library's database-function insert, with the events table's EXCLUSIVE lock, and
-    behind a context's turn.
+    """The library's database-function insert, without its table lock, and behind a
+    context's turn.
 
-    Without the table lock, concurrent inserts may commit out of position order and a reader
-    following the sequence would skip an event that commits late. The turn (an advisory
-    lock on the context's key, adapters/storage/turns.py): while another session holds it, an
-    insert is refused at once (SQLSTATE TURN_HELD_SQLSTATE) instead of losing later.
+    The library locks the events table so that notification ids commit in order; here they
+    need not: a context's versions are its order (the primary key refuses a second writer
+    of a version), and the audit index reads across contexts in commit order by each row's
+    transaction id (postgres_audit.py). The turn (an advisory lock on the context's key,
+    adapters/storage/turns.py): while another session holds it, an insert is refused at
+    once (SQLSTATE TURN_HELD_SQLSTATE) instead of losing later.
     """
+
+    newest_written: int | None = None  # this process's newest append (audit reads wait on it)
+
+    # Decorated as the library's, so that bound_retries finds and bounds its retries.
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Any:
+        library = PostgresApplicationRecorder.insert_events.__wrapped__
+        ids = library(self, stored_events, **kwargs)
+        if ids:
+            self.wrote(ids)
+        return ids
+
+    def wrote(self, ids: Sequence[int]) -> None:
+        """Remember the newest notification id this process appended."""
+        self.newest_written = max(self.newest_written or 0, max(ids))
 
     def sql_insert_rows(self, n: int) -> Composed:
         """The insert function called with `n` events given as row parameters (originator
@@ -116,7 +137,7 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
         try:
             with conn.cursor() as curs:
                 curs.execute(self.sql_invoke_pg_function_insert_events, (pg_events,), prepare=True)
-                curs.fetchall()
+                self.wrote([next(iter(row.values())) for row in curs.fetchall()])
         except psycopg.IntegrityError as exc:
             raise IntegrityError(str(exc)) from exc
         except psycopg.Error as exc:
@@ -142,8 +163,6 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
             "       AND NOT pg_try_advisory_xact_lock_shared(turn) THEN"
             "        RAISE EXCEPTION '{turn_held}' USING ERRCODE = '{turn_code}';"
             "    END IF;"
-            "    LOCK TABLE {schema}.{table} IN EXCLUSIVE MODE;"
-            "    NOTIFY {channel};"
             "    RETURN QUERY"
             "    INSERT INTO {schema}.{table} AS t ("
             "    originator_id, originator_version, topic, state)"
@@ -158,7 +177,6 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
             turn_code=SQL(TURN_HELD_SQLSTATE),
             insert_events=Identifier(self.pg_function_name_insert_events),
             lock_timeout=self.datastore.lock_timeout,
-            channel=Identifier(self.channel_name),
             event=Identifier(self.stored_event_type_name),
             schema=Identifier(self.datastore.schema),
             table=Identifier(self.events_table_name),
@@ -458,9 +476,13 @@ class PostgresBackend(SQLBackend):
         )  # fmt: skip
 
     def notifications(self, recorder: Any) -> Notifications:
-        return PostgresNotifications(
-            postgres_schema.conninfo(self.env), postgres_schema.channel(self.schema)
+        listeners = SQL("{0}.{1}").format(
+            Identifier(self.schema), Identifier(postgres_schema.LISTENERS_TABLE)
         )
+        return PostgresNotifications(
+            postgres_schema.conninfo(self.env), postgres_schema.channel(self.schema),
+            listeners.as_string(),
+        )  # fmt: skip
 
     def snapshot_versions(self, snapshots: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
         with snapshots.datastore.transaction(commit=False) as c:

@@ -1,12 +1,37 @@
-"""PostgreSQL's audit index: rows per event in the store's schema, queried by filter and position."""
+"""PostgreSQL's audit index: rows per event in the store's schema, queried by filter and position.
+
+Appends to different contexts commit concurrently (no table lock), so notification ids may
+become visible out of order: id 8 can commit after id 9 was read. The index therefore
+follows the commit order, not the id order, with the technique of transactional outboxes
+and event stores on PostgreSQL (e.g. eugene-khyst/postgresql-event-sourcing): each event
+row records its transaction's id (`commit_xid`, xid8, the column's default
+`pg_current_xact_id()`), and a reader takes only rows whose transaction is older than
+every transaction still running (`commit_xid < pg_snapshot_xmin(pg_current_snapshot())`),
+in (commit_xid, notification_id) order, after the last (commit_xid, notification_id) it
+took.
+
+Why no committed event is ever skipped: xid8 values are handed out in increasing order and
+never wrap. A transaction with xid below the statement snapshot's xmin has ended, so in
+that statement all its rows are visible (committed) or never will be (aborted); no row with
+such an xid can appear later. The reader's mark (x, n) was taken below an earlier xmin, so
+every event ordered before the mark was complete and read then; every event after it is
+read now or, being at or above the horizon, later. Events are numbered by the index as it
+takes them (position = the tracked position + 1, ...), so positions are gap-free when
+written and only ever grow. The price: an append becomes visible to audit cursors once
+every transaction older than it has ended, so a long-running writing transaction on the
+same database holds cursors back (never writers).
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import (
+    IntegrityError,
+    Notification,
     Tracking,
 )
 from eventsourcing.postgres import (
@@ -24,12 +49,20 @@ from ctxstore.adapters.storage.audit_index import (
     AuditFilter,
     AuditView,
     PositionedRow,
+    Unindexed,
     audit_params,
     audit_row,
     sql_filter,
 )
 from ctxstore.adapters.storage.codec.chain import Row
 from ctxstore.projections.audit import AuditRow, Revert
+
+CURSOR_TABLE = "ctxstore_audit_cursor"  # the mark of the position reached (migration 9)
+CURSOR_DDL = (
+    "CREATE TABLE IF NOT EXISTS {0} (position bigint PRIMARY KEY, event_xid xid8 NOT NULL, "
+    "event_id bigint NOT NULL)"
+)
+OWN_WRITE_WAIT = 5.0  # seconds an audit read waits for an older transaction to end
 
 
 class PostgresAuditView(PostgresTrackingRecorder, AuditView):
@@ -39,7 +72,19 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
         super().__init__(datastore, tracking_table_name="ctxstore_audit_tracking")
         schema = Identifier(datastore.schema)
         self.table = SQL("{0}.ctxstore_audit").format(schema)
+        self.cursor = SQL("{0}.{1}").format(schema, Identifier(CURSOR_TABLE))
+        self.tracking = SQL("{0}.{1}").format(schema, Identifier(self.tracking_table_name))
         self.events = SQL("{0}.{1}").format(schema, Identifier(events_table))
+        self.sql_unindexed = SQL(
+            "SELECT notification_id, commit_xid::text, originator_id, originator_version, "
+            "topic, state FROM {0} WHERE (commit_xid, notification_id) > (%s::xid8, %s) "
+            "AND commit_xid < pg_snapshot_xmin(pg_current_snapshot()) "
+            "ORDER BY commit_xid, notification_id LIMIT %s"
+        ).format(self.events)
+        self.sql_settled = SQL(
+            "SELECT commit_xid < pg_snapshot_xmin(pg_current_snapshot()) FROM {0} "
+            "WHERE notification_id = %s"
+        ).format(self.events)
         self.sql_create_statements.append(
             SQL(
                 "CREATE TABLE IF NOT EXISTS {0} ("
@@ -52,6 +97,7 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
         self.sql_create_statements.append(
             SQL("ALTER TABLE {0} ADD COLUMN IF NOT EXISTS tenant text").format(self.table)
         )
+        self.sql_create_statements.append(SQL(CURSOR_DDL).format(self.cursor))
         for name, cols in (*INDEXES.items(), TENANT_INDEX):
             self.sql_create_statements.append(
                 SQL("CREATE INDEX IF NOT EXISTS {0} ON {1} " + cols).format(
@@ -59,24 +105,96 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
                 )
             )
 
-    def _newest(self, tracked: int) -> tuple[int | None, int | None, int | None]:
-        newest_row = self._fetch(SQL("SELECT MAX(position) FROM {0}").format(self.table), [])
-        newest = SQL("SELECT MAX(notification_id) FROM {0}").format(self.events)
-        upto = self._fetch(newest + SQL(" WHERE notification_id <= %s"), [tracked])
-        return newest_row[0][0], upto[0][0], self._fetch(newest, [])[0][0]
+    def needs_rebuild(self) -> bool:
+        """Whether the rows disagree with the position tracked: its mark missing (the
+        tracking record moved), rows beyond it, or the newest event up to its mark without
+        a row (the table truncated, its newest rows deleted). Rows that outlive their events
+        are not damage (see AuditView.needs_rebuild); an erasure removes both."""
+        # One statement, so one snapshot: an indexer committing meanwhile is not damage.
+        found = self._fetch(
+            SQL(
+                "SELECT t.at, (SELECT MAX(position) FROM {0}), c.event_xid::text, c.event_id "
+                "FROM (SELECT coalesce(MAX(notification_id), 0) AS at FROM {1} "
+                "WHERE application_name = %s) t LEFT JOIN {2} c ON c.position = t.at"
+            ).format(self.table, self.tracking, self.cursor),
+            [TRACKING_NAME],
+        )[0]
+        tracked, newest_row = int(found[0]), found[1] or 0
+        if newest_row > tracked:
+            return True
+        if found[2] is None:
+            return tracked > 0
+        mark = (found[2], int(found[3]))
+        unmatched = self._fetch(
+            SQL(
+                "SELECT NOT EXISTS (SELECT 1 FROM {0} a WHERE a.context_id = "
+                "replace(e.originator_id::text, '-', '') AND a.version = e.originator_version) "
+                "FROM {1} e WHERE (e.commit_xid, e.notification_id) <= (%s::xid8, %s) "
+                "ORDER BY e.commit_xid DESC, e.notification_id DESC LIMIT 1"
+            ).format(self.table, self.events),
+            [mark[0], mark[1]],
+        )
+        return bool(unmatched and unmatched[0][0])
+
+    def _mark(self, position: int) -> tuple[str, int] | None:
+        """Where in the commit order the index stands at a position: (xid, event id)."""
+        if position == 0:
+            return "0", 0
+        found = self._fetch(
+            SQL("SELECT event_xid::text, event_id FROM {0} WHERE position = %s").format(
+                self.cursor
+            ),
+            [position],
+        )
+        return (found[0][0], int(found[0][1])) if found else None
+
+    def unindexed(self, recorder: Any, position: int, limit: int) -> Unindexed:
+        """Events committed after the index's mark and below the horizon of transactions
+        still running, in commit-safe order, numbered from position + 1. When this
+        process's own newest append is committed but not yet below the horizon (an older
+        transaction still runs), waits for it a little: a client reads its own writes."""
+        mark = self._mark(position)
+        if mark is None:
+            raise IntegrityError(f"the audit index has no mark at position {position}")
+        deadline = time.monotonic() + OWN_WRITE_WAIT
+        while True:
+            rows = self._fetch(self.sql_unindexed, [mark[0], mark[1], limit])
+            if len(rows) == limit or not self._own_write_pending(recorder, rows):
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.002)
+        entries = [
+            (position + i, Notification(id=r[0], originator_id=r[2], originator_version=r[3],
+                                        topic=r[4], state=bytes(r[5])))
+            for i, r in enumerate(rows, start=1)
+        ]  # fmt: skip
+        return Unindexed(entries, (rows[-1][1], rows[-1][0]) if rows else None)
+
+    def _own_write_pending(self, recorder: Any, rows: list[Any]) -> bool:
+        """Whether this process's newest append is committed but was not read (its
+        transaction's xid is not yet below the horizon)."""
+        own = getattr(recorder, "newest_written", None)
+        if not own or any(r[0] == own for r in rows):
+            return False
+        found = self._fetch(self.sql_settled, [own])
+        return bool(found) and not found[0][0]
 
     def reset(self) -> None:
-        tracking = SQL("{0}.{1}").format(
-            Identifier(self.datastore.schema), Identifier(self.tracking_table_name)
-        )
+        tracking = self.tracking
         with self.datastore.transaction(commit=True) as curs:
             curs.execute(SQL("DELETE FROM {0}").format(self.table))
+            curs.execute(SQL("DELETE FROM {0}").format(self.cursor))
             curs.execute(
                 SQL("DELETE FROM {0} WHERE application_name = %s").format(tracking),
                 (TRACKING_NAME,),
             )
 
-    def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
+    def project(
+        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any = None
+    ) -> None:
+        if mark is None:
+            raise IntegrityError("an audit page on PostgreSQL needs its mark in commit order")
         with self.datastore.transaction(commit=True) as curs:
             curs.executemany(
                 SQL(
@@ -94,6 +212,13 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
                     (rv.by, rv.context_id.hex, rv.from_version, rv.by),
                 )
             self._insert_tracking(curs, Tracking(TRACKING_NAME, upto))
+            # The mark of the new position (its primary key also refuses a racing indexer),
+            # and no older ones: only the newest is read.
+            curs.execute(
+                SQL("INSERT INTO {0} (position, event_xid, event_id) VALUES (%s, %s::xid8, %s)")
+                .format(self.cursor), (upto, mark[0], mark[1]),
+            )  # fmt: skip
+            curs.execute(SQL("DELETE FROM {0} WHERE position < %s").format(self.cursor), (upto,))
 
     def query(
         self, where: AuditFilter, after: int, limit: int

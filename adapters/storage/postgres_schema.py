@@ -32,8 +32,10 @@ from psycopg.sql import SQL, Composed, Identifier, Literal
 from ctxstore.adapters.keys.vault import TABLE as VAULT_TABLE
 from ctxstore.adapters.keys.vault import ddl as vault_ddl
 from ctxstore.adapters.settings import LIBPQ_PARAMS
+from ctxstore.adapters.storage.audit_index import TRACKING_NAME
 from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
 from ctxstore.adapters.storage.migrations import Migration
+from ctxstore.adapters.storage.notifications import FORGOTTEN
 from ctxstore.adapters.storage.retention_rows import lifecycle_tables
 from ctxstore.domain.errors import StoreUnavailableError
 
@@ -44,7 +46,8 @@ STORE_TABLES = (
     "ctxstore_events", "ctxstore_snapshots", "ctxstore_audit", "ctxstore_audit_tracking",
     "ctxstore_erasures", "ctxstore_idempotency", "ctxstore_migrations", "ctxstore_blobs",
     "ctxstore_blob_refs", "ctxstore_keys", "ctxstore_tokens", "ctxstore_retention",
-    "ctxstore_sweeps", "ctxstore_checkpoints",
+    "ctxstore_sweeps", "ctxstore_checkpoints", "ctxstore_audit_cursor",
+    "ctxstore_listeners",
 )  # fmt: skip
 ERASURES_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (context_id text NOT NULL, tenant text, "
@@ -149,6 +152,32 @@ DROP TRIGGER IF EXISTS ctxstore_events_notify ON {events};
 CREATE TRIGGER ctxstore_events_notify AFTER INSERT ON {events}
   REFERENCING NEW TABLE AS new_events FOR EACH STATEMENT
   EXECUTE FUNCTION {schema}.ctxstore_notify_events();
+"""
+
+
+LISTENERS_TABLE = "ctxstore_listeners"
+LISTENERS_DDL = (
+    "CREATE TABLE IF NOT EXISTS {0} (context text NOT NULL, listener text NOT NULL, "
+    "seen timestamptz NOT NULL, PRIMARY KEY (context, listener))"
+)
+# Migration 9: notify only when a written context (or any, '*') is followed: a NOTIFY's
+# commit takes a database-wide lock, and would serialize the writers the table lock no
+# longer does (adapters/storage/notifications.py).
+NOTIFY_FOLLOWED_DDL = """
+CREATE OR REPLACE FUNCTION {schema}.ctxstore_notify_events() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE heads text;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM {listeners} l WHERE l.seen > now() - interval '{forgotten} s'
+                 AND (l.context = '*' OR l.context IN
+                      (SELECT replace(originator_id::text, '-', '') FROM new_events))) THEN
+    RETURN NULL;
+  END IF;
+  SELECT string_agg(DISTINCT originator_id::text, ',') INTO heads FROM new_events;
+  IF length(heads) > 7000 THEN heads := '*'; END IF;  -- NOTIFY carries 8,000 bytes at most
+  PERFORM pg_notify({channel}, coalesce(heads, '*'));
+  RETURN NULL;
+END $$;
 """
 
 
@@ -320,6 +349,54 @@ def _blob_keys(backend: Any, events: Any, snapshots: Any) -> None:
             )
 
 
+def _lock_free_appends(backend: Any, events: Any, snapshots: Any) -> None:
+    """Appends without the events table's lock: each event row records its transaction's
+    id, and the audit index follows the commit order (adapters/storage/postgres_audit.py).
+
+    Rows written before keep xid 0 (a constant default: adding the column rewrites
+    nothing), so they come first, in id order, as they were indexed; the position the index
+    reached gets its mark (0, that position). The insert function without the lock is
+    created when the store opens (the library's CREATE OR REPLACE). Inserts notify only
+    contexts someone follows (the listeners table)."""
+    from ctxstore.adapters.storage.postgres_audit import CURSOR_DDL, CURSOR_TABLE
+
+    schema = Identifier(events.datastore.schema)
+    table = SQL("{0}.{1}").format(schema, Identifier(events.events_table_name))
+    cursor = SQL("{0}.{1}").format(schema, Identifier(CURSOR_TABLE))
+    tracking = SQL("{0}.ctxstore_audit_tracking").format(schema)
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(
+            SQL("ALTER TABLE {0} ADD COLUMN IF NOT EXISTS commit_xid xid8 NOT NULL DEFAULT '0'")
+            .format(table)
+        )  # fmt: skip
+        c.execute(
+            SQL("ALTER TABLE {0} ALTER COLUMN commit_xid SET DEFAULT pg_current_xact_id()")
+            .format(table)
+        )  # fmt: skip
+        c.execute(
+            SQL("CREATE INDEX IF NOT EXISTS {0} ON {1} (commit_xid, notification_id)").format(
+                Identifier(f"{events.events_table_name}_commit_idx"), table
+            )
+        )
+        c.execute(SQL(CURSOR_DDL).format(cursor))
+        listeners = SQL("{0}.{1}").format(schema, Identifier(LISTENERS_TABLE))
+        c.execute(SQL(LISTENERS_DDL).format(listeners))
+        c.execute(
+            SQL(NOTIFY_FOLLOWED_DDL).format(
+                schema=schema, listeners=listeners, forgotten=SQL(str(FORGOTTEN)),
+                channel=Literal(channel(events.datastore.schema)),
+            )
+        )  # fmt: skip
+        c.execute(
+            SQL(
+                "INSERT INTO {0} (position, event_xid, event_id) SELECT notification_id, "
+                "'0'::xid8, notification_id FROM {1} WHERE application_name = %s "
+                "AND notification_id > 0 ON CONFLICT (position) DO NOTHING"
+            ).format(cursor, tracking),
+            (TRACKING_NAME,),
+        )
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
@@ -329,4 +406,7 @@ MIGRATIONS = (
     Migration(6, "a vault of data keys, one per context (envelope encryption)", _keys),
     Migration(7, "hashed tokens; retention policies, sweeps, checkpoints", _tokens_and_retention),
     Migration(8, "attachments under keys of their own, wrapped per context", _blob_keys),
+    Migration(
+        9, "appends without the table lock; the audit index in commit order", _lock_free_appends
+    ),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 from eventsourcing.persistence import (
     OperationalError,
@@ -97,7 +98,9 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
             c.execute("DELETE FROM tracking WHERE application_name = ?", (TRACKING_NAME,))
         truncate_wal(self.datastore)  # nor in the log's older frames
 
-    def project(self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int) -> None:
+    def project(
+        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any = None
+    ) -> None:
         with self.datastore.transaction(commit=True) as c:
             c.executemany(
                 "INSERT INTO ctxstore_audit (position, context_id, version, type, actor, ts, "

@@ -433,7 +433,7 @@ class AsyncContextStore(AsyncContextOperations):
             if hex_id is None or hex_id == cid.hex:
                 loop.call_soon_threadsafe(woken.set)
 
-        unsubscribe = self._core.storage.notifications.subscribe(wake)
+        unsubscribe = self._core.storage.notifications.subscribe(wake, cid.hex)
         try:
             at = (
                 after

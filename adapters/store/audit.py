@@ -31,30 +31,38 @@ def catch_up(core: StoreCore) -> int:
     view = core.storage.audit_index
     position = view.position()
     while True:
-        page = core.storage.recorder.select_notifications(position + 1, PROJECT_PAGE)
-        if not page:
-            return position
-        rows, reverts = [], []
-        for n in page:
-            event = cast(Context.Event, core.storage.mapper.to_domain_event(n))
-            if isinstance(event, Context.ContextCreated):
-                tenant = core.cache.remember_tenant(event.originator_id, event.tenant)
-            else:
-                tenant = core.tenant_of(event.originator_id)
-            rows.append(audit_row(event, n.id, tenant))
-            rv = revert_of(event)
-            if rv is not None:
-                reverts.append(rv)
         try:
-            view.project(rows, reverts, page[-1].id)
+            reached = _index_page(core, position)
         except IntegrityError:
             # Another process indexed this page first: go on from where it got to.
             reached = view.position()
             if reached <= position:
                 raise
-            position = reached
-            continue
-        position = page[-1].id
+        if reached == position:
+            return position
+        position = reached
+
+
+def _index_page(core: StoreCore, position: int) -> int:
+    """Index the next page of events after `position`; the position reached."""
+    view = core.storage.audit_index
+    page = view.unindexed(core.storage.recorder, position, PROJECT_PAGE)
+    if not page.entries:
+        return position
+    rows, reverts = [], []
+    for at, n in page.entries:
+        event = cast(Context.Event, core.storage.mapper.to_domain_event(n))
+        if isinstance(event, Context.ContextCreated):
+            tenant = core.cache.remember_tenant(event.originator_id, event.tenant)
+        else:
+            tenant = core.tenant_of(event.originator_id)
+        rows.append(audit_row(event, at, tenant))
+        rv = revert_of(event)
+        if rv is not None:
+            reverts.append(rv)
+    reached = page.entries[-1][0]
+    view.project(rows, reverts, reached, page.mark)
+    return reached
 
 
 def _time(value: datetime | None, name: str) -> int | None:

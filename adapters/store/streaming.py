@@ -113,7 +113,9 @@ class StreamingSurface:
         """The context's newest version (where a follower starts by default)."""
         return tail.head_version(self._core, self._core.id(context_id))
 
-    def watch(self, wake: Wake) -> Callable[[], None]:
+    def watch(self, wake: Wake, context_id: UUID | str | None = None) -> Callable[[], None]:
         """Call `wake(context hex or None)` whenever events are stored (by any process the
-        backend can see) until the returned function is called; `wake` must be quick."""
-        return self._core.storage.notifications.subscribe(wake)
+        backend can see) until the returned function is called; `wake` must be quick.
+        With `context_id`, only that context's events need to wake it."""
+        followed = None if context_id is None else self._core.id(context_id).hex
+        return self._core.storage.notifications.subscribe(wake, followed)

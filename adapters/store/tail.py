@@ -51,7 +51,7 @@ def follow(
     woken = threading.Event()
     hex_id = cid.hex
     unsubscribe = core.storage.notifications.subscribe(
-        lambda h: woken.set() if h is None or h == hex_id else None
+        lambda h: woken.set() if h is None or h == hex_id else None, hex_id
     )
     try:
         at = head_version(core, cid) if after is None else after
