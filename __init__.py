@@ -28,8 +28,11 @@ from ctxstore.domain.errors import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from ctxstore.adapters.store.async_store import AsyncContextStore
     from ctxstore.adapters.store.facade import ContextStore
+    from ctxstore.adapters.store.shards.store import ShardedStore
     from ctxstore.domain.messages import Message
 
 __all__ = [
@@ -56,15 +59,32 @@ __all__ = [
     "VersionConflictError",
     "aopen",
     "open",
+    "open_sharded",
 ]
 
 
-def open(url: str | None = None) -> ContextStore:
+def open(url: str | None = None, *, replicas: Sequence[str] | None = None) -> ContextStore:
     """Open a store: `sqlite:///path`, `postgresql://...`, `memory://`; default CTXSTORE_URL,
-    else the embedded SQLite file (see README)."""
+    else the embedded SQLite file (see README). `replicas`: PostgreSQL streaming replicas
+    that reads which only look go to (else the URL's `replica=host:port`, else
+    CTXSTORE_REPLICAS); the client still reads its own writes (docs/scaling.md)."""
     from ctxstore.adapters.store.facade import ContextStore
 
-    return ContextStore.from_url(url)
+    return ContextStore.from_url(url, replicas=replicas)
+
+
+def open_sharded(urls: Sequence[str] | None = None) -> ShardedStore:
+    """Open a store over several PostgreSQL servers (default CTXSTORE_SHARDS): each
+    context lives on one, placed by rendezvous hashing and recorded on the first server;
+    `move` changes a context's server while the others go on (docs/scaling.md)."""
+    from ctxstore.adapters.settings import load_settings
+    from ctxstore.adapters.store.shards.store import ShardedStore
+
+    settings = load_settings()
+    chosen = list(urls if urls is not None else settings.shards)
+    if not chosen:
+        raise ConfigurationError("no servers to spread contexts over: give URLs or CTXSTORE_SHARDS")
+    return ShardedStore.from_urls(chosen, settings)
 
 
 def __getattr__(name: str) -> Any:

@@ -7,12 +7,13 @@ import os
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal, get_args
-from urllib.parse import parse_qs, unquote, urlsplit
+from typing import Annotated, Literal, get_args
+from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     SettingsError,
@@ -139,6 +140,21 @@ class Settings(BaseSettings):
         description="where data keys are kept: sqlite:///path or postgresql://... (default: "
         "<store file>.keys beside a SQLite store, a table in a PostgreSQL store's database)",
     )
+    replicas: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="PostgreSQL streaming replicas for reads that only look (URLs, comma-"
+        "separated or a JSON list); a client still reads its own writes",
+    )
+    shards: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="PostgreSQL servers to spread contexts over (URLs, comma-separated or a "
+        "JSON list): ctxstore.open_sharded(), `ctxstore shards`, `ctxstore move`",
+    )
+    replica_wait: float = Field(
+        default=0.0, ge=0, le=60,
+        description="seconds a read waits for a replica behind this store's own writes "
+        "before the primary answers it",
+    )  # fmt: skip
     compress: Literal["auto", "always", "off"] = Field(
         default="auto",
         description="zstd for stored events and snapshots: auto (states of 1 KiB and up), "
@@ -185,6 +201,16 @@ class Settings(BaseSettings):
         # The domain's policy alone is accepted as it is, with the default summarizer.
         if isinstance(value, CompactionConfig) and not isinstance(value, CompactionSettings):
             return value.model_dump()
+        return value
+
+    @field_validator("replicas", "shards", mode="before")
+    @classmethod
+    def _replica_list(cls, value: object) -> object:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [u.strip() for u in text.split(",") if u.strip()]
         return value
 
     @field_validator("compress", mode="before")
@@ -253,6 +279,30 @@ def library_env(
         f"unknown store URL {redact(url)!r}: use sqlite:///path.db, postgresql://user@host/db "
         "or memory://"
     )
+
+
+def replica_urls(url: str) -> tuple[str, list[str]]:
+    """A store URL without its `replica=host[:port]` parameters, and the replicas' URLs
+    they name: the same URL (user, database, schema, parameters) on each replica's host.
+    Raises StoreURLError when a non-PostgreSQL URL names replicas."""
+    parts = urlsplit(url)
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    hosts = [v for k, v in pairs if k == "replica"]
+    if not hosts:
+        return url, []
+    if parts.scheme.lower().split("+")[0] not in ("postgresql", "postgres"):
+        raise StoreURLError(f"only PostgreSQL has replicas: {redact(url)!r}")
+    rest = urlencode([(k, v) for k, v in pairs if k != "replica"])
+    primary = urlunsplit(parts._replace(query=rest))
+    auth = parts.netloc.rpartition("@")[0]
+    replicas = []
+    for host in hosts:
+        name, _, port = host.strip().partition(":")
+        if not name or (port and not port.isdigit()):
+            raise StoreURLError(f"replica={host!r} is not host or host:port")
+        netloc = (auth + "@" if auth else "") + f"{name}:{port or 5432}"
+        replicas.append(urlunsplit(parts._replace(netloc=netloc, query=rest)))
+    return primary, replicas
 
 
 LIBPQ_PARAMS = "CTXSTORE_LIBPQ"  # the URL's libpq parameters, as JSON, in the library env

@@ -4,6 +4,7 @@ bench/bench_reliability.py).
     python bench/workers.py mixed URL CONTEXT TAG COMMANDS SEED   # prints one JSON line per ack
     python bench/workers.py crashy URL CONTEXT TAG ACK_FILE       # appends and compacts until killed
     python bench/workers.py appends URL CONTEXT|new COUNT START   # timed appends (bench_scaling)
+                                                     # (URL: shards:URL,URL,... for a sharded store)
     python bench/workers.py raw DSN TABLE COUNT START             # timed plain rows (the floor)
 
 `mixed` runs a random mix of commands on one shared context: appends (most without an
@@ -78,12 +79,21 @@ def mixed(url: str, cid: str, tag: str, commands: int, seed: int) -> None:
     print(json.dumps({"tag": tag, "refused": dict(refused)}), flush=True)
 
 
+def _opened(url: str) -> Any:
+    """A store at `url`, or over the servers of `shards:URL,URL,...`."""
+    if url.startswith("shards:"):
+        from ctxstore.adapters.store.shards.store import ShardedStore
+
+        return ShardedStore.from_urls(url[len("shards:") :].split(","), Settings(actor="scaling"))
+    return ContextStore.from_url(url, Settings(actor="scaling"))
+
+
 def appends(url: str, cid: str, count: int, start_at: float) -> None:
     """Append `count` single messages to a context ("new": its own), starting at a moment
     shared with the other writers; prints the seconds it took."""
     import time
 
-    with ContextStore.from_url(url, Settings(actor="scaling")) as store:
+    with _opened(url) as store:
         target = store.create(name="scaling") if cid == "new" else cid
         store.insert(target, [{"role": "user", "content": "warm up"}])
         while time.time() < start_at:

@@ -61,6 +61,10 @@ class PromptDoesNotFitError(CtxStoreError, ValueError):
     """The messages that must always be sent do not fit the budget on their own."""
 
 
+class ContextMovedError(CtxStoreError):
+    """The context was moved to another server (a sharded store reads its placement again)."""
+
+
 class StoreUnavailableError(CtxStoreError):
     """The database behind the store cannot be reached or opened."""
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ctxstore.adapters.cli import admin, audit, commands, keys, reads, retention, streams
+from ctxstore.adapters.cli import admin, audit, commands, keys, reads, retention, shards, streams
 from ctxstore.adapters.cli.common import Options
 from ctxstore.adapters.cli.keys import keys_app
 from ctxstore.adapters.cli.tokens import token_app
@@ -64,6 +64,8 @@ COMMANDS = (
     (retention.sweep, "sweep"),
     (retention.sweeps, "sweeps"),
     (admin.migrate, "migrate"),
+    (shards.shards, "shards"),
+    (shards.move, "move"),
 )
 
 

@@ -159,8 +159,9 @@ class EventStorage:
 
     @classmethod
     def open(
-        cls, url: str, settings: Settings, *, migrate: bool = True, create: bool = True
-    ) -> EventStorage:
+        cls, url: str, settings: Settings, *, migrate: bool = True, create: bool = True,
+        read_only: bool = False,
+    ) -> EventStorage:  # fmt: skip
         """The storage at `url`, its schema brought to this release's version when its role
         may (unless not `migrate`: then an outdated schema is refused); raises
         StoreUnavailableError when it cannot be opened, its schema is newer than this
@@ -174,8 +175,9 @@ class EventStorage:
                     with backend.schema_lock():
                         storage = cls(env, settings, backend)
                         try:
-                            storage.applied = storage.upgrade(migrate=migrate)
-                            storage.repair_audit_index()
+                            storage.applied = storage.upgrade(migrate=migrate and not read_only)
+                            if not read_only:  # a replica's index is the primary's to repair
+                                storage.repair_audit_index()
                         except BaseException:
                             storage.close()
                             raise

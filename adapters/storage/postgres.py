@@ -58,6 +58,8 @@ from ctxstore.adapters.storage.retention_rows import RetentionRows
 from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import (
+    MOVED,
+    MOVED_SQLSTATE,
     TURN_HELD,
     TURN_HELD_SQLSTATE,
     TURN_SETTING,
@@ -157,6 +159,12 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
             "    (events[1]).originator_id::text, '-', ''), 16))::bit(64)::bigint;"
             "BEGIN"
             "    SET LOCAL lock_timeout = '{lock_timeout}s';"
+            # Moved to another server (adapters/store/shards/move.py): refused, so that a
+            # writer with an old placement reads it again.
+            "    IF EXISTS (SELECT 1 FROM {schema}.{moved} m"
+            "               WHERE m.context_id = (events[1]).originator_id) THEN"
+            "        RAISE EXCEPTION '{moved_text}' USING ERRCODE = '{moved_code}';"
+            "    END IF;"
             # While another writer holds the turn, this insert would lose: say so, at once.
             # (The holder's own session names the turn it holds in {turn_setting}.)
             "    IF coalesce(current_setting('{turn_setting}', true), '') <> turn::text"
@@ -173,6 +181,9 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
             "$BODY$"
         ).format(
             turn_held=SQL(TURN_HELD),
+            moved=Identifier(postgres_schema.MOVED_TABLE),
+            moved_text=SQL(MOVED),
+            moved_code=SQL(MOVED_SQLSTATE),
             turn_setting=SQL(TURN_SETTING),
             turn_code=SQL(TURN_HELD_SQLSTATE),
             insert_events=Identifier(self.pg_function_name_insert_events),

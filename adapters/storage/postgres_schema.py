@@ -47,7 +47,7 @@ STORE_TABLES = (
     "ctxstore_erasures", "ctxstore_idempotency", "ctxstore_migrations", "ctxstore_blobs",
     "ctxstore_blob_refs", "ctxstore_keys", "ctxstore_tokens", "ctxstore_retention",
     "ctxstore_sweeps", "ctxstore_checkpoints", "ctxstore_audit_cursor",
-    "ctxstore_listeners",
+    "ctxstore_listeners", "ctxstore_shard", "ctxstore_placement", "ctxstore_moved",
 )  # fmt: skip
 ERASURES_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (context_id text NOT NULL, tenant text, "
@@ -155,6 +155,19 @@ CREATE TRIGGER ctxstore_events_notify AFTER INSERT ON {events}
 """
 
 
+MOVED_TABLE = "ctxstore_moved"  # tombstones of contexts moved to another server
+PLACEMENT_DDL = (
+    "CREATE TABLE IF NOT EXISTS {0} (context_id text PRIMARY KEY, shard text NOT NULL, "
+    "placed_at timestamptz NOT NULL DEFAULT now())"
+)
+SHARD_DDL = (
+    "CREATE TABLE IF NOT EXISTS {0} (name text PRIMARY KEY, "
+    "one boolean NOT NULL DEFAULT true UNIQUE CHECK (one))"
+)
+MOVED_DDL = (
+    "CREATE TABLE IF NOT EXISTS {0} (context_id uuid PRIMARY KEY, shard text NOT NULL, "
+    "moved_at timestamptz NOT NULL DEFAULT now())"
+)
 LISTENERS_TABLE = "ctxstore_listeners"
 LISTENERS_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (context text NOT NULL, listener text NOT NULL, "
@@ -355,9 +368,9 @@ def _lock_free_appends(backend: Any, events: Any, snapshots: Any) -> None:
 
     Rows written before keep xid 0 (a constant default: adding the column rewrites
     nothing), so they come first, in id order, as they were indexed; the position the index
-    reached gets its mark (0, that position). The insert function without the lock is
-    created when the store opens (the library's CREATE OR REPLACE). Inserts notify only
-    contexts someone follows (the listeners table)."""
+    reached gets its mark (0, that position). Inserts notify only contexts someone follows
+    (the listeners table). The insert function without the lock comes with migration 10,
+    which replaces it (it refuses moved contexts too)."""
     from ctxstore.adapters.storage.postgres_audit import CURSOR_DDL, CURSOR_TABLE
 
     schema = Identifier(events.datastore.schema)
@@ -397,6 +410,26 @@ def _lock_free_appends(backend: Any, events: Any, snapshots: Any) -> None:
         )
 
 
+def _insert_function(events: Any) -> None:
+    """(Re)create the events' insert function as this release defines it (the recorder's
+    statement: adapters/storage/postgres.py)."""
+    statement = events.sql_create_statements[events.create_insert_function_statement_index]
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(statement)
+
+
+def _shards(backend: Any, events: Any, snapshots: Any) -> None:
+    """Contexts spread over servers (adapters/store/shards/): each server's name, the
+    placement (read on the first server), tombstones of contexts moved away, which the
+    insert function refuses."""
+    schema = Identifier(events.datastore.schema)
+    with events.datastore.transaction(commit=True) as c:
+        for table, ddl in (("ctxstore_shard", SHARD_DDL), ("ctxstore_placement", PLACEMENT_DDL),
+                           (MOVED_TABLE, MOVED_DDL)):  # fmt: skip
+            c.execute(SQL(ddl).format(SQL("{0}.{1}").format(schema, Identifier(table))))
+    _insert_function(events)
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
@@ -409,4 +442,5 @@ MIGRATIONS = (
     Migration(
         9, "appends without the table lock; the audit index in commit order", _lock_free_appends
     ),
+    Migration(10, "contexts spread over servers: names, placement, tombstones", _shards),
 )

@@ -35,6 +35,8 @@ from uuid import UUID
 ESCALATE_AFTER = 3  # races lost within one command before its writer takes a turn
 CONTENDED_FOR = 1.0  # seconds a writer keeps taking turns on a context where others do
 TURN_HELD = "another writer holds the turn of this context"  # a racer's insert refused at once
+MOVED = "ctxstore: this context was moved to another server"  # the insert refuses it
+MOVED_SQLSTATE = "CXM01"
 TURN_HELD_SQLSTATE = "23T01"  # class 23: the library raises it as an IntegrityError
 TURN_SETTING = "ctxstore.turn"  # PostgreSQL: the turn a session holds (its inserts go ahead)
 WAIT = "30s"  # PostgreSQL: the longest a writer queues for a turn before it races again

@@ -88,8 +88,10 @@ def audit_page(
     limit: int = 100,
     from_version: int | None = None,
     to_version: int | None = None,
+    index: bool = True,
 ) -> AuditPage:
-    """Events across contexts after position `after`, in the order recorded, filtered."""
+    """Events across contexts after position `after`, in the order recorded, filtered.
+    Without `index`, the index is read as it is (a replica's: the primary indexed it)."""
     wanted = event_type_filter(types)
     if not strict_int(after) or after < 0:
         raise InvalidOperationError(f"after must be a position >= 0, got {after!r}")
@@ -112,7 +114,8 @@ def audit_page(
         from_version=from_version,
         to_version=to_version,
     )
-    catch_up(core)
+    if index:
+        catch_up(core)
     found = core.storage.audit_index.query(where, after, limit)
     entries = [audit_entry(row, reverted_by) for row, reverted_by in found]
     return AuditPage(

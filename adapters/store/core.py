@@ -16,6 +16,7 @@ from ctxstore.adapters.storage.events import DAMAGE, EventStorage, damaged
 from ctxstore.adapters.store.cache import UNKNOWN, ContextCache, Held
 from ctxstore.adapters.store.history_bound import Bounds
 from ctxstore.adapters.store.retention import Retention
+from ctxstore.adapters.store.written import WrittenVersions
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
     ContextNotFoundError,
@@ -40,6 +41,7 @@ class StoreCore:
         self.tokenizers = Tokenizers(settings.tiktoken_cache_dir)
         self.retention = Retention(self)  # expired contexts are served to no one
         self.bounds = Bounds(self)  # where bounded histories now start
+        self.written = WrittenVersions()  # what a read from a replica must show (replicas.py)
 
     # ---- names ---------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from typing import Any, Self
 from uuid import UUID
 
 from ctxstore.adapters.llm.tokenizer import Tokenizers, check_encoding_name, encoding_for_model
-from ctxstore.adapters.settings import Settings, load_settings
+from ctxstore.adapters.settings import Settings, load_settings, replica_urls
 from ctxstore.adapters.storage.blobs import StoredBlob
 from ctxstore.adapters.storage.events import EventStorage
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
@@ -33,6 +33,7 @@ from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.history_surface import HistorySurface
 from ctxstore.adapters.store.keys_surface import KeysSurface
+from ctxstore.adapters.store.replicas import Replicas
 from ctxstore.adapters.store.results import (
     BatchFrame,
     Compaction,
@@ -66,8 +67,15 @@ class ContextStore(
 ):  # fmt: skip
     """Stores contexts as event streams; every public method is one command or one read."""
 
-    def __init__(self, storage: EventStorage, settings: Settings, *, url: str = "") -> None:
+    def __init__(
+        self, storage: EventStorage, settings: Settings, *, url: str = "",
+        replicas: Sequence[str] = (),
+    ) -> None:  # fmt: skip
         self._core = StoreCore(storage, settings, url)
+        self._replicas = (
+            Replicas(self._core, list(replicas), settings, settings.replica_wait)
+            if replicas else None
+        )  # fmt: skip
         self._storage = storage
         self._writer = Writer(self._core)
         self._attachments = Attachments(self._core)
@@ -76,16 +84,21 @@ class ContextStore(
     @classmethod
     def from_url(
         cls, url: str | None = None, settings: Settings | None = None, *, migrate: bool = True,
-        create: bool = True,
+        create: bool = True, replicas: Sequence[str] | None = None,
     ) -> ContextStore:  # fmt: skip
         """Open the store at `url`, else CTXSTORE_URL, else the embedded SQLite file. An
         outdated schema is upgraded when this role may (unless not `migrate`: then refused).
         Without `create`, a SQLite file that does not exist is refused (StoreURLError)
-        instead of made."""
+        instead of made.
+
+        `replicas` (else the URL's `replica=host:port` parameters, else CTXSTORE_REPLICAS):
+        PostgreSQL streaming replicas that reads which only look are sent to, when they
+        have this store's own writes (adapters/store/replicas.py)."""
         settings = settings or load_settings()
-        resolved = url or settings.resolved_url()
+        resolved, in_url = replica_urls(url or settings.resolved_url())
+        chosen = list(replicas if replicas is not None else in_url or settings.replicas)
         storage = EventStorage.open(resolved, settings, migrate=migrate, create=create)
-        return cls(storage, settings, url=resolved)
+        return cls(storage, settings, url=resolved, replicas=chosen)
 
     @classmethod
     def setup(cls, url: str | None = None, settings: Settings | None = None) -> list[Migration]:
@@ -311,7 +324,7 @@ class ContextStore(
         that provider's file ids where one was recorded (`record_file_id`); with `inline`
         (the rest) as the data they were given as (a data: URL or base64)."""
         cid = self._core.id(context_id)
-        seen = reads.visible(self._core, cid, at_version, at_time)
+        seen = self._read(cid, lambda core: reads.visible(core, cid, at_version, at_time))
         if not inline and files is None:
             return seen
         messages = self._attachments.readable(
@@ -387,15 +400,17 @@ class ContextStore(
 
         With `changes`, each entry also says what it changed in the visible context.
         """
-        return reads.history(
-            self._core, self._core.id(context_id), types=types, actor=actor,
+        cid = self._core.id(context_id)
+        return self._read(cid, lambda core: reads.history(
+            core, cid, types=types, actor=actor,
             from_version=from_version, to_version=to_version, changes=changes,
-        )  # fmt: skip
+        ))  # fmt: skip
 
     def token_series(self, context_id: UUID | str, *, points: int = 500) -> TokenSeries:
         """Visible tokens over every version (thinned to at most `points`), with the
         compactions and rollbacks marked: what a chart of the context's size needs."""
-        return reads.tokens_over_versions(self._core, self._core.id(context_id), points)
+        cid = self._core.id(context_id)
+        return self._read(cid, lambda core: reads.tokens_over_versions(core, cid, points))
 
     def usage_report(
         self, *, model: str | None = None, context_id: UUID | str | None = None,
@@ -456,4 +471,6 @@ class ContextStore(
         self.close()
 
     def close(self) -> None:
+        if self._replicas is not None:
+            self._replicas.close()
         self._core.close()

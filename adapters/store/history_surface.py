@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
+from typing import TypeVar
 from uuid import UUID
 
 from ctxstore.adapters.store import (
@@ -18,6 +19,7 @@ from ctxstore.adapters.store import (
 )
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
+from ctxstore.adapters.store.replicas import Replicas
 from ctxstore.adapters.store.results import (
     AuditPage,
     Diff,
@@ -30,6 +32,8 @@ from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import references
 from ctxstore.domain.context import JSON
 
+T = TypeVar("T")
+
 
 @type_faults
 class HistorySurface:
@@ -37,6 +41,18 @@ class HistorySurface:
 
     _core: StoreCore
     _writer: Writer
+    _replicas: Replicas | None
+
+    def _read(self, cid: UUID | None, read: Callable[[StoreCore], T]) -> T:
+        """A read that only looks: on a replica that has this store's writes, if any."""
+        if self._replicas is None:
+            return read(self._core)
+        return self._replicas.read(cid, read)
+
+    def _audit_read(self, read: Callable[[StoreCore], T]) -> T:
+        if self._replicas is None:
+            return read(self._core)
+        return self._replicas.audit(read)
 
     def audit(
         self, *, since: datetime | None = None, until: datetime | None = None,
@@ -51,11 +67,11 @@ class HistorySurface:
         page's `cursor` back as `after` for the next page, or later to follow new events.
         Raises InvalidOperationError.
         """
-        return audit.audit_page(
-            self._core, since=since, until=until, types=types, actor=actor,
+        return self._audit_read(lambda core: audit.audit_page(
+            core, since=since, until=until, types=types, actor=actor,
             context_id=context_id, tenant=tenant, after=after, limit=limit,
-            from_version=from_version, to_version=to_version,
-        )  # fmt: skip
+            from_version=from_version, to_version=to_version, index=core is self._core,
+        ))  # fmt: skip
 
     def audit_head(self) -> int:
         """The newest audit position (where a tenant's live tail starts by default)."""
@@ -73,27 +89,37 @@ class HistorySurface:
 
     def verify(self, context_id: UUID | str | None = None) -> Verification:
         """Check the hash chain of one context, or of all; names each first broken link."""
-        return audit.verify(self._core, context_id)
+        if context_id is None:
+            return self._read(None, lambda core: audit.verify(core, None))
+        return self._read(self._core.id(context_id), lambda core: audit.verify(core, context_id))
 
     def diff(self, context_id: UUID | str, from_version: int, to_version: int) -> Diff:
         """Messages added, removed and changed between two versions, and the token delta."""
-        return debug.diff(self._core, context_id, from_version, to_version)
+        return self._read(
+            self._core.id(context_id),
+            lambda core: debug.diff(core, context_id, from_version, to_version),
+        )
 
     def replay(
         self, context_id: UUID | str, *, from_version: int = 1, to_version: int | None = None
     ) -> Iterator[ReplayStep]:
         """(event, visible context after it, calls that sent it) for each event in the range."""
-        return debug.replay(
-            self._core, context_id, from_version=from_version, to_version=to_version
+        return self._read(
+            self._core.id(context_id),
+            lambda core: debug.replay(
+                core, context_id, from_version=from_version, to_version=to_version
+            ),
         )
 
     def calls(self, context_id: UUID | str) -> list[ModelCall]:
         """The model calls recorded against a context, in order (numbered from 1)."""
-        return debug.model_calls(self._core, context_id)
+        return self._read(self._core.id(context_id), lambda c: debug.model_calls(c, context_id))
 
     def call(self, context_id: UUID | str, number: int) -> ModelCall:
         """Recorded call `number` (1 the first, -1 the last) with exactly the messages sent."""
-        return debug.model_calls(self._core, context_id, number)[0]
+        return self._read(
+            self._core.id(context_id), lambda c: debug.model_calls(c, context_id, number)[0]
+        )
 
     def fork(
         self, context_id: UUID | str, *, at_version: int | None = None, name: str | None = None,
@@ -113,7 +139,9 @@ class HistorySurface:
 
     def export_events(self, context_id: UUID | str) -> Iterator[str]:
         """The context's events as JSON lines (ids, versions, timestamps and chains kept)."""
-        return transfer.export_lines(self._core, context_id)
+        return self._read(
+            self._core.id(context_id), lambda core: transfer.export_lines(core, context_id)
+        )
 
     def import_events(
         self, lines: Iterable[str], *, new_id: bool = False, without_trailer: bool = False,

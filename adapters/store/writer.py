@@ -21,13 +21,14 @@ from ctxstore.adapters.storage.backend import never_sent
 from ctxstore.adapters.storage.codec.chain import GENESIS, anchor, command_of, unseal
 from ctxstore.adapters.storage.snapshot_policy import held_messages, prune_superseded
 from ctxstore.adapters.storage.snapshot_policy import step as snapshot_step
-from ctxstore.adapters.storage.turns import TURN_HELD, Turn
+from ctxstore.adapters.storage.turns import MOVED, TURN_HELD, Turn
 from ctxstore.adapters.store.cache import Held
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import Written
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
     ContextExistsError,
+    ContextMovedError,
     ContextNotFoundError,
     CtxStoreError,
     StoreUnavailableError,
@@ -131,6 +132,10 @@ class Writer:
                         continue
                 except PersistenceError as exc:
                     held.stale()
+                    if MOVED in str(exc):
+                        raise ContextMovedError(
+                            f"context {cid} was moved to another server"
+                        ) from exc
                     if not self.stored_by(cid, before + 1, command_id, exc):
                         raise StoreUnavailableError(
                             f"context {cid}: the write failed and was not stored ({exc})"
@@ -167,6 +172,7 @@ class Writer:
             with self.storage.turns.racing(cid):
                 recorder.insert_events(stored)
         held.chain = (before + len(stored), head)
+        self.core.written.wrote(cid, before + len(stored))
         self.storage.notifications.publish(cid.hex)  # this process's live tails, at once
 
     def stored_by(

@@ -134,3 +134,13 @@ def test_a_postgres_store_written_by_release_0_1_upgrades_in_place(pg_url):
     assert restored.returncode == 0, restored.stderr
     with ContextStore.from_url(f"{pg_url}?schema={schema}", Settings(actor="t")) as store:
         _check_release_store(store, EXPECTED["postgres"])
+    # The upgraded insert function takes no table lock and sends no NOTIFY of its own
+    # (migration 9 and 10); it refuses contexts moved to another server.
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON "
+            "n.oid = p.pronamespace WHERE n.nspname = %s AND p.proname LIKE %s",
+            (schema, "%insert_events%"),
+        ).fetchone()
+    assert row is not None
+    assert "LOCK TABLE" not in row[0] and "NOTIFY" not in row[0] and "ctxstore_moved" in row[0]

@@ -1,0 +1,84 @@
+"""The audit across shards: each server's audit stream read after its own position, merged
+by time, with one cursor holding a position per server.
+
+Each server's positions only grow and are gap-free where written (postgres_audit.py), so a
+cursor that records, per server, the last position taken sees every event of every server
+exactly once, whatever order the servers' events interleave in. A page takes up to `limit`
+entries after the cursor from each server, merges them by (time, server, position) and
+keeps the first `limit`; the cursor advances only past what the page returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.projections.audit import AuditEntry, AuditPage
+
+PREFIX = "s1:"  # the cursor's format
+
+
+class MergedAuditPage(BaseModel):
+    """A page of the merged audit: entries from every server, and the cursor to go on."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entries: list[AuditEntry]
+    shards: list[str]  # the server each entry came from
+    cursor: str  # pass back as `after`
+    more: bool
+
+
+def parse_cursor(after: str | int, names: list[str]) -> dict[str, int]:
+    """Per-server positions from a merged cursor ('' or 0: the start)."""
+    start = dict.fromkeys(names, 0)
+    if after in ("", 0, None):
+        return start
+    if not isinstance(after, str) or not after.startswith(PREFIX):
+        raise InvalidOperationError(f"after must be a cursor of the merged audit, got {after!r}")
+    for part in filter(None, after[len(PREFIX) :].split(",")):
+        name, _, position = part.partition("=")
+        if name not in start or not position.isdigit():
+            raise InvalidOperationError(f"after names an unknown server or position: {part!r}")
+        start[name] = int(position)
+    return start
+
+
+def format_cursor(positions: dict[str, int]) -> str:
+    return PREFIX + ",".join(f"{n}={p}" for n, p in sorted(positions.items()))
+
+
+def merged_page(
+    read: Callable[[str, int, int], AuditPage], names: list[str], after: str | int, limit: int
+) -> MergedAuditPage:
+    """`read(server, after, limit)` on each server, merged into one page."""
+    positions = parse_cursor(after, names)
+    pages: dict[str, list[AuditEntry]] = {}
+    found: list[tuple[datetime, str, int]] = []
+    more = False
+    for name in names:
+        page = read(name, positions[name], limit)
+        more = more or page.more
+        pages[name] = page.entries
+        found.extend((e.timestamp, name, e.position) for e in page.entries)
+    found.sort()
+    counts = dict.fromkeys(names, 0)
+    for _, name, _ in found[:limit]:
+        counts[name] += 1
+    # From each server a prefix of its page, in its own order (a later position may carry
+    # an earlier time): the cursor passes exactly what was returned.
+    taken: list[tuple[datetime, str, int, AuditEntry]] = []
+    for name in names:
+        for e in pages[name][: counts[name]]:
+            taken.append((e.timestamp, name, e.position, e))
+            positions[name] = e.position
+    taken.sort(key=lambda f: (f[0], f[1], f[2]))
+    return MergedAuditPage(
+        entries=[f[3] for f in taken],
+        shards=[f[1] for f in taken],
+        cursor=format_cursor(positions),
+        more=more or len(found) > limit,
+    )

@@ -1,0 +1,106 @@
+"""Moving one context to another server while every other context goes on.
+
+1. Take the context's turn on its server (an advisory lock on its key, the one writers
+   queue on under contention, adapters/storage/turns.py): from now on an insert to it is
+   refused at once and its writers queue. Writers of other contexts never see it.
+2. Copy its events as they are (ids, versions, timestamps, hash chains: the export and
+   import of transfer.py, attachments with them) to the target, and check the copy's head
+   and chain against the source's.
+3. On the source, in one transaction: a tombstone (`ctxstore_moved`, which the insert
+   function checks, so a writer holding an old placement is refused, re-reads it and
+   goes to the target) and the deletion of the context's events, snapshots, audit rows,
+   idempotency keys and attachment references. Then the placement names the target.
+4. Release the turn: the queued writers are refused by the tombstone and retry there.
+
+Reads go on from the source until step 3, then from the target: a router whose cached
+placement is stale finds the context missing (or moved) and reads the placement again.
+The merged audit shows the moved context's events once more, at the target's positions
+(the same context ids and versions: a consumer that keeps them can tell).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from psycopg.sql import SQL, Identifier
+
+from ctxstore.adapters.storage.postgres_schema import MOVED_TABLE
+from ctxstore.domain.errors import DamagedContextError, StoreUnavailableError
+
+if TYPE_CHECKING:
+    from ctxstore.adapters.store.shards.store import ShardedStore
+
+log = logging.getLogger(__name__)
+# Tables holding a context's rows besides events and snapshots: (table, column, as hex).
+CONTEXT_ROWS = (
+    ("ctxstore_audit", "context_id"),
+    ("ctxstore_idempotency", "context"),
+    ("ctxstore_blob_refs", "context_id"),
+)
+
+
+def move(sharded: ShardedStore, cid: UUID, to: str) -> str:
+    """Move `cid` to server `to`; returns the server it was on."""
+    source_name = sharded.shard_of(cid)
+    if source_name == to:
+        return source_name
+    source, target = sharded.stores[source_name], sharded.stores[to]
+    with source._storage.turns.turn(cid, True) as turn:
+        if turn is None:
+            raise StoreUnavailableError(f"context {cid}: its writers did not let it move in time")
+        lines = list(source.export_events(cid))
+        _clear_tombstone(target, cid)
+        target.import_events(lines)
+        if list(target.export_events(cid)) != lines:  # events, chains and attachments alike
+            raise DamagedContextError(f"context {cid}: the copy on {to} does not match its source")
+        _remove(source, cid, to)
+        sharded.directory.place(cid, to)
+    source._core.cache.drop(cid)
+    log.info("context %s moved from server %s to %s", cid, source_name, to)
+    return source_name
+
+
+def _tables(store: object) -> tuple[Identifier, object]:
+    schema = store._storage.backend.schema  # type: ignore[attr-defined]
+    return Identifier(schema), store._storage.recorder  # type: ignore[attr-defined]
+
+
+def _clear_tombstone(store: object, cid: UUID) -> None:
+    """A context moved away from this server before may come back."""
+    schema, recorder = _tables(store)
+    with recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+        c.execute(
+            SQL("DELETE FROM {0}.{1} WHERE context_id = %s").format(
+                schema, Identifier(MOVED_TABLE)
+            ),
+            (cid,),
+        )
+
+
+def _remove(store: object, cid: UUID, to: str) -> None:
+    """Tombstone and remove the context's rows on the server it leaves, in one transaction."""
+    schema, recorder = _tables(store)
+    snapshots = store._storage.snapshots.recorder  # type: ignore[attr-defined]
+    with recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+        c.execute(
+            SQL("INSERT INTO {0}.{1} (context_id, shard) VALUES (%s, %s) ON CONFLICT "
+                "(context_id) DO UPDATE SET shard = excluded.shard, moved_at = now()")
+            .format(schema, Identifier(MOVED_TABLE)), (cid, to),
+        )  # fmt: skip
+        for table in (recorder.events_table_name, snapshots.events_table_name):  # type: ignore[attr-defined]
+            c.execute(
+                SQL("DELETE FROM {0}.{1} WHERE originator_id = %s").format(
+                    schema, Identifier(table)
+                ),
+                (cid,),
+            )
+        for table, column in CONTEXT_ROWS:
+            value = str(cid) if column == "context" else cid.hex
+            c.execute(
+                SQL("DELETE FROM {0}.{1} WHERE {2} = %s").format(
+                    schema, Identifier(table), Identifier(column)
+                ),
+                (value,),
+            )

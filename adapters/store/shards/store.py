@@ -1,0 +1,218 @@
+"""ShardedStore: one store over several PostgreSQL servers, each context on one of them.
+
+Every operation that names a context runs on the server holding it (placement.py); a
+context is created on the server rendezvous hashing picks, and recorded there. Operations
+across contexts combine every server's answer: the audit is merged with one cursor
+(merged_audit.py), listings are concatenated, attachments are stored on every server (a
+context on any server may refer to one). A fork may land on another server than its
+source: the source's visible context is read where it lives and the fork written where
+it is placed, with the attachments it shows. `move` (move.py) changes a context's server
+while the others go on.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, Self
+from uuid import UUID, uuid4
+
+from ctxstore.adapters.settings import Settings, load_settings
+from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.shards.merged_audit import MergedAuditPage, merged_page
+from ctxstore.adapters.store.shards.placement import Directory, rendezvous, server_name
+from ctxstore.domain.blobs import references
+from ctxstore.domain.context import JSON, Context
+from ctxstore.domain.errors import (
+    ConfigurationError,
+    ContextMovedError,
+    ContextNotFoundError,
+    InvalidOperationError,
+)
+from ctxstore.domain.limits import chosen_id
+from ctxstore.projections.audit import AuditPage
+
+# ContextStore's methods that do not take a context first, and how a sharded store serves
+# them (the rest route by their context argument).
+ACROSS = {"create", "audit", "contexts", "put_blob", "blob", "verify", "close", "fork", "erase"}
+
+
+def _connector(store: ContextStore) -> Callable[[], Any]:
+    return store._storage.recorder.datastore.get_connection  # type: ignore[attr-defined,no-any-return]
+
+
+class ShardedStore:
+    """Contexts spread over the stores of several PostgreSQL servers (see the module)."""
+
+    def __init__(self, stores: Sequence[ContextStore], settings: Settings) -> None:
+        if not stores:
+            raise ConfigurationError("a sharded store needs at least one server")
+        for s in stores:
+            if s._storage.backend.name != "postgresql":
+                raise ConfigurationError(f"shards are PostgreSQL servers, not {s.url!r}")
+        self.settings = settings
+        self.stores: dict[str, ContextStore] = {}
+        for s in stores:
+            name = server_name(_connector(s), s._storage.backend.schema)  # type: ignore[attr-defined]
+            if name in self.stores:
+                raise ConfigurationError(f"{s.url!r} is the same server as another shard")
+            self.stores[name] = s
+        self.names = list(self.stores)
+        first = stores[0]
+        self.directory = Directory(_connector(first), first._storage.backend.schema)  # type: ignore[attr-defined]
+
+    @classmethod
+    def from_urls(cls, urls: Sequence[str], settings: Settings | None = None) -> ShardedStore:
+        settings = settings or load_settings()
+        opened: list[ContextStore] = []
+        try:
+            for url in urls:
+                opened.append(ContextStore.from_url(url, settings))
+            return cls(opened, settings)
+        except BaseException:
+            for s in opened:
+                s.close()
+            raise
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for s in self.stores.values():
+            s.close()
+
+    # ---- where a context lives -------------------------------------------------------
+
+    def shard_of(self, context_id: UUID | str) -> str:
+        """The name of the server holding a context; raises ContextNotFoundError."""
+        cid = ContextStore.context_uuid(context_id)
+        found = self.directory.shard_of(cid)
+        if found is not None and found in self.stores:
+            return found
+        for name, store in self.stores.items():  # not placed (written before sharding)
+            if store._core.exists(cid):
+                self.directory.place(cid, name)
+                return name
+        raise ContextNotFoundError(f"no context with id {cid}")
+
+    def store_of(self, context_id: UUID | str) -> ContextStore:
+        return self.stores[self.shard_of(context_id)]
+
+    def _routed(self, name: str) -> Callable[..., Any]:
+        method = getattr(ContextStore, name)
+
+        @functools.wraps(method)
+        def run(context_id: UUID | str, *args: Any, **kwargs: Any) -> Any:
+            cid = ContextStore.context_uuid(context_id)
+            try:
+                return getattr(self.store_of(cid), name)(cid, *args, **kwargs)
+            except (ContextNotFoundError, ContextMovedError):
+                # A placement cached before a move: read it again and go there once.
+                self.directory.forget(cid)
+                fresh = self.directory.shard_of(cid, fresh=True)
+                if fresh is None or fresh not in self.stores:
+                    raise
+                return getattr(self.stores[fresh], name)(cid, *args, **kwargs)
+
+        return run
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(ContextStore, name, None)
+        if name.startswith("_") or method is None or not callable(method):
+            raise AttributeError(name)
+        params = list(inspect.signature(method).parameters)
+        if len(params) > 1 and params[1] == "context_id":
+            return self._routed(name)
+        raise AttributeError(f"ShardedStore has no {name!r}: it names no context to route by")
+
+    # ---- across servers --------------------------------------------------------------
+
+    def create(self, *, context_id: UUID | str | None = None, **kwargs: Any) -> UUID:
+        """A new context on the server its id hashes to (recorded in the placement)."""
+        cid = uuid4() if context_id is None else chosen_id(context_id)
+        shard = rendezvous(cid, self.names)
+        made = self.stores[shard].create(context_id=cid, **kwargs)
+        self.directory.place(made, shard)
+        return made
+
+    def audit(self, *, after: str | int = "", limit: int = 100, **filters: Any) -> MergedAuditPage:
+        """Events across every server, merged by time; pass `cursor` back as `after`."""
+        only = filters.get("context_id")
+        home = None if only is None else self.shard_of(only)
+
+        def read(name: str, after: int, lim: int) -> AuditPage:
+            if home is not None and name != home:
+                return AuditPage(entries=[], cursor=after, more=False)
+            return self.stores[name].audit(after=after, limit=lim, **filters)
+
+        return merged_page(read, self.names, after, limit)
+
+    def contexts(self, **kwargs: Any) -> list[Any]:
+        """Every server's contexts, each server's in its order."""
+        found: list[Any] = []
+        for store in self.stores.values():
+            found.extend(store.contexts(**kwargs))
+        return found
+
+    def verify(self, context_id: UUID | str | None = None) -> Any:
+        if context_id is not None:
+            return self.store_of(context_id).verify(context_id)
+        results = [s.verify() for s in self.stores.values()]
+        bad = [r for r in results if not r.ok]
+        return bad[0] if bad else results[0]
+
+    def put_blob(self, data: bytes, media_type: str, *, tenant: str | None = None) -> Any:
+        """Stored on every server: a context on any of them may refer to it."""
+        refs = [s.put_blob(data, media_type, tenant=tenant) for s in self.stores.values()]
+        return refs[0]
+
+    def blob(self, sha256: str, *, tenant: str | None = None) -> Any:
+        return next(iter(self.stores.values())).blob(sha256, tenant=tenant)
+
+    def erase(self, context_id: UUID | str, **kwargs: Any) -> Any:
+        cid = ContextStore.context_uuid(context_id)
+        done = self.store_of(cid).erase(cid, **kwargs)
+        self.directory.drop(cid)
+        return done
+
+    def fork(
+        self, context_id: UUID | str, *, at_version: int | None = None, name: str | None = None,
+        metadata: JSON | None = None, actor: str | None = None,
+    ) -> UUID:  # fmt: skip
+        """A new context, on the server its id hashes to, starting as a copy of this one's
+        visible context (at a version); the attachments it shows go with it."""
+        cid = ContextStore.context_uuid(context_id)
+        source = self.store_of(cid)
+        core = source._core
+        ctx = core.context_at(cid, at_version) if at_version is not None else core.head(cid)
+        who = core.actor(actor)
+        forked = Context.start(
+            name=name if name is not None else (f"fork of {ctx.name}" if ctx.name else None),
+            metadata=ctx.metadata if metadata is None else metadata,
+            encoding=ctx.encoding, actor=who, tenant=ctx.tenant,
+        )  # fmt: skip
+        forked.fork_from(ctx, actor=who)
+        shard = rendezvous(forked.id, self.names)
+        target = self.stores[shard]
+        refs = {r.sha256 for i in forked.order for r in references(forked.stored_message(i))}
+        for sha in refs:  # the attachments travel with the fork
+            blob = source.blob(sha, tenant=ctx.tenant)
+            target.put_blob(blob.data, blob.ref.media_type, tenant=ctx.tenant)
+        target._writer.store_new(forked)
+        if refs:
+            target._core.storage.blobs.keep(ctx.tenant, forked.id, [], refs)
+        self.directory.place(forked.id, shard)
+        return forked.id
+
+    def move(self, context_id: UUID | str, to: str) -> str:
+        """Move a context to server `to` (a name from `names`); returns where it was.
+        Only its own writers wait while it moves (move.py)."""
+        from ctxstore.adapters.store.shards.move import move
+
+        if to not in self.stores:
+            raise InvalidOperationError(f"no server named {to!r}: one of {self.names}")
+        return move(self, ContextStore.context_uuid(context_id), to)
