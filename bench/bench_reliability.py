@@ -114,6 +114,10 @@ def run_mixed(url: str, writers: int, commands: int, seed: int = 0) -> dict[str,
     }
 
 
+def _lines(path: Path) -> int:
+    return len(path.read_bytes().splitlines()) if path.exists() else 0
+
+
 def run_crashes(url: str, kills: int, seed: int = 0) -> dict[str, Any]:
     """A writer killed with SIGKILL `kills` times; raises AssertionError naming a loss."""
     rng = random.Random(seed)
@@ -126,7 +130,15 @@ def run_crashes(url: str, kills: int, seed: int = 0) -> dict[str, Any]:
                 [sys.executable, WORKERS, "crashy", url, str(cid), f"k{k}", str(ack_file)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             )  # fmt: skip
-            time.sleep(rng.uniform(0.6, 1.6))  # startup, then a random moment of writing
+            # Killed at a random moment of writing: after its first acknowledgement (startup
+            # takes 1-2 s on a busy machine), within half a second.
+            acked_before = _lines(ack_file)
+            deadline = time.monotonic() + 60
+            while _lines(ack_file) == acked_before and time.monotonic() < deadline:
+                if proc.poll() is not None:
+                    break
+                time.sleep(0.01)
+            time.sleep(rng.uniform(0.0, 0.5))
             if proc.poll() is not None:
                 raise AssertionError(f"the writer stopped by itself: {proc.stderr.read()!r}")  # type: ignore[union-attr]
             os.kill(proc.pid, signal.SIGKILL)

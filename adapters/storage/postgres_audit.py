@@ -73,14 +73,20 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
         schema = Identifier(datastore.schema)
         self.table = SQL("{0}.ctxstore_audit").format(schema)
         self.cursor = SQL("{0}.{1}").format(schema, Identifier(CURSOR_TABLE))
+        self._settled = 0  # this process's newest append known to be below the horizon
         self.tracking = SQL("{0}.{1}").format(schema, Identifier(self.tracking_table_name))
         self.events = SQL("{0}.{1}").format(schema, Identifier(events_table))
+        # One round trip: the mark of the position (no row at all when it has none), then
+        # the events after it below the horizon (one row of nulls when there are none).
         self.sql_unindexed = SQL(
-            "SELECT notification_id, commit_xid::text, originator_id, originator_version, "
-            "topic, state FROM {0} WHERE (commit_xid, notification_id) > (%s::xid8, %s) "
-            "AND commit_xid < pg_snapshot_xmin(pg_current_snapshot()) "
-            "ORDER BY commit_xid, notification_id LIMIT %s"
-        ).format(self.events)
+            "SELECT e.notification_id, e.commit_xid::text, e.originator_id, "
+            "e.originator_version, e.topic, e.state FROM "
+            "(SELECT event_xid AS x, event_id AS n FROM {1} WHERE position = %s "
+            " UNION ALL SELECT '0'::xid8, 0 WHERE %s = 0) m "
+            "LEFT JOIN LATERAL (SELECT * FROM {0} WHERE (commit_xid, notification_id) > (m.x, m.n) "
+            " AND commit_xid < pg_snapshot_xmin(pg_current_snapshot()) "
+            " ORDER BY commit_xid, notification_id LIMIT %s) e ON true"
+        ).format(self.events, self.cursor)
         self.sql_settled = SQL(
             "SELECT commit_xid < pg_snapshot_xmin(pg_current_snapshot()) FROM {0} "
             "WHERE notification_id = %s"
@@ -136,29 +142,17 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
         )
         return bool(unmatched and unmatched[0][0])
 
-    def _mark(self, position: int) -> tuple[str, int] | None:
-        """Where in the commit order the index stands at a position: (xid, event id)."""
-        if position == 0:
-            return "0", 0
-        found = self._fetch(
-            SQL("SELECT event_xid::text, event_id FROM {0} WHERE position = %s").format(
-                self.cursor
-            ),
-            [position],
-        )
-        return (found[0][0], int(found[0][1])) if found else None
-
     def unindexed(self, recorder: Any, position: int, limit: int) -> Unindexed:
         """Events committed after the index's mark and below the horizon of transactions
         still running, in commit-safe order, numbered from position + 1. When this
         process's own newest append is committed but not yet below the horizon (an older
         transaction still runs), waits for it a little: a client reads its own writes."""
-        mark = self._mark(position)
-        if mark is None:
-            raise IntegrityError(f"the audit index has no mark at position {position}")
         deadline = time.monotonic() + OWN_WRITE_WAIT
         while True:
-            rows = self._fetch(self.sql_unindexed, [mark[0], mark[1], limit])
+            found = self._fetch(self.sql_unindexed, [position, position, limit])
+            if not found:  # another indexer moved on (older marks are deleted)
+                raise IntegrityError(f"the audit index has no mark at position {position}")
+            rows = [r for r in found if r[0] is not None]
             if len(rows) == limit or not self._own_write_pending(recorder, rows):
                 break
             if time.monotonic() > deadline:
@@ -175,10 +169,13 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
         """Whether this process's newest append is committed but was not read (its
         transaction's xid is not yet below the horizon)."""
         own = getattr(recorder, "newest_written", None)
-        if not own or any(r[0] == own for r in rows):
+        if not own or own <= self._settled or any(r[0] == own for r in rows):
             return False
         found = self._fetch(self.sql_settled, [own])
-        return bool(found) and not found[0][0]
+        if found and not found[0][0]:
+            return True
+        self._settled = own  # below the horizon (or erased): no need to ask again
+        return False
 
     def reset(self) -> None:
         tracking = self.tracking
