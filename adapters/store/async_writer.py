@@ -170,6 +170,7 @@ class AsyncWriter:
         stored, last = self.core.storage.mapper.to_sealed_events(events, head, command_id)
         await self.events.insert(cid, stored)
         held.chain = (before + len(stored), last)
+        self.core.written.wrote(cid, before + len(stored))  # replicas: read your writes
         self.core.storage.notifications.publish(cid.hex)
 
 
