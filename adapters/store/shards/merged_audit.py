@@ -4,12 +4,13 @@ by time, with one cursor holding a position per server.
 Each server's positions only grow and are gap-free where written (postgres_audit.py), so a
 cursor that records, per server, the last position taken sees every event of every server
 exactly once, whatever order the servers' events interleave in. A page takes up to `limit`
-entries after the cursor from each server, merges them by (time, server, position) and
-keeps the first `limit`; the cursor advances only past what the page returned.
+entries after the cursor from each server, merges them by time keeping each server's own
+order, and keeps the first `limit`; the cursor advances only past what the page returned.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from datetime import datetime
 
@@ -56,29 +57,22 @@ def merged_page(
 ) -> MergedAuditPage:
     """`read(server, after, limit)` on each server, merged into one page."""
     positions = parse_cursor(after, names)
-    pages: dict[str, list[AuditEntry]] = {}
-    found: list[tuple[datetime, str, int]] = []
+    pages: list[list[tuple[datetime, int, int, str, AuditEntry]]] = []
     more = False
-    for name in names:
+    for i, name in enumerate(names):
         page = read(name, positions[name], limit)
         more = more or page.more
-        pages[name] = page.entries
-        found.extend((e.timestamp, name, e.position) for e in page.entries)
-    found.sort()
-    counts = dict.fromkeys(names, 0)
-    for _, name, _ in found[:limit]:
-        counts[name] += 1
-    # From each server a prefix of its page, in its own order (a later position may carry
-    # an earlier time): the cursor passes exactly what was returned.
-    taken: list[tuple[datetime, str, int, AuditEntry]] = []
-    for name in names:
-        for e in pages[name][: counts[name]]:
-            taken.append((e.timestamp, name, e.position, e))
-            positions[name] = e.position
-    taken.sort(key=lambda f: (f[0], f[1], f[2]))
+        pages.append([(e.timestamp, i, e.position, name, e) for e in page.entries])
+    # A k-way merge by time keeps each server's own order (a later position may carry an
+    # earlier time), so what a page takes from a server is a prefix of its page: the
+    # cursor passes exactly what was returned.
+    merged = list(heapq.merge(*pages, key=lambda f: (f[0], f[1])))
+    taken = merged[:limit]
+    for _, _, position, name, _ in taken:
+        positions[name] = position
     return MergedAuditPage(
-        entries=[f[3] for f in taken],
-        shards=[f[1] for f in taken],
+        entries=[f[4] for f in taken],
+        shards=[f[3] for f in taken],
         cursor=format_cursor(positions),
-        more=more or len(found) > limit,
+        more=more or len(merged) > limit,
     )
