@@ -215,3 +215,25 @@ def test_the_command_line_lists_servers_and_moves_a_context(
     refused = runner.invoke(app, ["move", str(cid), "--to", "nosuchserver"])
     assert refused.exit_code != 0 and "nosuchserver" in refused.stderr
     assert "Traceback" not in refused.output
+
+
+def test_an_encrypted_context_moves_and_its_old_key_is_destroyed(servers: list[str]) -> None:
+    schema = f"e_{time.monotonic_ns() % 10**12}"
+    for url in servers:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+    key = base64.b64encode(b"k" * 32).decode()
+    settings = Settings(actor="t", encryption_key=key)
+    with ShardedStore.from_urls([f"{u}?schema={schema}" for u in servers], settings) as s:
+        cid = s.create(name="secret")
+        s.insert(cid, [user("the launch code is 0000")])
+        source = s.shard_of(cid)
+        to = next(n for n in s.names if n != source)
+        s.move(cid, to)
+        assert [m.content for m in s.visible(cid).messages][-1] == "the launch code is 0000"
+        from ctxstore.adapters.keys.cipher import key_name
+
+        old_vault = s.stores[source]._storage.keys.keys.vault  # type: ignore[union-attr]
+        new_vault = s.stores[to]._storage.keys.keys.vault  # type: ignore[union-attr]
+        assert old_vault.rows(key_name(cid)) == []
+        assert new_vault.rows(key_name(cid)) != []

@@ -4,12 +4,15 @@
    queue on under contention, adapters/storage/turns.py): from now on an insert to it is
    refused at once and its writers queue. Writers of other contexts never see it.
 2. Copy its events as they are (ids, versions, timestamps, hash chains: the export and
-   import of transfer.py, attachments with them) to the target, and check the copy's head
-   and chain against the source's.
+   import of transfer.py, attachments with them) to the target, and check that the
+   copy exports exactly as the source does.
 3. On the source, in one transaction: a tombstone (`ctxstore_moved`, which the insert
    function checks, so a writer holding an old placement is refused, re-reads it and
    goes to the target) and the deletion of the context's events, snapshots, audit rows,
-   idempotency keys and attachment references. Then the placement names the target.
+   idempotency keys and attachment references. In an encrypted store whose servers keep
+   their own vaults, the source's copy of the context's data key is destroyed (its old
+   rows in that server's WAL and backups stay unreadable). Then the placement names the
+   target.
 4. Release the turn: the queued writers are refused by the tombstone and retry there.
 
 Reads go on from the source until step 3, then from the target: a router whose cached
@@ -26,6 +29,7 @@ from uuid import UUID
 
 from psycopg.sql import SQL, Identifier
 
+from ctxstore.adapters.keys.cipher import key_name
 from ctxstore.adapters.storage.postgres_schema import MOVED_TABLE
 from ctxstore.domain.errors import DamagedContextError, StoreUnavailableError
 
@@ -56,6 +60,11 @@ def move(sharded: ShardedStore, cid: UUID, to: str) -> str:
         if list(target.export_events(cid)) != lines:  # events, chains and attachments alike
             raise DamagedContextError(f"context {cid}: the copy on {to} does not match its source")
         _remove(source, cid, to)
+        keys = source._storage.keys
+        if keys is not None and sharded.settings.key_vault is None:
+            # Each server keeps its own vault: the source's copy of the context's data key
+            # would still open its old rows in that server's WAL and backups.
+            keys.keys.destroy([key_name(cid)])
         sharded.directory.place(cid, to)
     source._core.cache.drop(cid)
     log.info("context %s moved from server %s to %s", cid, source_name, to)
