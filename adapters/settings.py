@@ -269,7 +269,7 @@ def library_env(
             # The database-function write path doubles the append rate.
             "POSTGRES_ENABLE_DB_FUNCTIONS": "y",
             # Its insert function takes no table lock; the audit index follows commit order.
-            "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.postgres:OrderedPostgresRecorder",
+            "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.postgres_recorder:OrderedPostgresRecorder",
         }
         if "schema" in query:
             env["POSTGRES_SCHEMA"] = query.pop("schema")

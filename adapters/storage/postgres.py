@@ -1,12 +1,10 @@
 """PostgreSQL: everything a store on a shared PostgreSQL server needs beside the library's
 recorders (its schema, tuning and provisioning are in postgres_schema.py).
 
-- Events: the library's database-function insert, without the library's table lock:
-  appends to different contexts do not wait for each other (each row records its
-  transaction's id, and the audit index follows the commit order, postgres_audit.py); and
-  a context's turn, an advisory lock on its key.
+- Events: the write path in postgres_recorder.py (no table lock: the audit index follows
+  the commit order, postgres_audit.py), a context's turn in postgres_turns.py.
 - The audit index, erasure records and the HTTP service's idempotency keys, in the schema.
-- Snapshots sent in binary, read and deleted by version.
+- Snapshots read and deleted by version.
 """
 
 from __future__ import annotations
@@ -18,20 +16,11 @@ from typing import Any
 from uuid import UUID
 
 import psycopg
-from eventsourcing.persistence import (
-    IntegrityError,
-    InterfaceError,
-    OperationalError,
-    PersistenceError,
-    StoredEvent,
-)
 from eventsourcing.postgres import (
     PostgresAggregateRecorder,
-    PostgresApplicationRecorder,
     PostgresDatastore,
 )
-from eventsourcing.utils import retry
-from psycopg.sql import SQL, Composed, Identifier
+from psycopg.sql import SQL, Identifier
 
 from ctxstore.adapters.keys.vault import KeyVault, PostgresVault
 from ctxstore.adapters.storage import postgres_schema
@@ -54,20 +43,11 @@ from ctxstore.adapters.storage.notifications import Notifications, PostgresNotif
 from ctxstore.adapters.storage.postgres_audit import PostgresAuditView
 from ctxstore.adapters.storage.postgres_blobs import PostgresBlobRows
 from ctxstore.adapters.storage.postgres_bounds import bound_datastore, bound_retries
+from ctxstore.adapters.storage.postgres_recorder import binary_snapshot_inserts
+from ctxstore.adapters.storage.postgres_turns import PostgresTurns
 from ctxstore.adapters.storage.retention_rows import RetentionRows
 from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.adapters.storage.tokens import StoredTokens
-from ctxstore.adapters.storage.turns import (
-    MOVED,
-    MOVED_SQLSTATE,
-    TURN_HELD,
-    TURN_HELD_SQLSTATE,
-    TURN_SETTING,
-    WAIT,
-    Turn,
-    Turns,
-    context_lock_key,
-)
 
 CHUNK = 500  # versions per query
 RESEAL_RESIDUE = (
@@ -81,140 +61,6 @@ POSTGRES_RESIDUE = (
     "the table files hold the bytes until the space is reused (encrypt at rest to rely on "
     "erasure)"
 )
-
-
-class OrderedPostgresRecorder(PostgresApplicationRecorder):
-    """The library's database-function insert, without its table lock, and behind a
-    context's turn.
-
-    The library locks the events table so that notification ids commit in order; here they
-    need not: a context's versions are its order (the primary key refuses a second writer
-    of a version), and the audit index reads across contexts in commit order by each row's
-    transaction id (postgres_audit.py). The turn (an advisory lock on the context's key,
-    adapters/storage/turns.py): while another session holds it, an insert is refused at
-    once (SQLSTATE TURN_HELD_SQLSTATE) instead of losing later.
-    """
-
-    newest_written: int | None = None  # this process's newest append (audit reads wait on it)
-
-    # Decorated as the library's, so that bound_retries finds and bounds its retries.
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
-    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Any:
-        library = PostgresApplicationRecorder.insert_events.__wrapped__
-        ids = library(self, stored_events, **kwargs)
-        if ids:
-            self.wrote(ids)
-        return ids
-
-    def wrote(self, ids: Sequence[int]) -> None:
-        """Remember the newest notification id this process appended."""
-        self.newest_written = max(self.newest_written or 0, max(ids))
-
-    def sql_insert_rows(self, n: int) -> Composed:
-        """The insert function called with `n` events given as row parameters (originator
-        id, version, topic, state each): what an async connection sends, having no
-        composite type registered."""
-        schema = Identifier(self.datastore.schema)
-        row = SQL("ROW(%s, %s, %s, %s)::{0}.{1}").format(
-            schema, Identifier(self.stored_event_type_name)
-        )
-        return SQL("SELECT * FROM {0}.{1}(ARRAY[{2}])").format(
-            schema, Identifier(self.pg_function_name_insert_events), SQL(", ").join([row] * n)
-        )
-
-    def sql_select_after(self) -> Composed:
-        """A context's events after a version: (version, topic, state), in order."""
-        return SQL(
-            "SELECT originator_version, topic, state FROM {0}.{1} "
-            "WHERE originator_id = %s AND originator_version > %s ORDER BY originator_version"
-        ).format(Identifier(self.datastore.schema), Identifier(self.events_table_name))
-
-    def insert_events_on(self, conn: Any, stored_events: Sequence[StoredEvent]) -> None:
-        """Insert on a given pooled connection: the one that holds the context's turn
-        (the function's shared lock is then its own, not a wait on itself)."""
-        pg_events = [
-            self.construct_pg_stored_event(e.originator_id, e.originator_version, e.topic, e.state)
-            for e in stored_events
-        ]
-        try:
-            with conn.cursor() as curs:
-                curs.execute(self.sql_invoke_pg_function_insert_events, (pg_events,), prepare=True)
-                self.wrote([next(iter(row.values())) for row in curs.fetchall()])
-        except psycopg.IntegrityError as exc:
-            raise IntegrityError(str(exc)) from exc
-        except psycopg.Error as exc:
-            raise PersistenceError(str(exc)) from exc
-
-    def __init__(self, datastore: PostgresDatastore, **kwargs: Any) -> None:
-        super().__init__(datastore, **kwargs)
-        locked = SQL(
-            "CREATE OR REPLACE FUNCTION "
-            "{schema}.{insert_events}(events {schema}.{event}[]) "
-            "RETURNS SETOF bigint "
-            "LANGUAGE plpgsql "
-            "AS "
-            "$BODY$"
-            # The context's turn key: the first 64 bits of its id (turns.context_lock_key).
-            "DECLARE turn bigint := ('x' || left(replace("
-            "    (events[1]).originator_id::text, '-', ''), 16))::bit(64)::bigint;"
-            "BEGIN"
-            "    SET LOCAL lock_timeout = '{lock_timeout}s';"
-            # Moved to another server (adapters/store/shards/move.py): refused, so that a
-            # writer with an old placement reads it again.
-            "    IF EXISTS (SELECT 1 FROM {schema}.{moved} m"
-            "               WHERE m.context_id = (events[1]).originator_id) THEN"
-            "        RAISE EXCEPTION '{moved_text}' USING ERRCODE = '{moved_code}';"
-            "    END IF;"
-            # While another writer holds the turn, this insert would lose: say so, at once.
-            # (The holder's own session names the turn it holds in {turn_setting}.)
-            "    IF coalesce(current_setting('{turn_setting}', true), '') <> turn::text"
-            "       AND NOT pg_try_advisory_xact_lock_shared(turn) THEN"
-            "        RAISE EXCEPTION '{turn_held}' USING ERRCODE = '{turn_code}';"
-            "    END IF;"
-            "    RETURN QUERY"
-            "    INSERT INTO {schema}.{table} AS t ("
-            "    originator_id, originator_version, topic, state)"
-            "    SELECT originator_id, originator_version, topic, state"
-            "    FROM unnest(events)"
-            "    RETURNING notification_id;"
-            "END;"
-            "$BODY$"
-        ).format(
-            turn_held=SQL(TURN_HELD),
-            moved=Identifier(postgres_schema.MOVED_TABLE),
-            moved_text=SQL(MOVED),
-            moved_code=SQL(MOVED_SQLSTATE),
-            turn_setting=SQL(TURN_SETTING),
-            turn_code=SQL(TURN_HELD_SQLSTATE),
-            insert_events=Identifier(self.pg_function_name_insert_events),
-            lock_timeout=self.datastore.lock_timeout,
-            event=Identifier(self.stored_event_type_name),
-            schema=Identifier(self.datastore.schema),
-            table=Identifier(self.events_table_name),
-        )
-        self.sql_create_statements[self.create_insert_function_statement_index] = locked
-        # The events go in binary: the text form escapes each state's bytes (a regular
-        # expression over every byte) and doubles what travels.
-        self.sql_invoke_pg_function_insert_events = SQL(
-            "SELECT * FROM {schema}.{insert_events}((%b))"
-        ).format(
-            schema=Identifier(self.datastore.schema),
-            insert_events=Identifier(self.pg_function_name_insert_events),
-        )
-
-
-def binary_snapshot_inserts(recorder: Any) -> None:
-    """Send a PostgreSQL snapshot recorder's rows in binary, as OrderedPostgresRecorder does
-    its events: in text, escaping a large snapshot's bytes takes milliseconds."""
-    recorder.insert_events_statement = SQL(
-        "INSERT INTO {schema}.{table} AS t (originator_id, originator_version, topic, state)"
-        " SELECT originator_id, originator_version, topic, state"
-        " FROM unnest(%b::{schema}.{stored_event_type}[])"
-    ).format(
-        schema=Identifier(recorder.datastore.schema),
-        table=Identifier(recorder.events_table_name),
-        stored_event_type=Identifier(recorder.stored_event_type_name),
-    )
 
 
 class PostgresEraser(Eraser):
@@ -291,42 +137,6 @@ class PostgresIdempotencyKeys(SQLIdempotencyKeys):
                 return None
             row = cursor.fetchone()
             return None if row is None else tuple(row.values())
-
-
-class PostgresTurns(Turns):
-    """Turns as session advisory locks keyed by the context id; every insert tries the same
-    key shared inside the insert function and is refused while a holder has it."""
-
-    def __init__(self, datastore: PostgresDatastore) -> None:
-        super().__init__()
-        self._datastore = datastore
-
-    @contextmanager
-    def _turn(self, cid: UUID) -> Iterator[Turn | None]:
-        key = context_lock_key(cid)
-        with self._datastore.get_connection() as conn:
-            # One round trip each way: the wait is bounded, and the connection goes back to
-            # the pool as it came (its own lock timeout restored, the lock released).
-            try:
-                row = conn.execute(
-                    "SELECT current_setting('lock_timeout') AS was, "
-                    "set_config('lock_timeout', %s, false), pg_advisory_lock(%s), "
-                    "set_config(%s, %s, false)",
-                    (WAIT, key, TURN_SETTING, str(key)),
-                ).fetchone()
-            except psycopg.errors.LockNotAvailable:
-                # The failed statement's set_config is undone with it.
-                yield None  # queued too long (a stuck holder?): race once more
-                return
-            was = row["was"] if row else "0"
-            try:
-                yield Turn(conn)
-            finally:
-                conn.execute(
-                    "SELECT pg_advisory_unlock(%s), set_config('lock_timeout', %s, false), "
-                    "set_config(%s, '', false)",
-                    (key, was, TURN_SETTING),
-                )
 
 
 def pg_table(recorder: PostgresAggregateRecorder) -> Identifier:

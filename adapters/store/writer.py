@@ -38,7 +38,7 @@ from ctxstore.domain.limits import check_int
 from ctxstore.domain.tokens import REPLY_PRIMING
 
 if TYPE_CHECKING:
-    from ctxstore.adapters.storage.postgres import OrderedPostgresRecorder
+    from ctxstore.adapters.storage.postgres_recorder import OrderedPostgresRecorder
 
 log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 50  # a command retried this often against racing writers gives up

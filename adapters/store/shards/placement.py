@@ -63,7 +63,7 @@ class Directory:
             ).fetchone()
         if row is None:
             return None
-        shard = str(row[0] if isinstance(row, tuple) else row["shard"])
+        shard = str(row["shard"])  # the library's connections return rows as dicts
         self._remember(cid, shard)
         return shard
 
@@ -85,8 +85,7 @@ class Directory:
             rows = conn.execute(
                 SQL("SELECT shard, count(*) FROM {0} GROUP BY shard").format(self.table)
             ).fetchall()
-        return {str(r[0] if isinstance(r, tuple) else r["shard"]):
-                int(r[1] if isinstance(r, tuple) else r["count"]) for r in rows}  # fmt: skip
+        return {str(r["shard"]): int(r["count"]) for r in rows}
 
     def _remember(self, cid: UUID, shard: str) -> None:
         with self._lock:
@@ -105,4 +104,4 @@ def server_name(connect: Any, schema: str) -> str:
             (uuid.uuid4().hex[:12],),
         )
         row = conn.execute(SQL("SELECT name FROM {0}").format(table)).fetchone()
-    return str(row[0] if isinstance(row, tuple) else row["name"])
+    return str(row["name"])

@@ -33,10 +33,6 @@ from ctxstore.domain.errors import (
 from ctxstore.domain.limits import chosen_id
 from ctxstore.projections.audit import AuditPage
 
-# ContextStore's methods that do not take a context first, and how a sharded store serves
-# them (the rest route by their context argument).
-ACROSS = {"create", "audit", "contexts", "put_blob", "blob", "verify", "close", "fork", "erase"}
-
 
 def _connector(store: ContextStore) -> Callable[[], Any]:
     return store._storage.recorder.datastore.get_connection  # type: ignore[attr-defined,no-any-return]
