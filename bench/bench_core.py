@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -68,10 +69,33 @@ def med(xs: list[float]) -> float:
 # ---- ctxstore --------------------------------------------------------------------------
 
 
+class RecorderClock:
+    """Seconds spent inside the recorder's inserts (connection, BEGIN, INSERT, COMMIT): the
+    part of an append the database holds, timed in place on the store's own recorder."""
+
+    def __init__(self, store: ContextStore) -> None:
+        self.seconds = 0.0
+        recorder = store._storage.recorder
+        for name in ("insert_events", "insert_events_on"):
+            if hasattr(recorder, name):
+                setattr(recorder, name, self.timing(getattr(recorder, name)))
+
+    def timing(self, insert: Callable[..., Any]) -> Callable[..., Any]:
+        def timed_insert(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return insert(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - t
+
+        return timed_insert
+
+
 def appends(
     store: ContextStore, n: int, floor: Callable[[], Floor], block: int = 100
-) -> tuple[float, float, list[float], int]:
-    """(ctxstore's appends/s, the raw floor's rows/s, each append's seconds, row bytes).
+) -> tuple[float, float, list[float], int, float]:
+    """(ctxstore's appends/s, the raw floor's rows/s, each append's seconds, row bytes,
+    seconds of the appends spent in the recorder's transactions).
 
     The two take turns, `block` writes at a time, so a drift of this shared machine's speed
     falls on both alike; the floor's rows are as large as ctxstore's stored events.
@@ -90,6 +114,7 @@ def appends(
     batches = [[{"role": "user", "content": text(i)}] for i in range(VISIBLE, VISIBLE + n)]
     times: list[float] = []
     raw_seconds = 0.0
+    clock = RecorderClock(store)
     try:
         for start in range(0, n, block):
             for batch in batches[start : start + block]:
@@ -99,7 +124,7 @@ def appends(
             raw_seconds += raw.write([[row]] * len(batches[start : start + block]))
     finally:
         raw.close()
-    return n / sum(times), n / raw_seconds, times, row_bytes
+    return n / sum(times), n / raw_seconds, times, row_bytes, clock.seconds
 
 
 def build(store: ContextStore, events: int, *, open_batches: int = 0) -> uuid.UUID:
@@ -136,11 +161,20 @@ def cold_head(store: ContextStore, cid: uuid.UUID) -> None:
 def bench_backend(label: str, url: str, floor: Callable[[], Floor], n: int) -> None:
     print(f"\n== {label}  ({url.split('?')[0]})")
     with ContextStore.from_url(url, Settings(snapshot_interval=INTERVAL, actor="bench")) as store:
-        rate, raw_rate, append_times, row_bytes = appends(store, n, floor)
+        rate, raw_rate, append_times, row_bytes, in_recorder = appends(store, n, floor)
         print(
             f"append: ctxstore {rate:,.0f}/s, raw single-row transactions {raw_rate:,.0f}/s "
             f"(rows of {row_bytes} B; alternating in blocks of 100) -> ratio "
             f"{rate / raw_rate:.2f}x (target >= 0.5x)"
+        )
+        per_append, per_row = 1 / rate, 1 / raw_rate
+        transaction = in_recorder / n
+        print(
+            f"append parts: {per_append * 1e6:.0f} us = the recorder's transaction "
+            f"{transaction * 1e6:.0f} us (the floor's whole row: {per_row * 1e6:.0f} us) + "
+            f"the Python work around it {(per_append - transaction) * 1e6:.0f} us; with no "
+            f"Python work at all the ratio would be {per_row / transaction:.2f}x, and 0.5x "
+            f"leaves the Python work {max(0.0, 2 * per_row - transaction) * 1e6:.0f} us"
         )
         cuts = statistics.quantiles(append_times, n=100)
         print(
