@@ -67,6 +67,15 @@ class ServiceConfig(BaseModel):
     )
 
 
+class ModelPrice(BaseModel):
+    """What a model's tokens cost, in USD per million."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
 class CompactionSettings(CompactionConfig):
     """The compaction policy and which model writes the summaries (a provider choice and
     its credentials, kept out of the domain)."""
@@ -155,6 +164,12 @@ class Settings(BaseSettings):
         description="seconds a read waits for a replica behind this store's own writes "
         "before the primary answers it",
     )  # fmt: skip
+    prices: dict[str, ModelPrice] = Field(
+        default_factory=dict,
+        description="price table for the cost of recorded calls, USD per million tokens: "
+        '\'{"gpt-4o": {"input": 2.5, "output": 10}}\' (a name also prices its dated '
+        "versions, gpt-4o-2024-08-06)",
+    )
     compress: Literal["auto", "always", "off"] = Field(
         default="auto",
         description="zstd for stored events and snapshots: auto (states of 1 KiB and up), "
@@ -228,6 +243,13 @@ class Settings(BaseSettings):
     def resolved_url(self) -> str:
         """The URL in force: CTXSTORE_URL, else the embedded SQLite file."""
         return self.url or f"sqlite:///{self.data_dir / 'ctxstore.db'}"
+
+    def price_of(self, model: str) -> ModelPrice | None:
+        """The model's price: its own entry, else the longest entry it extends by a `-`."""
+        if model in self.prices:
+            return self.prices[model]
+        named = [n for n in self.prices if model.startswith(n + "-")]
+        return self.prices[max(named, key=len)] if named else None
 
     @property
     def encrypts(self) -> bool:

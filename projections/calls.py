@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
+from difflib import SequenceMatcher
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
 from ctxstore.domain.context import Context
 from ctxstore.domain.messages import Message
+from ctxstore.projections.changes import preview
 
 
 class ModelCall(BaseModel):
@@ -29,10 +32,45 @@ class ModelCall(BaseModel):
     estimated: bool
     whole_context: bool  # the whole visible context was sent (no built prompt recorded)
     messages: list[Message] | None = None  # exactly what was sent, where asked for
+    # What the call answered, where asked for: the messages written after the version the
+    # call was made with and up to its usage record (record_response writes both at once).
+    response: list[Message] | None = None
+    cost: float | None = None  # USD, when a price table names the model (Settings.prices)
 
 
-def model_call(n: int, e: Context.UsageRecorded, messages: list[Message] | None) -> ModelCall:
-    """Call number `n` of a context from its usage event (with the messages sent, if given)."""
+class PromptChange(BaseModel):
+    """A message as a prompt diff lists it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    role: str
+    preview: str
+
+
+class PromptDiff(BaseModel):
+    """What changed in what was sent between a call and the one before it: compaction,
+    rollback or editing between two calls, message by message."""
+
+    model_config = ConfigDict(frozen=True)
+
+    context_id: UUID
+    number: int
+    previous: int | None  # the call compared with; None for the first call (all added)
+    added: list[PromptChange]
+    removed: list[PromptChange]
+    changed: list[PromptChange]  # as this call sent them
+    unchanged: int
+    tokens_before: int  # ctxstore's count of the previous call's prompt (0 for the first)
+    tokens_after: int
+
+
+def model_call(
+    n: int, e: Context.UsageRecorded, messages: list[Message] | None,
+    response: list[Message] | None = None,
+) -> ModelCall:  # fmt: skip
+    """Call number `n` of a context from its usage event (with the messages sent and the
+    response, if given)."""
     return ModelCall(
         number=n,
         context_id=e.originator_id,
@@ -47,4 +85,45 @@ def model_call(n: int, e: Context.UsageRecorded, messages: list[Message] | None)
         estimated=e.estimated,
         whole_context=e.sent is None,
         messages=messages,
+        response=response,
     )
+
+
+def prompt_diff(call: ModelCall, previous: ModelCall | None) -> PromptDiff:
+    """Message by message, what `call` sent against what `previous` sent (both with their
+    messages). A message is known by its id, one without an id (a request's own message)
+    by its content; where a run of messages gave way to as many of the same roles in the
+    same place, they count as changed, not as removed and added."""
+    before = previous.messages or [] if previous is not None else []
+    after = call.messages or []
+    added: list[PromptChange] = []
+    removed: list[PromptChange] = []
+    changed: list[PromptChange] = []
+    unchanged = 0
+    matcher = SequenceMatcher(None, [_key(m) for m in before], [_key(m) for m in after], False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        old, new = before[i1:i2], after[j1:j2]
+        if op == "equal":
+            unchanged += len(new)
+            continue
+        if len(old) == len(new) and all(a.role == b.role for a, b in zip(old, new, strict=True)):
+            changed += [_change(m) for m in new]
+            continue
+        removed += [_change(m) for m in old]
+        added += [_change(m) for m in new]
+    return PromptDiff(
+        context_id=call.context_id, number=call.number,
+        previous=None if previous is None else previous.number,
+        added=added, removed=removed, changed=changed, unchanged=unchanged,
+        tokens_before=0 if previous is None else previous.counted_tokens,
+        tokens_after=call.counted_tokens,
+    )  # fmt: skip
+
+
+def _key(m: Message) -> str:
+    """A message's identity and content: equal keys, the same message sent alike."""
+    return json.dumps([m.id, m.stored() if m.id is None else m.as_given()], sort_keys=True)
+
+
+def _change(m: Message) -> PromptChange:
+    return PromptChange(id=m.id or "", role=m.role, preview=preview(m.stored()))

@@ -51,6 +51,7 @@ COMMANDS = (
     (audit.diff, "diff"),
     (audit.replay, "replay"),
     (audit.calls, "calls"),
+    (audit.call, "call"),
     (audit.fork, "fork"),
     (audit.export, "export"),
     (audit.import_, "import"),
@@ -101,8 +102,12 @@ def main_options(
     ctx.obj = Options(url=url, actor=actor)
 
 
+# `ctxstore call CONTEXT -1`: a negative number is the argument, not an unknown option.
+NEGATIVE_ARGUMENTS = {"call"}
+
 for command, name in COMMANDS:
-    app.command(name)(command)
+    settings = {"ignore_unknown_options": True} if name in NEGATIVE_ARGUMENTS else None
+    app.command(name, context_settings=settings)(command)
 app.add_typer(keys_app, name="keys")
 app.add_typer(token_app, name="token")
 app.add_typer(retention.retention_app, name="retention")

@@ -34,7 +34,9 @@ from ctxstore.domain.errors import ConfigurationError, InvalidOperationError
 
 if TYPE_CHECKING:  # annotations only: the command line starts without them
     from ctxstore.adapters.store.results import ReplayStep
+    from ctxstore.domain.messages import Message
     from ctxstore.projections.audit import AuditEntry
+    from ctxstore.projections.calls import PromptDiff
     from ctxstore.projections.changes import Change, Diff
 
 RELATIVE = re.compile(r"^(\d+)\s*([smhd])$")
@@ -288,14 +290,7 @@ def show_call(ctx: typer.Context, context: str, number: int, openai: bool, as_js
         f"provider {call.prompt_tokens} prompt tokens, ctxstore {call.counted_tokens}"
         + ("" if call.whole_context else " (a built prompt)")
     )
-    table = Table(title=title)
-    for col in ("#", "id", "role", "content"):
-        table.add_column(col, overflow="fold")
-    for n, m in enumerate(messages):
-        table.add_row(
-            str(n), m.id or "", m.role, shown_text(preview(m.text()) or ", ".join(m.call_ids))
-        )
-    out.print(table)
+    out.print(message_table(title, messages))
 
 
 @handles_errors
@@ -307,15 +302,80 @@ def calls(ctx: typer.Context, context: str, as_json: JsonFlag = False) -> None:
         print_json([c.model_dump(mode="json", exclude_none=True) for c in found])
         return
     table = Table(title="model calls")
-    for col in ("#", "time", "model", "sent version", "provider", "ctxstore", "what"):
+    for col in ("#", "time", "model", "sent version", "in", "out", "ctxstore", "cost", "what"):
         table.add_column(col)
     for c in found:
         table.add_row(
             str(c.number), c.timestamp.isoformat(timespec="seconds"), c.model,
-            str(c.for_version), str(c.prompt_tokens), str(c.counted_tokens),
+            str(c.for_version), str(c.prompt_tokens), str(c.completion_tokens),
+            str(c.counted_tokens), "" if c.cost is None else f"${c.cost:.6f}",
             "whole context" if c.whole_context else "built prompt",
         )  # fmt: skip
     out.print(table)
+
+
+@handles_errors
+def call(
+    ctx: typer.Context,
+    context: str,
+    number: Annotated[int, typer.Argument(help="The call: 1 the first, -1 the last.")],
+    diff: Annotated[
+        bool, typer.Option("--diff", help="What changed in the prompt since the call before.")
+    ] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """One recorded model call: exactly the prompt it sent, its response, and (--diff) what
+    compaction, rollback or editing changed in the prompt since the call before."""
+    with open_store(ctx) as store:
+        found = store.call(context, number)
+        changes = store.call_diff(context, found.number) if diff else None
+    if as_json:
+        shown = found.model_dump(mode="json", exclude_none=True)
+        if changes is not None:
+            shown["diff"] = changes.model_dump(mode="json")
+        print_json(shown)
+        return
+    cost = "" if found.cost is None else f", ${found.cost:.6f}"
+    out.print(
+        f"call #{found.number}: {found.model} at {found.timestamp.isoformat(timespec='seconds')}"
+        f" by {found.actor}, context version {found.for_version}; tokens in "
+        f"{found.prompt_tokens} (ctxstore {found.counted_tokens}), out "
+        f"{found.completion_tokens}{cost}",
+        highlight=False,
+    )
+    if changes is not None:
+        out.print(prompt_changes(changes))
+        return
+    out.print(message_table("prompt" + (" (built)" if not found.whole_context else ""),
+                            found.messages or []))  # fmt: skip
+    out.print(message_table("response", found.response or []))
+
+
+def message_table(title: str, messages: list[Message]) -> Table:
+    table = Table(title=title)
+    for col in ("#", "id", "role", "content"):
+        table.add_column(col, overflow="fold")
+    for n, m in enumerate(messages):
+        table.add_row(
+            str(n), m.id or "", m.role, shown_text(preview(m.text()) or ", ".join(m.call_ids))
+        )
+    return table
+
+
+def prompt_changes(changes: PromptDiff) -> Table:
+    since = "the first call" if changes.previous is None else f"call #{changes.previous}"
+    delta = changes.tokens_after - changes.tokens_before
+    table = Table(
+        title=f"prompt of call #{changes.number} against {since}: {len(changes.added)} added, "
+        f"{len(changes.removed)} removed, {len(changes.changed)} changed, {changes.unchanged} "
+        f"unchanged; tokens {changes.tokens_before} -> {changes.tokens_after} ({delta:+d})"
+    )
+    for col in ("", "id", "role", "content"):
+        table.add_column(col, overflow="fold")
+    for sign, found in (("+", changes.added), ("-", changes.removed), ("~", changes.changed)):
+        for m in found:
+            table.add_row(sign, m.id, m.role, shown_text(m.preview))
+    return table
 
 
 @handles_errors

@@ -27,6 +27,7 @@ from ctxstore.adapters.store.results import (
     ModelCall,
     ModelUsage,
     Prompt,
+    PromptDiff,
     ReplayStep,
     TailEvent,
     TokenSeries,
@@ -412,6 +413,9 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
 
     def call(self, context_id: UUID | str, number: int) -> ModelCall:
         return self._get(f"{self._ctx(context_id)}/calls/{number}", ModelCall)
+
+    def call_diff(self, context_id: UUID | str, number: int) -> PromptDiff:
+        return self._get(f"{self._ctx(context_id)}/calls/{number}/diff", PromptDiff)
 
     def replay(
         self, context_id: UUID | str, *, from_version: int = 1, to_version: int | None = None

@@ -193,3 +193,12 @@ class Step(BaseModel):
     event: HistoryEntry
     visible: VisibleContext
     calls: list[int]
+
+
+class Shaped(BaseModel):
+    """Messages in one shape, to copy out: `stored` key for key as they came, or converted
+    to a provider's request shape (`omitted`: what that shape cannot carry, and why)."""
+
+    shape: str
+    payload: Any
+    omitted: list[dict[str, Any]] = []

@@ -45,6 +45,7 @@ from ctxstore.adapters.store.results import (
     ModelCall,
     ModelUsage,
     Prompt,
+    PromptDiff,
     ReplayStep,
     TailEvent,
     TokenSeries,
@@ -387,6 +388,9 @@ class AsyncContextStore(AsyncContextOperations):
 
     async def call(self, context_id: UUID | str, number: int) -> ModelCall:
         return await self._offload(self._store.call, context_id, number)
+
+    async def call_diff(self, context_id: UUID | str, number: int) -> PromptDiff:
+        return await self._offload(self._store.call_diff, context_id, number)
 
     async def replay(
         self, context_id: UUID | str, *, from_version: int = 1, to_version: int | None = None

@@ -27,6 +27,7 @@ from ctxstore.adapters.store.results import (
     ModelCall,
     ModelUsage,
     Prompt,
+    PromptDiff,
     ReplayStep,
     TailEvent,
     TokenSeries,
@@ -168,6 +169,8 @@ class ContextOperations(Protocol):
     def calls(self, context_id: UUID | str) -> list[ModelCall]: ...
 
     def call(self, context_id: UUID | str, number: int) -> ModelCall: ...
+
+    def call_diff(self, context_id: UUID | str, number: int) -> PromptDiff: ...
 
     def replay(
         self, context_id: UUID | str, *, from_version: int = 1, to_version: int | None = None

@@ -25,6 +25,7 @@ from ctxstore.adapters.store.results import (
     ModelCall,
     ModelUsage,
     Prompt,
+    PromptDiff,
     ReplayStep,
     TailEvent,
     TokenSeries,
@@ -171,6 +172,8 @@ class AsyncContextOperations(Protocol):
     async def calls(self, context_id: UUID | str) -> list[ModelCall]: ...
 
     async def call(self, context_id: UUID | str, number: int) -> ModelCall: ...
+
+    async def call_diff(self, context_id: UUID | str, number: int) -> PromptDiff: ...
 
     async def replay(
         self, context_id: UUID | str, *, from_version: int = 1, to_version: int | None = None

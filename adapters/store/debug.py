@@ -145,7 +145,8 @@ def model_calls(
 ) -> list[ModelCall]:
     """The model calls recorded against a context; with `number`, that call with its messages."""
     cid = core.id(context_id)
-    usage = [e for e in core.events(cid) if isinstance(e, Context.UsageRecorded)]
+    events = list(core.events(cid))
+    usage = [e for e in events if isinstance(e, Context.UsageRecorded)]
     if number is not None:
         if not strict_int(number) or number == 0:
             raise InvalidOperationError(
@@ -157,8 +158,36 @@ def model_calls(
             )
         n = number if number > 0 else len(usage) + number + 1
         e = usage[n - 1]
-        return [model_call(n, e, _sent_messages(core, cid, e))]
+        return [model_call(n, e, _sent_messages(core, cid, e), _response(core, cid, e, events))]
     return [model_call(n, e, None) for n, e in enumerate(usage, 1)]
+
+
+def _response(
+    core: StoreCore, cid: UUID, e: Context.UsageRecorded, events: list[Context.Event]
+) -> list[Message]:
+    """The messages written after the call's version and up to its usage record, as they
+    stood then (a reply streamed in reads whole)."""
+    ids: list[str] = []
+    for x in events:
+        if not e.for_version < x.originator_version < e.originator_version:
+            continue
+        if isinstance(x, Context.MessagesInserted):
+            ids += [m["id"] for m in x.messages]
+        elif isinstance(x, Context.MessageBegun):
+            ids.append(x.message["id"])
+    if not ids:
+        return []
+    at = core.context_at(cid, e.originator_version)
+    return [Message.model_validate(at.stored_message(i)) for i in ids if at.has_message(i)]
+
+
+def call_with_previous(
+    core: StoreCore, context_id: UUID | str, number: int
+) -> tuple[ModelCall, ModelCall | None]:
+    """Call `number` and the one before it, each with the messages it sent."""
+    call = model_calls(core, context_id, number)[0]
+    before = model_calls(core, context_id, call.number - 1)[0] if call.number > 1 else None
+    return call, before
 
 
 def _sent_messages(core: StoreCore, cid: UUID, e: Context.UsageRecorded) -> list[Message]:

@@ -25,12 +25,14 @@ from ctxstore.adapters.store.results import (
     Diff,
     Erasure,
     ModelCall,
+    PromptDiff,
     ReplayStep,
     Verification,
 )
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import references
 from ctxstore.domain.context import JSON
+from ctxstore.projections.calls import prompt_diff
 
 T = TypeVar("T")
 
@@ -112,14 +114,34 @@ class HistorySurface:
         )
 
     def calls(self, context_id: UUID | str) -> list[ModelCall]:
-        """The model calls recorded against a context, in order (numbered from 1)."""
-        return self._read(self._core.id(context_id), lambda c: debug.model_calls(c, context_id))
+        """The model calls recorded against a context, in order (numbered from 1), with
+        their cost where the price table (Settings.prices) names the model."""
+        found = self._read(self._core.id(context_id), lambda c: debug.model_calls(c, context_id))
+        return [self._priced(c) for c in found]
 
     def call(self, context_id: UUID | str, number: int) -> ModelCall:
-        """Recorded call `number` (1 the first, -1 the last) with exactly the messages sent."""
-        return self._read(
-            self._core.id(context_id), lambda c: debug.model_calls(c, context_id, number)[0]
+        """Recorded call `number` (1 the first, -1 the last) with exactly the messages sent
+        and the response written for it."""
+        return self._priced(
+            self._read(
+                self._core.id(context_id), lambda c: debug.model_calls(c, context_id, number)[0]
+            )
         )
+
+    def call_diff(self, context_id: UUID | str, number: int) -> PromptDiff:
+        """What call `number` (-1 the last) sent against what the call before it sent:
+        the messages added, removed and changed between two calls."""
+        call, before = self._read(
+            self._core.id(context_id), lambda c: debug.call_with_previous(c, context_id, number)
+        )
+        return prompt_diff(call, before)
+
+    def _priced(self, call: ModelCall) -> ModelCall:
+        price = self._core.settings.price_of(call.model)
+        if price is None:
+            return call
+        cost = (call.prompt_tokens * price.input + call.completion_tokens * price.output) / 1e6
+        return call.model_copy(update={"cost": round(cost, 8)})
 
     def fork(
         self, context_id: UUID | str, *, at_version: int | None = None, name: str | None = None,

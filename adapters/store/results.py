@@ -16,7 +16,7 @@ from ctxstore.adapters.storage.codec.chain import BrokenLink, Verification
 from ctxstore.adapters.storage.erasers import Erasure
 from ctxstore.domain.prompt import Prompt
 from ctxstore.projections.audit import AuditEntry, AuditPage
-from ctxstore.projections.calls import ModelCall
+from ctxstore.projections.calls import ModelCall, PromptChange, PromptDiff
 from ctxstore.projections.changes import Change, Diff
 from ctxstore.projections.history import HistoryEntry, TailEvent
 from ctxstore.projections.listing import ContextSummary
@@ -68,5 +68,5 @@ class ReplayStep(NamedTuple):
 __all__ = [
     "AuditEntry", "AuditPage", "BatchFrame", "BrokenLink", "Change", "Compaction",
     "ContextSummary", "Diff", "Erasure", "HistoryEntry", "ModelCall", "ModelUsage", "Prompt",
-    "ReplayStep", "TailEvent", "TokenSeries", "Verification", "VisibleContext", "Written",
+    "PromptChange", "PromptDiff", "ReplayStep", "TailEvent", "TokenSeries", "Verification", "VisibleContext", "Written",
 ]  # fmt: skip

@@ -105,9 +105,12 @@ class StreamingSurface:
         without one (if given), and raises ContextNotFoundError when it is erased."""
         return tail.follow(self._core, self._core.id(context_id), after, idle=idle)
 
-    def events_after(self, context_id: UUID | str, after: int) -> list[TailEvent]:
-        """One page of the context's stored events after version `after`."""
-        return tail.events_after(self._core, self._core.id(context_id), after)
+    def events_after(
+        self, context_id: UUID | str, after: int, limit: int = tail.PAGE
+    ) -> list[TailEvent]:
+        """One page of the context's stored events after version `after` (what each one
+        recorded, as the live tail delivers it)."""
+        return tail.events_after(self._core, self._core.id(context_id), after, limit)
 
     def tail_head(self, context_id: UUID | str) -> int:
         """The context's newest version (where a follower starts by default)."""

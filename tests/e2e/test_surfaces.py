@@ -41,7 +41,8 @@ SURFACES = {
     "diff": (f"GET {C}/diff", "diff"),
     "token_series": (f"GET {C}/tokens", "tokens"),
     "calls": (f"GET {C}/calls", "calls"),
-    "call": (f"GET {C}/calls/{{number}}", "show"),  # show --call N
+    "call": (f"GET {C}/calls/{{number}}", "call"),  # and show --call N
+    "call_diff": (f"GET {C}/calls/{{number}}/diff", "call"),  # call N --diff
     "replay": (f"GET {C}/replay", "replay"),
     "usage_report": ("GET /v1/usage", "usage-report"),
     "verify": (f"GET {C}/verify", "verify"),

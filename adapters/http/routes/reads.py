@@ -3,21 +3,24 @@ and the check of its hash chain."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Path, Query
 
 from ctxstore.adapters.http.deps import API, Owned, pooled
-from ctxstore.adapters.http.schemas import PromptBody, Step
+from ctxstore.adapters.http.schemas import PromptBody, Shaped, Step
 from ctxstore.adapters.store.results import (
     BatchFrame,
     Diff,
     HistoryEntry,
     ModelCall,
     Prompt,
+    PromptDiff,
+    TailEvent,
     TokenSeries,
     Verification,
 )
+from ctxstore.domain.conversions import convert
 from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.projections.tokens import MAX_POINTS
 
@@ -88,8 +91,58 @@ def calls(ctx: Owned) -> list[ModelCall]:
 def call(
     ctx: Owned, number: Annotated[int, Path(ge=-(2**62), le=2**62, description="1: the first")]
 ) -> ModelCall:
-    """One recorded call (-1 the last) with exactly the messages sent."""
+    """One recorded call (-1 the last) with exactly the messages sent and its response."""
     return ctx.store.call(ctx.cid, number)
+
+
+@router.get("/calls/{number}/diff", response_model=PromptDiff)
+@pooled
+def call_diff(
+    ctx: Owned, number: Annotated[int, Path(ge=-(2**62), le=2**62, description="1: the first")]
+) -> PromptDiff:
+    """What call `number` (-1 the last) sent against what the call before it sent."""
+    return ctx.store.call_diff(ctx.cid, number)
+
+
+@router.get("/shaped", response_model=Shaped)
+@pooled
+def shaped(
+    ctx: Owned,
+    shape: Annotated[
+        Literal["stored", "openai-chat", "openai-responses", "anthropic"],
+        Query(description="stored: each message as it came; else a provider's request shape"),
+    ] = "stored",
+    at_version: Version | None = None,
+    ids: Annotated[list[str] | None, Query(max_length=1000, description="only these")] = None,
+    call: Annotated[
+        int | None, Query(ge=-(2**62), le=2**62, description="what recorded call N sent")
+    ] = None,
+) -> Shaped:
+    """Messages to copy out, in a shape: the visible context (at a version), some of its
+    messages, or exactly what a recorded call sent."""
+    if call is not None:
+        messages = ctx.store.call(ctx.cid, call).messages or []
+    else:
+        messages = ctx.store.visible(ctx.cid, at_version=at_version).messages
+    if ids is not None:
+        wanted = set(ids)
+        messages = [m for m in messages if m.id in wanted]
+    if shape == "stored":
+        return Shaped(shape=shape, payload=[m.as_given() for m in messages])
+    done = convert(messages, shape)
+    return Shaped(shape=shape, payload=done.payload, omitted=done.omitted)
+
+
+@router.get("/stored-events", response_model=list[TailEvent])
+@pooled
+def stored_events(
+    ctx: Owned,
+    after: Annotated[int, Query(ge=0, le=2**62, description="the events after this version")] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[TailEvent]:
+    """A page of the context's stored events after a version, each with what it recorded
+    (the messages inserted, the deltas appended, ...), as the live tail delivers them."""
+    return ctx.store.events_after(ctx.cid, after, limit)
 
 
 @router.get("/replay", response_model=list[Step])

@@ -19,22 +19,63 @@ class ApiError extends Error {
   constructor(status, message) { super(message); this.status = status; }
 }
 
-async function api(path, params = {}) {
+function apiUrl(path, params = {}) {
   const url = new URL(API + path, location.origin);
   for (const [key, value] of Object.entries(params)) {
     if (value === undefined || value === null || value === "") continue;
     if (Array.isArray(value)) value.forEach((v) => url.searchParams.append(key, v));
     else url.searchParams.set(key, value);
   }
-  const headers = { Accept: "application/json" };
+  return url;
+}
+
+function authHeaders(accept) {
+  const headers = { Accept: accept };
   if (session.token) headers.Authorization = `Bearer ${session.token}`;
-  const response = await fetch(url, { headers });
+  return headers;
+}
+
+async function failed(response) {
   const body = await response.json().catch(() => null);
-  if (!response.ok) {
-    const said = body && (body.detail || body.title);
-    throw new ApiError(response.status, said || `${response.status} ${response.statusText}`);
+  const said = body && (body.detail || body.title);
+  return new ApiError(response.status, said || `${response.status} ${response.statusText}`);
+}
+
+async function api(path, params = {}, { method = "GET", body } = {}) {
+  const headers = authHeaders("application/json");
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(apiUrl(path, params), {
+    method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  if (!response.ok) throw await failed(response);
+  return response.json();
+}
+
+// An attachment or an export, read with the caller's token (a plain link could not send it).
+async function apiBlob(path) {
+  const response = await fetch(apiUrl(path), { headers: authHeaders("*/*") });
+  if (!response.ok) throw await failed(response);
+  return response.blob();
+}
+
+// Text to the clipboard; where the page may not write there, shown to copy by hand.
+async function copyText(text, what) {
+  try {
+    await navigator.clipboard.writeText(text);
+    notice("");
+    toast(`Copied ${what}.`);
+  } catch {
+    const box = el("textarea", { id: "copy-box", readonly: true, rows: 12 });
+    box.value = text;
+    $("#notice").replaceChildren(`Copy ${what} from here:`, box);
+    $("#notice").hidden = false;
+    box.select();
   }
-  return body;
+}
+
+function toast(message) {
+  const box = el("div", { class: "toast", role: "status", text: message });
+  document.body.append(box);
+  setTimeout(() => box.remove(), 2000);
 }
 
 function el(tag, attrs = {}, ...children) {
@@ -122,6 +163,86 @@ function nativeText(message) {
   return parts.join("\n");
 }
 
+// ---- a message as people read it ------------------------------------------------------
+
+const HOSTED = /^(web_search|file_search|code_interpreter|computer|image_generation|local_shell|mcp)_?/;
+
+function pretty(args) {
+  if (typeof args !== "string") return JSON.stringify(args ?? {}, null, 2);
+  try { return JSON.stringify(JSON.parse(args), null, 2); } catch { return args; }
+}
+
+function thumbnail(ref) {
+  // An attachment kept in the blob store: read with the token, shown small.
+  const img = el("img", { class: "thumb", alt: "image" });
+  const found = /^ctxstore-blob:sha256:([0-9a-f]{64})/.exec(ref || "");
+  if (found) {
+    apiBlob(`/blobs/${found[1]}`).then((blob) => { img.src = URL.createObjectURL(blob); })
+      .catch(() => img.replaceWith(el("span", { class: "facts", text: "[image]" })));
+    return img;
+  }
+  if (/^data:image\//.test(ref || "")) { img.src = ref; return img; }
+  return el("span", { class: "facts", text: `[image ${ref ? String(ref).slice(0, 60) : ""}]` });
+}
+
+function imageRef(b) {
+  return b.image_url?.url ?? b.image_url ?? b.source?.url ?? b.source?.data ?? b.url;
+}
+
+// The blocks of a native payload as nodes: thinking and reasoning collapsed, tool calls with
+// their arguments pretty-printed, results beside them, images as thumbnails, hosted tools named.
+function nativeNodes(message) {
+  const item = message.native;
+  const nodes = [];
+  const text = (t) => nodes.push(el("pre", { text: t }));
+  const folded = (label, t) => nodes.push(el("details", { class: "thinking" },
+    el("summary", { text: label }), el("pre", { text: t })));
+  const call = (name, args) => nodes.push(el("div", { class: "tool-call" },
+    el("span", { class: "tool-name", text: `→ ${name}` }), el("pre", { class: "args", text: pretty(args) })));
+  const result = (id, out, error) => nodes.push(el("div", { class: "tool-result" },
+    el("span", { class: "tool-name", text: `← ${id}${error ? " (error)" : ""}` }),
+    el("pre", { text: typeof out === "string" ? out : JSON.stringify(out, null, 2) })));
+  const block = (b) => {
+    switch (b.type) {
+      case "text": case "input_text": case "output_text": return text(b.text);
+      case "thinking": return folded("thinking", b.thinking);
+      case "redacted_thinking": return folded("thinking (redacted)", "");
+      case "tool_use": return call(b.name, b.input);
+      case "server_tool_use": return call(`${b.name} (hosted)`, b.input);
+      case "tool_result":
+        return result(b.tool_use_id, typeof b.content === "string" ? b.content
+          : (b.content || []).map((c) => c.text ?? `[${c.type}]`).join("\n"), b.is_error);
+      case "image": case "input_image": return nodes.push(thumbnail(imageRef(b)));
+      case "refusal": return text(`(refusal) ${b.refusal}`);
+      default: return text(`[${b.type}]`);
+    }
+  };
+  const kind = item.type ?? "message";
+  if (message.format === "anthropic" || kind === "message") {
+    if (typeof item.content === "string") text(item.content);
+    else for (const b of item.content || []) block(b);
+  } else if (kind === "reasoning") {
+    folded("reasoning", (item.summary || []).map((x) => x.text).join("\n") ||
+      (item.encrypted_content ? "(encrypted)" : ""));
+  } else if (kind === "function_call" || kind === "custom_tool_call") {
+    call(item.name, item.arguments ?? item.input ?? "");
+  } else if (kind === "function_call_output" || kind === "custom_tool_call_output") {
+    result(item.call_id, item.output);
+  } else if (HOSTED.test(kind)) {
+    nodes.push(el("div", { class: "tool-call hosted" }, el("span", { class: "tool-name",
+      text: `hosted tool: ${kind}${item.status ? ` (${item.status})` : ""}` }),
+    el("pre", { class: "args", text: pretty(item.action ?? item.arguments ?? item.queries ?? "") })));
+  } else {
+    text(`[${kind}]`);
+  }
+  return nodes;
+}
+
+function oneLine(message, max = 90) {
+  const t = (textOf(message) || "").replace(/\s+/g, " ").trim();
+  return t.length > max ? `${t.slice(0, max - 1)}…` : t;
+}
+
 function textOf(message) {
   if (message.native) return nativeText(message);
   const parts = [];
@@ -172,8 +293,13 @@ class ContextPage {
     this.head = 0;
     this.selected = Number(params.get("v")) || null;
     this.diffFrom = Number(params.get("from")) || null;
+    this.callNumber = Number(params.get("call")) || null;
     this.window = null; // [lo, hi] versions shown in the timeline
-    this.tab = this.diffFrom ? "diff" : "visible";
+    this.rows = []; // the timeline rows loaded (appends of one reply collapsed into one)
+    this.cursorAt = null; // the row j/k moved to (enter shows it)
+    this.tab = this.callNumber ? "calls" : this.diffFrom ? "diff" : "visible";
+    this.live = new AbortController(); // stops the live tail when the view is left
+    this.refreshing = null;
   }
 
   async open() {
@@ -182,15 +308,23 @@ class ContextPage {
       api("/contexts", { search: this.id, limit: 1 }),
     ]);
     this.head = now.version;
+    this.now = now;
     const summary = found.find((c) => c.context_id === now.context_id);
     $("#context-title", this.view).textContent = (summary && summary.name) || "(unnamed context)";
-    $("#context-facts", this.view).textContent =
-      `${now.context_id} · ${fmtInt(now.version)} events · now ${fmtInt(now.messages.length)} ` +
-      `messages, ${fmtInt(now.tokens)} tokens (${now.encoding}${now.estimated ? ", estimated" : ""})`;
+    this.facts();
     this.selected = Math.min(this.selected || this.head, this.head);
     this.wire();
     const hi = Math.min(this.head, Math.max(this.selected + Math.floor(PAGE / 2), PAGE));
-    await Promise.all([this.page(hi), this.chart(), this.detail()]);
+    await Promise.all([this.page(hi), this.detail(), this.tab === "calls" ? this.calls() : null]);
+    this.chart().catch(report); // below the first screen: it need not hold it up
+    this.follow().catch(() => this.liveState("○ not live"));
+  }
+
+  facts() {
+    const now = this.now;
+    $("#context-facts", this.view).textContent =
+      `${now.context_id} · ${fmtInt(this.head)} events · now ${fmtInt(now.messages.length)} ` +
+      `messages, ${fmtInt(now.tokens)} tokens (${now.encoding}${now.estimated ? ", estimated" : ""})`;
   }
 
   wire() {
@@ -204,12 +338,28 @@ class ContextPage {
     $("#goto-form", this.view).addEventListener("submit", (event) => {
       event.preventDefault();
       const v = Math.max(1, Math.min(this.head, Number($("#goto", this.view).value) || 1));
-      this.page(Math.min(this.head, v + Math.floor(PAGE / 2))).then(() => this.select(v)).catch(report);
+      this.goTo(v);
     });
     for (const tab of this.view.querySelectorAll("[data-tab]")) {
       tab.addEventListener("click", () => this.showTab(tab.dataset.tab));
     }
+    const types = $("#type-filter", this.view);
+    for (const t of TYPES) types.append(el("option", { value: t, text: t }));
+    types.addEventListener("change", () => this.render());
+    $("#actor-filter", this.view).addEventListener("input", () => this.render());
+    $("#copy-visible", this.view).addEventListener("click", () => this.copyVisible().catch(report));
+    $("#copy-prompt", this.view).addEventListener("click", () => this.copyPrompt().catch(report));
+    $("#copy-link", this.view).addEventListener("click", () => copyText(location.href, "the link"));
+    $("#fork", this.view).addEventListener("click", () => this.fork().catch(report));
+    $("#export", this.view).addEventListener("click", () => this.exportEvents().catch(report));
+    $("#follow", this.view).addEventListener("change", (event) => {
+      if (event.target.checked) this.goTo(this.head);
+    });
     this.showTab(this.tab);
+  }
+
+  goTo(v) {
+    this.page(Math.min(this.head, v + Math.floor(PAGE / 2))).then(() => this.select(v)).catch(report);
   }
 
   showTab(name) {
@@ -219,21 +369,37 @@ class ContextPage {
     }
     $("#visible-pane", this.view).hidden = name !== "visible";
     $("#diff-pane", this.view).hidden = name !== "diff";
+    $("#calls-pane", this.view).hidden = name !== "calls";
+    if (name === "calls" && !this.callList) this.calls().catch(report);
   }
 
-  // The timeline window ending at version `hi` (PAGE versions), from the audit index.
+  // The timeline window ending at version `hi` (PAGE versions): the audit index says what
+  // was undone, the stored events what each one did.
   async page(hi) {
     hi = Math.max(Math.min(hi, this.head), Math.min(PAGE, this.head));
     const lo = Math.max(1, hi - PAGE + 1);
-    const result = await api("/audit", { context_id: this.id, from_version: lo, to_version: hi, limit: PAGE });
+    const [audit, stored] = await Promise.all([
+      api("/audit", { context_id: this.id, from_version: lo, to_version: hi, limit: PAGE }),
+      api(`/contexts/${this.id}/stored-events`, { after: lo - 1, limit: hi - lo + 1 }),
+    ]);
+    const recorded = new Map(stored.map((e) => [e.version, e.payload]));
     this.window = [lo, hi];
+    this.rows = collapseAppends(audit.entries.map((e) => ({ ...e, payload: recorded.get(e.version) || {} })));
+    this.render();
+  }
+
+  render() {
+    const [lo, hi] = this.window;
     $("#page-range", this.view).textContent = `v${fmtInt(lo)}–v${fmtInt(hi)} of ${fmtInt(this.head)}`;
     this.view.querySelector('[data-page="first"]').disabled = lo <= 1;
     this.view.querySelector('[data-page="prev"]').disabled = lo <= 1;
     this.view.querySelector('[data-page="next"]').disabled = hi >= this.head;
     this.view.querySelector('[data-page="last"]').disabled = hi >= this.head;
-    const body = $("#timeline tbody", this.view);
-    body.replaceChildren(...result.entries.map((e) => this.row(e)));
+    const type = $("#type-filter", this.view).value;
+    const actor = $("#actor-filter", this.view).value.trim().toLowerCase();
+    const shown = this.rows.filter((e) => (!type || e.type === type) &&
+      (!actor || e.actor.toLowerCase().includes(actor)));
+    $("#timeline tbody", this.view).replaceChildren(...shown.map((e) => this.row(e)));
     this.mark();
   }
 
@@ -241,10 +407,11 @@ class ContextPage {
     const from = el("button", { class: "diff-from-button", title: "diff from this version",
       text: "from", onclick: (event) => { event.stopPropagation(); this.setDiffFrom(e.version); } });
     const title = e.reverted ? `undone by the rollback at v${e.reverted_by}` : undefined;
-    return el("tr", { "data-version": e.version, class: e.reverted ? "reverted" : "", title,
-      onclick: () => this.select(e.version) },
-    el("td", { class: "mono", text: e.version }),
+    return el("tr", { "data-version": e.version, "data-first": e.first ?? e.version,
+      class: e.reverted ? "reverted" : "", title, onclick: () => this.select(e.version) },
+    el("td", { class: "mono", text: e.first && e.first !== e.version ? `${e.first}–${e.version}` : e.version }),
     el("td", { class: `type-${e.type}`, text: e.type }),
+    el("td", { class: "what", text: what(e) }),
     el("td", { text: e.actor }),
     el("td", { text: fmtTime(e.timestamp) }),
     el("td", { text: e.batch }),
@@ -254,21 +421,51 @@ class ContextPage {
   mark() {
     for (const tr of this.view.querySelectorAll("#timeline tbody tr")) {
       const v = Number(tr.dataset.version);
-      tr.classList.toggle("selected", v === this.selected);
+      const first = Number(tr.dataset.first);
+      tr.classList.toggle("selected", first <= this.selected && this.selected <= v);
       tr.classList.toggle("diff-from", v === this.diffFrom);
+      tr.classList.toggle("cursor-row", v === this.cursorAt);
     }
-    this.view.querySelector("#timeline tr.selected")?.scrollIntoView({ block: "nearest" });
+    const at = this.view.querySelector("#timeline tr.cursor-row") || this.view.querySelector("#timeline tr.selected");
+    at?.scrollIntoView({ block: "nearest" });
     this.cursor();
+  }
+
+  // j/k: the next or previous event (paging at the window's ends); enter: show it.
+  key(event) {
+    if (event.key === "Enter") {
+      if (this.cursorAt) this.select(this.cursorAt);
+      return;
+    }
+    const step = { j: 1, k: -1 }[event.key];
+    if (!step) return;
+    const rows = [...this.view.querySelectorAll("#timeline tbody tr")].map((tr) => Number(tr.dataset.version));
+    if (!rows.length) return;
+    const at = rows.indexOf(this.cursorAt ?? this.selected);
+    const next = at < 0 ? 0 : at + step;
+    if (next >= 0 && next < rows.length) {
+      this.cursorAt = rows[next];
+      this.mark();
+      return;
+    }
+    const [lo, hi] = this.window;
+    if (step > 0 && hi < this.head) {
+      this.page(hi + PAGE).then(() => { this.cursorAt = hi + 1; this.mark(); }).catch(report);
+    } else if (step < 0 && lo > 1) {
+      this.page(lo - 1).then(() => { this.cursorAt = lo - 1; this.mark(); }).catch(report);
+    }
   }
 
   remember() {
     const query = new URLSearchParams({ v: this.selected });
     if (this.diffFrom) query.set("from", this.diffFrom);
+    if (this.callNumber) query.set("call", this.callNumber);
     history.replaceState(null, "", `#/context/${this.id}?${query}`);
   }
 
   select(version) {
     this.selected = version;
+    this.cursorAt = version;
     this.remember();
     this.mark();
     this.detail().catch(report);
@@ -294,8 +491,9 @@ class ContextPage {
       `At v${fmtInt(seen.version)}: ${fmtInt(seen.messages.length)} messages, ` +
       `${fmtInt(seen.tokens)} tokens in total` +
       (seen.batches.length ? ` · open batches: ${seen.batches.map((b) => b.batch).join(", ")}` : "");
+    const copy = (m) => this.copyMessages({ ids: [m.id], at_version: v }, `message ${m.id}`).catch(report);
     $("#messages", this.view).replaceChildren(...seen.messages.map((m) => message(m, {
-      tokens: seen.token_counts[m.id], summary: m.id in seen.summaries,
+      tokens: seen.token_counts[m.id], summary: m.id in seen.summaries, copy,
     })));
   }
 
@@ -315,17 +513,163 @@ class ContextPage {
       `v${fmtInt(a)} → v${fmtInt(b)}: ${d.added.length} added, ${d.removed.length} removed, ` +
       `${d.changed.length} changed · tokens ${fmtInt(d.tokens_before)} → ${fmtInt(d.tokens_after)} ` +
       `(${sign}${fmtInt(d.tokens_delta)})`;
-    const brief = (m, kind, label) => el("li", { class: `message diff-${kind}`, "data-id": m.id },
-      el("header", {}, el("span", { class: "role", text: m.role }), el("span", { text: label }),
-        el("span", { class: "mono", text: m.id }), el("span", { class: "tokens", text: `${m.tokens} tokens` })),
-      el("pre", { text: m.preview }));
     $("#diff-body", this.view).replaceChildren(el("ol", { id: "diff-list" },
-      d.added.map((m) => brief(m, "added", "added")),
-      d.removed.map((m) => brief(m, "removed", "removed")),
-      d.changed.map(([, after]) => brief(after, "changed", "changed"))));
+      d.added.map((m) => brief(m, "added", "added", `${m.tokens} tokens`)),
+      d.removed.map((m) => brief(m, "removed", "removed", `${m.tokens} tokens`)),
+      d.changed.map(([, after]) => brief(after, "changed", "changed", `${after.tokens} tokens`))));
+  }
+
+  // ---- model calls ---------------------------------------------------------------------
+
+  async calls() {
+    const list = await api(`/contexts/${this.id}/calls`);
+    this.callList = list;
+    const body = $("#calls tbody", this.view);
+    body.replaceChildren(...list.map((c) => el("tr", { "data-call": c.number,
+      onclick: () => this.openCall(c.number).catch(report) },
+    el("td", { class: "mono", text: c.number }),
+    el("td", { text: fmtTime(c.timestamp) }),
+    el("td", { text: c.model }),
+    el("td", { class: "mono", text: c.for_version }),
+    el("td", { text: fmtInt(c.prompt_tokens) }),
+    el("td", { text: fmtInt(c.completion_tokens) }),
+    el("td", { text: c.cost === undefined || c.cost === null ? "" : `$${c.cost.toFixed(6)}` }))));
+    $("#calls-empty", this.view).hidden = list.length > 0;
+    if (this.callNumber) await this.openCall(this.callNumber);
+  }
+
+  async openCall(number) {
+    this.callNumber = number;
+    this.remember();
+    for (const tr of this.view.querySelectorAll("#calls tbody tr")) {
+      tr.classList.toggle("selected", Number(tr.dataset.call) === number);
+    }
+    const [c, d] = await Promise.all([
+      api(`/contexts/${this.id}/calls/${number}`),
+      api(`/contexts/${this.id}/calls/${number}/diff`),
+    ]);
+    if (number !== this.callNumber) return;
+    $("#call-detail", this.view).hidden = false;
+    $("#call-head", this.view).textContent =
+      `Call #${c.number}: ${c.model} at ${fmtTime(c.timestamp)} by ${c.actor}, made with v${fmtInt(c.for_version)} · ` +
+      `${fmtInt(c.prompt_tokens)} tokens in (ctxstore counted ${fmtInt(c.counted_tokens)}), ` +
+      `${fmtInt(c.completion_tokens)} out` + (c.cost === undefined || c.cost === null ? "" : ` · $${c.cost.toFixed(6)}`) +
+      (c.whole_context ? " · sent the whole visible context" : " · sent a built prompt");
+    const since = d.previous ? `call #${d.previous}` : "nothing (the first call)";
+    const delta = d.tokens_after - d.tokens_before;
+    $("#call-diff-head", this.view).textContent =
+      `Against ${since}: ${d.added.length} added, ${d.removed.length} removed, ${d.changed.length} changed, ` +
+      `${d.unchanged} unchanged · tokens ${fmtInt(d.tokens_before)} → ${fmtInt(d.tokens_after)} ` +
+      `(${delta > 0 ? "+" : ""}${fmtInt(delta)})`;
+    $("#call-diff", this.view).replaceChildren(
+      ...d.added.map((m) => brief(m, "added", "added")),
+      ...d.removed.map((m) => brief(m, "removed", "removed")),
+      ...d.changed.map((m) => brief(m, "changed", "changed")));
+    const copy = (m) => copyText(JSON.stringify(m, null, 2), "the message");
+    $("#call-prompt", this.view).replaceChildren(...(c.messages || []).map((m) => message(m, { copy })));
+    $("#call-response", this.view).replaceChildren(...(c.response || []).map((m) => message(m, { copy })));
+  }
+
+  // ---- taking things out ---------------------------------------------------------------
+
+  shape() {
+    return $("#copy-shape", this.view).value;
+  }
+
+  async copyMessages(params, what) {
+    const shaped = await api(`/contexts/${this.id}/shaped`, { shape: this.shape(), ...params });
+    await copyText(JSON.stringify(shaped.payload, null, 2), `${what} (${shaped.shape})`);
+  }
+
+  copyVisible() {
+    return this.copyMessages({ at_version: this.selected }, `the context at v${this.selected}`);
+  }
+
+  copyPrompt() {
+    return this.copyMessages({ call: this.callNumber }, `the prompt of call #${this.callNumber}`);
+  }
+
+  async fork() {
+    const made = await api(`/contexts/${this.id}/fork`, {}, { method: "POST", body: { at_version: this.selected } });
+    location.hash = `#/context/${made.context_id}`;
+  }
+
+  async exportEvents() {
+    const blob = await apiBlob(`/contexts/${this.id}/export`);
+    const link = el("a", { href: URL.createObjectURL(blob), download: `context-${this.id}.jsonl` });
+    document.body.append(link);
+    link.click();
+    link.remove();
+  }
+
+  // ---- live ----------------------------------------------------------------------------
+
+  liveState(text) {
+    const box = $("#live", this.view);
+    if (box) box.textContent = text;
+  }
+
+  // The live tail (Server-Sent Events read with the token): each new event moves the head;
+  // the page redraws at most every 250 ms, however fast they come.
+  async follow() {
+    const response = await fetch(apiUrl(`/contexts/${this.id}/events`, { after: this.head }),
+      { headers: authHeaders("text/event-stream"), signal: this.live.signal });
+    if (!response.ok) throw await failed(response);
+    this.liveState("● live");
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const frame = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const data = frame.split("\n").filter((l) => l.startsWith("data:")).map((l) => l.slice(5).trim()).join("\n");
+        if (!data) continue;
+        const e = JSON.parse(data);
+        if (typeof e.version === "number" && e.version > this.head) {
+          this.head = e.version;
+          this.refreshSoon();
+        }
+      }
+    }
+    this.liveState("○ not live");
+  }
+
+  refreshSoon() {
+    if (this.refreshing) return;
+    this.refreshing = setTimeout(() => {
+      this.refreshing = null;
+      this.refresh().catch(report);
+    }, 250);
+  }
+
+  async refresh() {
+    const following = $("#follow", this.view).checked;
+    const [, hi] = this.window;
+    const atEnd = hi >= this.head - PAGE; // the window showed the newest events
+    this.now = await api(`/contexts/${this.id}`);
+    this.facts();
+    if (following) {
+      await this.page(this.head);
+      this.select(this.head);
+    } else if (atEnd) {
+      await this.page(Math.max(hi, Math.min(this.head, hi + PAGE)));
+    } else {
+      this.render();
+    }
+    if (this.tab === "calls") await this.calls();
+  }
+
+  close() {
+    this.live.abort();
+    clearTimeout(this.refreshing);
   }
 
   async chart() {
+
     const series = await api(`/contexts/${this.id}/tokens`, { points: CHART_POINTS });
     this.series = series;
     drawChart($("#chart", this.view), series, (v) => {
@@ -343,15 +687,85 @@ class ContextPage {
   }
 }
 
-function message(m, { tokens, summary }) {
-  return el("li", { class: `message${summary ? " summary" : ""}`, "data-id": m.id },
-    el("header", {},
-      el("span", { class: "role", text: m.role }),
-      m.name ? el("span", { text: m.name }) : null,
-      summary ? el("span", { text: "summary" }) : null,
-      el("span", { class: "mono", text: m.id }),
-      el("span", { class: "tokens", text: `${fmtInt(tokens ?? 0)} tokens` })),
-    el("pre", { text: textOf(m) }));
+// A message as a diff lists it (its preview).
+function brief(m, kind, label, extra) {
+  return el("li", { class: `message diff-${kind}`, "data-id": m.id },
+    el("header", {}, el("span", { class: "role", text: m.role }), el("span", { text: label }),
+      el("span", { class: "mono", text: m.id }), extra ? el("span", { class: "tokens", text: extra }) : null),
+    el("pre", { text: m.preview }));
+}
+
+// The deltas of one streamed reply in a row of their own: consecutive appends to the same
+// message become one row (`first`..`version`).
+function collapseAppends(entries) {
+  const rows = [];
+  for (const e of entries) {
+    const last = rows[rows.length - 1];
+    if (e.type === "append" && last && last.type === "append" &&
+        last.message_ids[0] === e.message_ids[0] && last.reverted === e.reverted) {
+      rows[rows.length - 1] = { ...e, first: last.first ?? last.version,
+        details: { ...e.details, deltas: (last.details.deltas || 0) + (e.details.deltas || 0),
+          chars: (last.details.chars || 0) + (e.details.chars || 0) } };
+    } else {
+      rows.push(e);
+    }
+  }
+  return rows;
+}
+
+// What an event did, in a line: the first words of what it wrote, what it covered or undid.
+function what(e) {
+  const p = e.payload || {};
+  const d = e.details || {};
+  const ids = e.message_ids || [];
+  const more = (n) => (n > 1 ? ` (+${n - 1} more)` : "");
+  switch (e.type) {
+    case "create": return d.name ? `created “${d.name}”` : "created";
+    case "insert": {
+      const ms = p.messages || [];
+      return ms.length ? `${ms[0].role}: ${oneLine(ms[0])}${more(ms.length)}` : `${ids.length} messages`;
+    }
+    case "begin": return p.message ? `${p.message.role} reply begins: ${oneLine(p.message)}` : "reply begins";
+    case "append": {
+      const n = e.first && e.first !== e.version ? e.version - e.first + 1 : 1;
+      return `streamed ${fmtInt(d.chars ?? 0)} chars in ${fmtInt(d.deltas ?? 0)} deltas` +
+        `${n > 1 ? ` (${n} events)` : ""} into ${ids[0]}`;
+    }
+    case "finish": return `reply ${ids[0]} finished${p.message ? ` as: ${oneLine(p.message)}` : ""} (${fmtInt(d.tokens ?? 0)} tokens)`;
+    case "abandon": return `reply ${ids[0]} abandoned${d.reason ? `: ${d.reason}` : ""}${d.keep ? " (kept)" : ""}`;
+    case "delete": return `deleted ${ids.join(", ")}`;
+    case "replace": return p.message ? `${ids[0]} → ${oneLine(p.message)}` : `replaced ${ids[0]}`;
+    case "compress":
+      return `${ids.length} messages → summary: ${p.summary ? oneLine(p.summary, 70) : d.summary_id} ` +
+        `(${fmtInt(d.tokens_before ?? 0)} → ${fmtInt(d.tokens_after ?? 0)} tokens)`;
+    case "expand": return `summary ${d.summary_id} expanded back into ${ids.length} messages`;
+    case "batch_start": return `opened batch ${d.opened}`;
+    case "batch_end":
+      return d.keep ? `closed batch ${e.batch + 1}, kept` + (d.to < e.batch ? ` (down to ${d.to})` : "")
+        : `rolled back to batch ${d.to}: undid v${d.reverts_from}–v${e.version - 1}`;
+    case "usage":
+      return `call: ${d.model}, ${fmtInt(d.prompt_tokens)} in / ${fmtInt(d.completion_tokens)} out, made with v${d.for_version}`;
+    case "fork": return `forked from ${String(d.source_id).slice(0, 8)} at v${d.source_version} (${ids.length} messages)`;
+    default: return ids.join(", ");
+  }
+}
+
+function message(m, { tokens, summary, copy } = {}) {
+  const images = m.native ? [] : (Array.isArray(m.content) ? m.content : [])
+    .filter((p) => p.type === "image_url" || p.type === "input_image").map((p) => thumbnail(imageRef(p)));
+  return el("li", { class: `message${summary ? " summary" : ""}${m.metadata?.ctxstore_incomplete ? " streaming" : ""}`,
+    "data-id": m.id },
+  el("header", {},
+    el("span", { class: "role", text: m.role }),
+    m.name ? el("span", { text: m.name }) : null,
+    summary ? el("span", { text: "summary" }) : null,
+    m.format ? el("span", { class: "shape", text: m.format }) : null,
+    el("span", { class: "mono", text: m.id }),
+    tokens === undefined ? null : el("span", { class: "tokens", text: `${fmtInt(tokens ?? 0)} tokens` }),
+    copy ? el("button", { class: "copy-message", title: "copy this message as JSON", text: "copy",
+      onclick: (event) => { event.stopPropagation(); copy(m); } }) : null),
+  m.native ? el("div", { class: "native" }, nativeNodes(m)) : el("pre", { text: textOf(m) }),
+  images.length ? el("div", { class: "thumbs" }, images) : null);
 }
 
 // ---- the chart (SVG, no library) -------------------------------------------------------
@@ -481,6 +895,7 @@ function report(error) {
 }
 
 let routed = 0; // route() calls so far: a call that a newer one overtook reports nothing
+let current = null; // the context page shown (its live tail stops when it is left)
 
 async function route() {
   const call = ++routed;
@@ -491,9 +906,13 @@ async function route() {
   for (const link of document.querySelectorAll("[data-nav]")) {
     link.classList.toggle("active", link.dataset.nav === (parts[0] === "audit" ? "audit" : "contexts"));
   }
+  current?.close();
+  current = null;
   try {
-    if (parts[0] === "context" && parts[1]) await new ContextPage(parts[1], params).open();
-    else if (parts[0] === "audit") await showAudit(params);
+    if (parts[0] === "context" && parts[1]) {
+      current = new ContextPage(parts[1], params);
+      await current.open();
+    } else if (parts[0] === "audit") await showAudit(params);
     else await showContexts(params);
   } catch (error) {
     if (call === routed) report(error);
@@ -508,4 +927,8 @@ $("#token-form").addEventListener("submit", (event) => {
   route();
 });
 window.addEventListener("hashchange", route);
+document.addEventListener("keydown", (event) => {
+  const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(event.target.tagName);
+  if (current && !typing && !event.ctrlKey && !event.metaKey && !event.altKey) current.key(event);
+});
 route();
