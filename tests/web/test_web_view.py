@@ -6,6 +6,7 @@ service on SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -15,15 +16,17 @@ from typing import Any
 
 import pytest
 
-from ctxstore.adapters.settings import ServiceConfig
+from ctxstore.adapters.settings import ServiceConfig, Settings
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.domain.conversions import convert
 
 from ..conftest import DURABLE_BACKENDS, make_url
 from ..service.conftest import serve
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 
-TOKENS = {"token-alpha": "alpha", "token-beta": "beta"}
+TOKENS = {"token-alpha": "alpha", "token-beta": "beta", "token-gamma": "gamma"}
+PRICES = {"gpt-4o": {"input": 2.5, "output": 10.0}}
 CHROMIUM = os.environ.get("CTXSTORE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = os.environ.get("CTXSTORE_SCREENSHOTS")
 HOSTILE = '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>'
@@ -76,14 +79,52 @@ def seed(store: ContextStore) -> dict[str, Any]:
             "head": store.visible(cid).version}  # fmt: skip
 
 
+def completion(text: str, prompt: int, completion: int) -> dict[str, Any]:
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+            "model": "gpt-4o-2024-08-06", "usage": {"prompt_tokens": prompt,
+            "completion_tokens": completion, "total_tokens": prompt + completion},
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}]}  # fmt: skip
+
+
+def seed_agent_run(store: ContextStore) -> dict[str, Any]:
+    """Gamma's agent run: two recorded calls with the system prompt edited between them, an
+    Anthropic turn with thinking and a tool call, Responses items with reasoning and a hosted
+    tool."""
+    cid = store.create(name="agent run", tenant="gamma", actor="agent")
+    store.insert(cid, [{"role": "system", "content": "You are terse."},
+                       user("What is the weather in Paris?")])  # fmt: skip
+    sent = [m.to_openai() for m in store.visible(cid).messages]
+    store.record_response(cid, completion("Sunny, 21C.", 20, 5), request={"messages": sent})
+    store.insert(cid, user("And tomorrow?"))
+    store.replace(cid, 0, {"role": "system", "content": "You are terse and kind."})
+    sent = [m.to_openai() for m in store.visible(cid).messages]
+    store.record_response(cid, completion("Rain, sorry.", 40, 7), request={"messages": sent})
+    store.insert(cid, {"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "The user wants a forecast; call the tool.",
+         "signature": "sig"},
+        {"type": "tool_use", "id": "toolu_1", "name": "forecast",
+         "input": {"city": "Paris", "days": 2}}]}, format="anthropic")  # fmt: skip
+    store.insert(cid, {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "rain, 14C"}]},
+        format="anthropic")  # fmt: skip
+    store.insert(cid, [
+        {"type": "reasoning", "id": "rs_1", "summary": [
+            {"type": "summary_text", "text": "Searching the web for the forecast."}]},
+        {"type": "web_search_call", "id": "ws_1", "status": "completed",
+         "action": {"type": "search", "query": "Paris weather"}},
+    ], format="openai-responses")  # fmt: skip
+    return {"gamma": str(cid)}
+
+
 @pytest.fixture(scope="module", params=DURABLE_BACKENDS)
 def site(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Any]]:
     url = make_url(request.param, tmp_path_factory.mktemp("web"), request)
     config = ServiceConfig(tokens=TOKENS, audit_refresh_seconds=0.2)
-    with ContextStore.from_url(url) as store:
-        facts = seed(store)
+    with ContextStore.from_url(url, Settings(prices=PRICES)) as store:
+        facts = {**seed(store), **seed_agent_run(store)}
         for base in serve(store, config):
             yield {**facts, "url": base, "store": store}
 
@@ -257,3 +298,146 @@ def test_a_view_left_while_it_loads_leaves_the_next_one_alone(page, site):
     page.wait_for_timeout(300)
     expect(page.locator("#notice")).to_contain_text("no context")
     expect(page.locator("#contexts")).to_have_count(0)
+
+
+# ---- the debugger: calls, previews, keys, live, copying out, native shapes ----------------
+
+
+def open_gamma(page: Any, site: dict[str, Any], query: str = "") -> None:
+    sign_in(page, "token-gamma")
+    page.goto(f"{site['url']}/ui/#/context/{site['gamma']}{query}")
+    expect(page.locator("#live")).to_have_text("● live")
+
+
+def test_calls_list_and_a_call_shows_its_prompt_response_and_prompt_diff(page, site):
+    open_gamma(page, site)
+    page.click('[data-tab="calls"]')
+    rows = page.locator("#calls tbody tr")
+    expect(rows).to_have_count(2)
+    calls = site["store"].calls(site["gamma"])
+    expect(rows.nth(1)).to_contain_text("gpt-4o-2024-08-06")
+    expect(rows.nth(1)).to_contain_text(f"${calls[1].cost:.6f}")  # priced by the table
+    rows.nth(1).click()
+    expect(page.locator("#call-head")).to_contain_text("Call #2")
+    expect(page.locator("#call-head")).to_contain_text("40 tokens in")
+    expect(page.locator("#call-head")).to_contain_text("7 out")
+    # Against call 1: the edited system prompt changed, the reply and the question added.
+    diff = site["store"].call_diff(site["gamma"], 2)
+    head = page.locator("#call-diff-head")
+    expect(head).to_contain_text(f"{len(diff.added)} added, 0 removed, 1 changed, 1 unchanged")
+    expect(page.locator("#call-diff li.diff-changed")).to_contain_text("You are terse and kind.")
+    expect(page.locator("#call-prompt > li")).to_have_count(4)
+    expect(page.locator("#call-response > li")).to_have_count(1)
+    expect(page.locator("#call-response")).to_contain_text("Rain, sorry.")
+    # The link names the call: opened afresh, it shows the same call.
+    assert "call=2" in page.url
+    page.goto(page.url.replace("call=2", "call=1"))
+    expect(page.locator("#call-head")).to_contain_text("Call #1")
+    expect(page.locator("#call-diff-head")).to_contain_text("Against nothing (the first call)")
+    shot(page, "calls")
+
+
+def test_timeline_rows_say_what_each_event_did_and_filter(page, site):
+    sign_in(page)
+    page.goto(f"{site['url']}/ui/#/context/{site['cid']}?v=20")
+    row = page.locator('#timeline tr[data-version="2"] td.what')
+    expect(row).to_have_text("system: You are a careful support agent.")
+    compress = page.locator("#timeline tr", has=page.locator("td.type-compress"))
+    expect(compress.locator("td.what")).to_contain_text("4 messages → summary: Summary: order 1042")
+    rollback = page.locator("#timeline tr", has=page.locator("td.type-batch_end"))
+    expect(rollback.locator("td.what")).to_contain_text(
+        f"rolled back to batch 0: undid v{site['batch_start']}–v{site['attempt']}"
+    )
+    page.select_option("#type-filter", "insert")
+    page.fill("#actor-filter", "planner")
+    expect(page.locator("#timeline tbody tr")).to_have_count(1)
+    expect(page.locator("#timeline tbody tr td.what")).to_contain_text("Temporary: offer a refund.")
+
+
+def test_keyboard_moves_through_the_timeline(page, site):
+    sign_in(page)
+    page.goto(f"{site['url']}/ui/#/context/{site['cid']}?v=5")
+    expect(page.locator('#timeline tr[data-version="5"]')).to_have_class(re.compile("selected"))
+    page.keyboard.press("j")
+    page.keyboard.press("j")
+    page.keyboard.press("k")
+    expect(page.locator('#timeline tr[data-version="6"]')).to_have_class(re.compile("cursor-row"))
+    page.keyboard.press("Enter")
+    expect(page.locator('#timeline tr[data-version="6"]')).to_have_class(re.compile("selected"))
+    expect(page.locator("#visible-head")).to_contain_text("At v6:")
+    # Past the window's end, j pages on.
+    page.fill("#goto", "100")
+    page.click("#goto-form button")
+    expect(page.locator("#visible-head")).to_contain_text("At v100:")
+    page.evaluate("document.activeElement.blur()")
+    for _ in range(50):
+        page.keyboard.press("j")
+    page.keyboard.press("Enter")
+    expect(page.locator("#visible-head")).to_contain_text("At v141:")
+
+
+def test_live_events_appear_and_a_streamed_reply_grows_in_one_row(page, site):
+    store = site["store"]
+    cid = store.create(name="live run", tenant="gamma", actor="agent")
+    store.insert(cid, user("Tell me a story."))
+    sign_in(page, "token-gamma")
+    page.goto(f"{site['url']}/ui/#/context/{cid}")
+    expect(page.locator("#live")).to_have_text("● live")
+    page.check("#follow")
+    begun = store.begin(cid, actor="agent")
+    reply = begun.ids[0]
+    for n in range(30):  # ten deltas a second, as a model streams
+        store.append(cid, reply, [{"content": f"word{n} "}], actor="agent")
+        page.wait_for_timeout(100)
+    expect(page.locator("#timeline tr", has=page.locator("td.type-append"))).to_have_count(1)
+    streamed = page.locator("#timeline tr", has=page.locator("td.type-append"))
+    expect(streamed.locator("td.what")).to_contain_text("in 30 deltas (30 events)")
+    # Following: the newest event is selected, the reply shown as it grew.
+    head = store.visible(cid).version
+    expect(page.locator("#timeline tr.selected")).to_have_attribute("data-version", str(head))
+    expect(page.locator(f'#messages li[data-id="{reply}"]')).to_contain_text("word29")
+    store.finish(cid, reply, actor="agent")
+    expect(page.locator("#timeline tr.selected td.type-finish")).to_have_count(1)
+    expect(page.locator("#context-facts")).to_contain_text(f"{head + 1} events")
+
+
+def test_copy_out_in_a_shape_and_fork_from_a_version(page, site):
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    open_gamma(page, site, "?v=5")
+    store = site["store"]
+    page.select_option("#copy-shape", "anthropic")
+    page.click("#copy-visible")
+    expect(page.locator(".toast")).to_contain_text("Copied the context at v5 (anthropic)")
+    copied = json.loads(page.evaluate("navigator.clipboard.readText()"))
+    shown = store.visible(site["gamma"], at_version=5)
+    assert copied == convert(shown.messages, "anthropic").payload
+    first = shown.messages[0]
+    page.select_option("#copy-shape", "stored")
+    page.click(f'#messages li[data-id="{first.id}"] .copy-message')
+    expect(page.locator(".toast")).to_contain_text(f"message {first.id}")
+    assert json.loads(page.evaluate("navigator.clipboard.readText()")) == [first.as_given()]
+    page.click("#fork")
+    expect(page).to_have_url(re.compile(r"#/context/(?!" + site["gamma"] + ")"))
+    forked = page.url.split("#/context/")[1].split("?")[0]
+    expect(page.locator("#messages > li")).to_have_count(len(shown.messages))
+    assert [m.as_given() for m in store.visible(forked).messages] == [
+        m.as_given() for m in shown.messages
+    ]
+
+
+def test_native_shapes_are_shown_as_people_read_them(page, site):
+    open_gamma(page, site)
+    thinking = page.locator("#messages details.thinking").first
+    expect(thinking).to_be_visible()
+    assert thinking.get_attribute("open") is None  # collapsed
+    expect(thinking.locator("summary")).to_have_text("thinking")
+    args = page.locator("#messages .tool-call pre.args").first
+    expect(args).to_have_text(json.dumps({"city": "Paris", "days": 2}, indent=2))
+    expect(page.locator("#messages .tool-result")).to_contain_text("rain, 14C")
+    expect(page.locator("#messages details.thinking", has_text="Searching the web")).to_have_count(
+        1
+    )
+    expect(page.locator("#messages .tool-call.hosted")).to_contain_text(
+        "hosted tool: web_search_call (completed)"
+    )
+    shot(page, "native-shapes")

@@ -73,6 +73,7 @@ async function copyText(text, what) {
 }
 
 function toast(message) {
+  document.querySelector(".toast")?.remove(); // the newest says what happened last
   const box = el("div", { class: "toast", role: "status", text: message });
   document.body.append(box);
   setTimeout(() => box.remove(), 2000);
