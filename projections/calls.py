@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import datetime
 from difflib import SequenceMatcher
 from uuid import UUID
@@ -91,26 +92,41 @@ def model_call(
 
 def prompt_diff(call: ModelCall, previous: ModelCall | None) -> PromptDiff:
     """Message by message, what `call` sent against what `previous` sent (both with their
-    messages). A message is known by its id, one without an id (a request's own message)
-    by its content; where a run of messages gave way to as many of the same roles in the
-    same place, they count as changed, not as removed and added."""
+    messages). A stored message is known by its id: sent both times, it is unchanged or
+    changed. Messages without one (a request's own) are aligned by content, and where a
+    run of them gave way to as many of the same roles in the same place, they count as
+    changed, not as removed and added."""
     before = previous.messages or [] if previous is not None else []
     after = call.messages or []
+    old_ids, new_ids = _unique_ids(before), _unique_ids(after)
     added: list[PromptChange] = []
     removed: list[PromptChange] = []
     changed: list[PromptChange] = []
     unchanged = 0
-    matcher = SequenceMatcher(None, [_key(m) for m in before], [_key(m) for m in after], False)
+    for m in after:
+        if m.id not in new_ids:
+            continue
+        if m.id not in old_ids:
+            added.append(_change(m))
+        elif old_ids[m.id].stored() != m.stored():
+            changed.append(_change(m))
+        else:
+            unchanged += 1
+    removed += [_change(m) for m in before if m.id in old_ids and m.id not in new_ids]
+    old = [m for m in before if m.id not in old_ids]
+    new = [m for m in after if m.id not in new_ids]
+    matcher = SequenceMatcher(None, [_key(m) for m in old], [_key(m) for m in new], False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        old, new = before[i1:i2], after[j1:j2]
+        gone, came = old[i1:i2], new[j1:j2]
         if op == "equal":
-            unchanged += len(new)
-            continue
-        if len(old) == len(new) and all(a.role == b.role for a, b in zip(old, new, strict=True)):
-            changed += [_change(m) for m in new]
-            continue
-        removed += [_change(m) for m in old]
-        added += [_change(m) for m in new]
+            unchanged += len(came)
+        elif len(gone) == len(came) and all(
+            a.role == b.role for a, b in zip(gone, came, strict=True)
+        ):
+            changed += [_change(m) for m in came]
+        else:
+            removed += [_change(m) for m in gone]
+            added += [_change(m) for m in came]
     return PromptDiff(
         context_id=call.context_id, number=call.number,
         previous=None if previous is None else previous.number,
@@ -118,6 +134,13 @@ def prompt_diff(call: ModelCall, previous: ModelCall | None) -> PromptDiff:
         tokens_before=0 if previous is None else previous.counted_tokens,
         tokens_after=call.counted_tokens,
     )  # fmt: skip
+
+
+def _unique_ids(messages: list[Message]) -> dict[str, Message]:
+    """The messages of a prompt known by an id it holds once (a repeated one is aligned by
+    content with the messages that have none)."""
+    seen = Counter(m.id for m in messages if m.id)
+    return {m.id: m for m in messages if m.id and seen[m.id] == 1}
 
 
 def _key(m: Message) -> str:

@@ -89,3 +89,25 @@ def test_fork_export_import_and_verify(cli, tmp_path):
     assert not report["ok"] and report["broken"][0]["version"] == 2
     assert report["broken"][0]["context_id"] == cid
     cli("verify", fork)  # other contexts stay verifiable
+
+
+def test_call_shows_the_prompt_the_response_and_the_prompt_diff(cli):
+    cid = session(cli)
+    cli("insert", cid, "--content", "second question")
+    cli("insert", cid, "--content", "second answer", "--role", "assistant")
+    cli("usage", cid, "--model", "gpt-4o", "--prompt-tokens", "20")
+    shown = json.loads(cli("call", cid, "2", "--json").stdout)
+    assert [m["content"] for m in shown["messages"]] == [
+        "hello",
+        "second question",
+        "second answer",
+    ]
+    assert shown["response"] == [] and shown["number"] == 2
+    diff = json.loads(cli("call", cid, "-1", "--diff", "--json").stdout)["diff"]
+    assert [m["preview"] for m in diff["added"]] == ["second question", "second answer"]
+    assert diff["unchanged"] == 1 and diff["previous"] == 1 and not diff["removed"]
+    text = cli("call", cid, "-1", "--diff").stdout
+    assert "against call #1: 2 added, 0 removed, 0 changed, 1 unchanged" in " ".join(text.split())
+    assert "second question" in cli("call", cid, "2").stdout
+    assert "2 recorded call(s), not a call 3" in cli("call", cid, "3", code=1).stderr
+    assert "out" in cli("calls", cid).stdout

@@ -88,3 +88,57 @@ def test_usage_is_recorded_shown_and_compared_per_model(store):
         store.record_usage(cid, model="m", prompt_tokens=1, version=999)
     with pytest.raises(InvalidOperationError, match="prompt_tokens"):
         store.record_usage(cid, model="m", prompt_tokens=-1)
+
+
+def chat_completion(text, prompt_tokens, completion_tokens, model="gpt-4o-2024-08-06"):
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}]}  # fmt: skip
+
+
+def test_a_call_shows_its_response_and_the_prompt_diff_across_a_compaction(store):
+    cid = store.create()
+    fill(store, cid, 3)
+    first = store.record_response(cid, chat_completion("first reply", 300, 12))
+    covered = [m.id for m in store.visible(cid).messages[:4]]
+    store.compress(cid, covered, {"role": "user", "content": "Summary of turn 0."})
+    # The last answer call 1 sent, edited (its own reply came after it: call 2 adds it).
+    store.replace(cid, -2, {"role": "assistant", "content": "answer 2, edited"})
+    store.insert(cid, {"role": "user", "content": "one more question"})
+    store.record_response(cid, chat_completion("second reply", 200, 9))
+    one, two = store.call(cid, 1), store.call(cid, 2)
+    assert [m.text() for m in one.response or []] == ["first reply"]
+    assert one.response and one.response[0].id == first.ids[0]
+    assert [m.text() for m in two.response or []] == ["second reply"]
+    assert store.call(cid, -1) == two
+    diff = store.call_diff(cid, 2)
+    assert diff.previous == 1 and diff.number == 2
+    # Both calls sent the whole visible context: known by id, the diff is exact.
+    assert [m.id for m in diff.removed] == covered
+    assert [m.preview for m in diff.added] == [
+        "Summary of turn 0.", "first reply", "one more question",
+    ]  # fmt: skip
+    assert [m.preview for m in diff.changed] == ["answer 2, edited"]
+    assert diff.unchanged == len(one.messages or []) - len(covered) - 1
+    assert (diff.tokens_before, diff.tokens_after) == (one.counted_tokens, two.counted_tokens)
+    opening = store.call_diff(cid, 1)
+    assert opening.previous is None and len(opening.added) == len(one.messages or [])
+    assert opening.tokens_before == 0 and not opening.removed
+    assert all(c.cost is None for c in store.calls(cid))  # no price table
+    with pytest.raises(InvalidOperationError, match="not a call 3"):
+        store.call_diff(cid, 3)
+
+
+def test_calls_are_priced_by_the_table_longest_name_first(tmp_path):
+    prices = {"gpt-4o": {"input": 2.5, "output": 10}, "gpt-4o-mini": {"input": 0.15, "output": 0.6}}
+    with ContextStore.from_url("memory://", Settings(prices=prices)) as store:
+        cid = store.create()
+        store.insert(cid, {"role": "user", "content": "hi"})
+        store.record_response(cid, chat_completion("a", 1000, 100))
+        store.record_response(cid, chat_completion("b", 1000, 100, "gpt-4o-mini-2024-07-18"))
+        store.record_response(cid, chat_completion("c", 1000, 100, "o3"))
+        costs = [c.cost for c in store.calls(cid)]
+        assert costs == [pytest.approx(0.0035), pytest.approx(0.00021), None]
+        assert store.call(cid, 2).cost == pytest.approx(0.00021)

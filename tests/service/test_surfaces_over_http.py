@@ -151,3 +151,36 @@ def test_native_shapes_and_recorded_responses_over_http_and_the_cli(service, tmp
     assert json.loads(shown.stdout)["messages"][-1]["content"] == [
         {"type": "text", "text": "Sunny."}
     ]
+
+
+def test_the_debuggers_reads_over_http_answer_as_the_store_does(service):
+    from ctxstore.domain.conversions import convert
+
+    with service.client() as acme, service.client("token-globex") as globex:
+        cid = acme.create(name="debug")
+        acme.insert(cid, TURN(0))
+        acme.record_usage(cid, model="gpt-4o", prompt_tokens=30)
+        acme.insert(cid, TURN(1))
+        acme.record_usage(cid, model="gpt-4o", prompt_tokens=60)
+        store = service.store
+        assert acme.call_diff(cid, -1) == store.call_diff(cid, 2)
+        assert len(acme.call_diff(cid, 2).added) == 4
+        base = f"/v1/contexts/{cid}"
+        page = acme.http.get(f"{base}/stored-events", params={"after": 2, "limit": 3}).json()
+        assert [e["version"] for e in page] == [3, 4, 5]
+        assert [e["type"] for e in page] == ["usage", "insert", "usage"]
+        assert page[1]["payload"]["messages"][0]["content"] == "question 1"
+        shown = store.visible(cid, at_version=2)
+        for shape in ("openai-chat", "openai-responses", "anthropic"):
+            got = acme.http.get(f"{base}/shaped", params={"shape": shape, "at_version": 2})
+            assert got.json()["payload"] == convert(shown.messages, shape).payload, shape
+        one = acme.http.get(f"{base}/shaped", params={"ids": [shown.ids[0]]}).json()
+        assert one == {"shape": "stored", "payload": [user("question 0")], "omitted": []}
+        sent = acme.http.get(f"{base}/shaped", params={"call": 1, "shape": "openai-chat"})
+        assert (
+            sent.json()["payload"]
+            == convert(store.call(cid, 1).messages or [], "openai-chat").payload
+        )
+        assert acme.http.get(f"{base}/shaped", params={"shape": "xml"}).status_code == 422
+        for path in ("stored-events", "shaped", "calls/1/diff"):
+            assert globex.http.get(f"{base}/{path}").status_code == 404, path
