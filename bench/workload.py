@@ -146,8 +146,9 @@ def run_command(store: ContextStore, cid: UUID, command: Command) -> int:
     return done.version if done.version is not None else store.visible(cid).version
 
 
-def build_history(store: ContextStore, events: int, seed: int = 11) -> UUID:
-    """One context of about `events` events, written in bulk with policy snapshots."""
+def build_history(store: ContextStore, events: int, seed: int = 11, calls: int = 0) -> UUID:
+    """One context of about `events` events, written in bulk with policy snapshots; with
+    `calls`, that many model calls recorded along the way (the whole context sent)."""
     rng = random.Random(seed)
     mapper = store._storage.mapper
     ctx = Context.start(name=f"history of {events}", metadata=None, actor="loader")
@@ -161,7 +162,13 @@ def build_history(store: ContextStore, events: int, seed: int = 11) -> UUID:
         n += 1
         before = ctx.version
         roll = rng.random()
-        if roll < 0.08 and ctx.savepoints:
+        if calls and n % max(1, events // calls) == 0:
+            ctx.record_usage(
+                for_version=ctx.version, model="gpt-4o", prompt_tokens=ctx.tokens,
+                completion_tokens=rng.randint(20, 400), counted_tokens=ctx.tokens,
+                estimated=False, actor="agent", latency=rng.uniform(0.3, 4.0),
+            )  # fmt: skip
+        elif roll < 0.08 and ctx.savepoints:
             ctx.batch_end(keep=rng.random() < 0.5, actor="agent")
         elif roll < 0.14:
             ctx.batch_start(actor="agent")

@@ -143,7 +143,7 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
     class UsageRecorded(Aggregate.Event):
         """A model call made with the context at `for_version`, as its provider billed it."""
 
-        class_version = 2
+        class_version = 3
         for_version: int
         model: str
         prompt_tokens: int  # the provider's figure
@@ -155,10 +155,15 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         sent: list[JSON] | None
         batch: int
         actor: str
+        latency_ms: float | None  # the call's duration as the caller measured it
 
         @staticmethod
         def upcast_v1_v2(state: JSON) -> None:
             state["sent"] = None  # v1 calls sent the whole visible context
+
+        @staticmethod
+        def upcast_v2_v3(state: JSON) -> None:
+            state["latency_ms"] = None  # v2 calls did not record their latency
 
     class MessageBegun(Aggregate.Event):
         """A reply starts streaming: visible at once, marked incomplete (domain/streaming.py)."""
@@ -371,6 +376,7 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         sent: list[JSON] | None,
         batch: int,
         actor: str,
+        latency_ms: float | None,
     ) -> None:
         pass  # a record for audit and calibration: the visible context does not change
 

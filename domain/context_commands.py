@@ -19,7 +19,7 @@ from ctxstore.domain.errors import (
     MalformedTranscriptError,
     UnknownBatchError,
 )
-from ctxstore.domain.limits import check_usage, strict_int
+from ctxstore.domain.limits import check_latency, check_usage, strict_int
 from ctxstore.domain.messages import Message, parse_batch, parse_json_object, parse_message
 from ctxstore.domain.streaming import (
     STREAMING,
@@ -66,7 +66,7 @@ class ContextCommands(ContextReads):
         def _usage_recorded(
             self, for_version: int, model: str, prompt_tokens: int, completion_tokens: int,
             counted_tokens: int, estimated: bool, sent: list[JSON] | None, batch: int,
-            actor: str,
+            actor: str, latency_ms: float | None,
         ) -> None: ...  # fmt: skip
 
     def insert(
@@ -209,13 +209,17 @@ class ContextCommands(ContextReads):
     def record_usage(
         self, *, for_version: int, model: str, prompt_tokens: int, completion_tokens: int,
         counted_tokens: int, estimated: bool, sent: list[JSON] | None = None, actor: str,
+        latency: float | None = None,
     ) -> None:  # fmt: skip
-        """Record a provider's usage for a call made with the context at `for_version`."""
+        """Record a provider's usage for a call made with the context at `for_version`
+        (`latency`: the call's seconds, where the caller measured them)."""
         check_usage(
             model, {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                     "counted_tokens": counted_tokens}, for_version, self.version, sent,
         )  # fmt: skip
+        check_latency(latency)
         self._usage_recorded(
             for_version, model, prompt_tokens, completion_tokens, counted_tokens,
             bool(estimated), sent, self.batch, actor,
+            None if latency is None else round(float(latency) * 1000, 3),
         )  # fmt: skip

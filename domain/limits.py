@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, TypeGuard
 from uuid import UUID, uuid5
 
@@ -168,6 +169,24 @@ def check_usage(model: Any, counts: dict[str, Any], for_version: Any, head: int,
     ):
         raise InvalidOperationError(
             'sent must list {"id": ...} or {"message": {...}} items, one per message sent'
+        )
+
+
+MAX_LATENCY = 7 * 24 * 3600.0  # seconds: a week is no model call's duration
+
+
+def check_latency(latency: Any) -> None:
+    """Refuse a call duration that is not a finite number of seconds from 0 to a week."""
+    if latency is None:
+        return
+    if (
+        isinstance(latency, bool)
+        or not isinstance(latency, int | float)
+        or not math.isfinite(latency)
+        or not 0 <= latency <= MAX_LATENCY
+    ):
+        raise InvalidOperationError(
+            f"latency must be the call's seconds, from 0 to {MAX_LATENCY:.0f}, got {latency!r:.40}"
         )
 
 

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ctxstore.domain.context import Context
 from ctxstore.domain.messages import Message
+from ctxstore.projections.audit import AuditEntry
 from ctxstore.projections.changes import preview
 
 
@@ -36,6 +37,7 @@ class ModelCall(BaseModel):
     # What the call answered, where asked for: the messages written after the version the
     # call was made with and up to its usage record (record_response writes both at once).
     response: list[Message] | None = None
+    latency_ms: float | None = None  # the call's duration, where the caller recorded it
     cost: float | None = None  # USD, when a price table names the model (Settings.prices)
 
 
@@ -66,6 +68,19 @@ class PromptDiff(BaseModel):
     tokens_after: int
 
 
+def call_of_entry(n: int, e: AuditEntry) -> ModelCall:
+    """Call number `n` of a context from its usage record's audit entry (no messages)."""
+    d = e.details
+    return ModelCall(
+        number=n, context_id=e.context_id, version=e.version, for_version=d["for_version"],
+        timestamp=e.timestamp, actor=e.actor, model=d["model"],
+        prompt_tokens=d["prompt_tokens"], completion_tokens=d["completion_tokens"],
+        counted_tokens=d["counted_tokens"], estimated=d["estimated"],
+        whole_context=d.get("sent") is None,
+        latency_ms=d.get("latency_ms"),  # indexed before calls recorded it: none
+    )  # fmt: skip
+
+
 def model_call(
     n: int, e: Context.UsageRecorded, messages: list[Message] | None,
     response: list[Message] | None = None,
@@ -87,6 +102,7 @@ def model_call(
         whole_context=e.sent is None,
         messages=messages,
         response=response,
+        latency_ms=e.latency_ms,
     )
 
 

@@ -132,6 +132,7 @@ def describe_event(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
     if isinstance(e, Context.BatchStarted):
         return e.batch - 1, [], {"opened": e.batch}
     if isinstance(e, Context.UsageRecorded):
+        timed = {} if e.latency_ms is None else {"latency_ms": e.latency_ms}  # where measured
         return (
             e.batch,
             [],
@@ -143,7 +144,8 @@ def describe_event(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
                 "counted_tokens": e.counted_tokens,
                 "estimated": e.estimated,
                 "sent": None if e.sent is None else len(e.sent),
-            },
+            }
+            | timed,
         )
     if isinstance(e, Context.ContextForked):
         return (

@@ -302,13 +302,15 @@ def calls(ctx: typer.Context, context: str, as_json: JsonFlag = False) -> None:
         print_json([c.model_dump(mode="json", exclude_none=True) for c in found])
         return
     table = Table(title="model calls")
-    for col in ("#", "time", "model", "sent version", "in", "out", "ctxstore", "cost", "what"):
+    for col in ("#", "time", "model", "sent version", "in", "out", "ctxstore", "latency", "cost",
+                "what"):  # fmt: skip
         table.add_column(col)
     for c in found:
         table.add_row(
             str(c.number), c.timestamp.isoformat(timespec="seconds"), c.model,
             str(c.for_version), str(c.prompt_tokens), str(c.completion_tokens),
-            str(c.counted_tokens), "" if c.cost is None else f"${c.cost:.6f}",
+            str(c.counted_tokens), latency_text(c.latency_ms),
+            "" if c.cost is None else f"${c.cost:.6f}",
             "whole context" if c.whole_context else "built prompt",
         )  # fmt: skip
     out.print(table)
@@ -336,6 +338,8 @@ def call(
         print_json(shown)
         return
     cost = "" if found.cost is None else f", ${found.cost:.6f}"
+    if found.latency_ms is not None:
+        cost += f", {latency_text(found.latency_ms)}"
     out.print(
         f"call #{found.number}: {found.model} at {found.timestamp.isoformat(timespec='seconds')}"
         f" by {found.actor}, context version {found.for_version}; tokens in "
@@ -349,6 +353,12 @@ def call(
     out.print(message_table("prompt" + (" (built)" if not found.whole_context else ""),
                             found.messages or []))  # fmt: skip
     out.print(message_table("response", found.response or []))
+
+
+def latency_text(ms: float | None) -> str:
+    if ms is None:
+        return ""
+    return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
 
 
 def message_table(title: str, messages: list[Message]) -> Table:

@@ -238,6 +238,11 @@ def batch_end(
     print_written(w, as_json)
 
 
+LatencyOption = Annotated[
+    float | None, typer.Option(help="The call's duration in seconds, as you measured it.")
+]
+
+
 @handles_errors
 def usage(
     ctx: typer.Context,
@@ -254,13 +259,14 @@ def usage(
         int | None,
         typer.Option(help="ctxstore's count of what was sent, if not the whole visible context."),
     ] = None,
+    latency: LatencyOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Record a provider's usage for a call made with the context."""
     with open_store(ctx) as store:
         w = store.record_usage(
             context, model=model, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-            version=version, counted_tokens=counted, actor=actor(ctx),
+            version=version, counted_tokens=counted, actor=actor(ctx), latency=latency,
         )  # fmt: skip
     print_written(w, as_json)
 
@@ -272,6 +278,7 @@ def record_response(
     request: Annotated[
         str | None, typer.Option(help="The request sent, as JSON (its messages or input).")
     ] = None,
+    latency: LatencyOption = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Record a model call from its response JSON on stdin (a ChatCompletion, a Responses
@@ -279,7 +286,11 @@ def record_response(
     response = json_option(sys.stdin.read(), "the response on stdin")
     with open_store(ctx) as store:
         w = store.record_response(
-            context, response, request=json_option(request, "--request"), actor=actor(ctx)
+            context,
+            response,
+            request=json_option(request, "--request"),
+            actor=actor(ctx),
+            latency=latency,
         )
     print_written(w, as_json)
 

@@ -216,21 +216,24 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
         version: int | None = None,
         counted_tokens: int | None = None,
         sent: Sequence[str | JSON] | None = None,
+        latency: float | None = None,
         idempotency_key: str | None = None,
     ) -> Written:
         body = {
             "model": model, "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens, "version": version,
             "counted_tokens": counted_tokens, "sent": None if sent is None else list(sent),
+            "latency": latency,
         }  # fmt: skip
         return self._post(f"{self._ctx(context_id)}/usage", body, Written, key=idempotency_key)
 
     def record_response(
         self, context_id: UUID | str, response: Any, *, request: Any = None,
-        idempotency_key: str | None = None,
+        latency: float | None = None, idempotency_key: str | None = None,
     ) -> Written:  # fmt: skip
         body = {"response": as_plain(response),
-                "request": None if request is None else as_plain(request)}  # fmt: skip
+                "request": None if request is None else as_plain(request),
+                "latency": latency}  # fmt: skip
         return self._post(f"{self._ctx(context_id)}/responses", body, Written, key=idempotency_key)
 
     def fork(

@@ -9,6 +9,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxstore.adapters.store.results import HistoryEntry, VisibleContext
+from ctxstore.domain.limits import MAX_LATENCY
 
 # Every integer is bounded as the query parameters are: within a database's bigint.
 LIMIT = 2**62
@@ -18,6 +19,12 @@ Count = Annotated[int, Field(ge=0, le=LIMIT)]
 Ref = str | Position
 Version = Annotated[int, Field(ge=-LIMIT, le=LIMIT)] | None
 MessageJSON = dict[str, Any]
+
+
+Latency = Annotated[
+    float | None,
+    Field(ge=0, le=MAX_LATENCY, allow_inf_nan=False, description="the call's seconds, as measured"),
+]
 
 
 class Body(BaseModel):
@@ -137,6 +144,7 @@ class ResponseBody(Body):
     request: dict[str, Any] | None = Field(
         default=None, description="the request that was sent (its messages or input, system)"
     )
+    latency: Latency = None
 
 
 class UsageBody(Body):
@@ -148,6 +156,7 @@ class UsageBody(Body):
     sent: list[str | MessageJSON] | None = Field(
         default=None, description="ids of visible messages, or messages, as sent"
     )
+    latency: Latency = None
 
 
 class ForkBody(Body):

@@ -294,20 +294,23 @@ class AsyncContextStore(AsyncContextOperations):
         completion_tokens: int = 0, version: int | None = None,
         counted_tokens: int | None = None, prompt: Prompt | None = None,
         sent: Sequence[str | Message | JSON] | None = None, actor: str | None = None,
+        latency: float | None = None,
     ) -> Written:  # fmt: skip
         return await self._offload(
             self._store.record_usage, context_id, model=model, prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens, version=version,
             counted_tokens=counted_tokens, prompt=prompt, sent=sent, actor=actor,
+            latency=latency,
         )  # fmt: skip
 
     async def record_response(
         self, context_id: UUID | str, response: Any, *, request: Any = None,
-        actor: str | None = None,
+        actor: str | None = None, latency: float | None = None,
     ) -> Written:  # fmt: skip
         return await self._offload(
-            self._store.record_response, context_id, response, request=request, actor=actor
-        )
+            self._store.record_response, context_id, response, request=request, actor=actor,
+            latency=latency,
+        )  # fmt: skip
 
     async def compact(
         self, context_id: UUID | str, *, trigger: str = "manual", dry_run: bool = False,

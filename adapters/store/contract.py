@@ -106,11 +106,13 @@ class ContextOperations(Protocol):
         self, context_id: UUID | str, *, model: str, prompt_tokens: int,
         completion_tokens: int = 0, version: int | None = None,
         counted_tokens: int | None = None, sent: Sequence[str | JSON] | None = None,
+        latency: float | None = None,
     ) -> Written: ...  # fmt: skip
 
     def record_response(
-        self, context_id: UUID | str, response: Any, *, request: Any = None
-    ) -> Written: ...
+        self, context_id: UUID | str, response: Any, *, request: Any = None,
+        latency: float | None = None,
+    ) -> Written: ...  # fmt: skip
 
     def compact(self, context_id: UUID | str, *, dry_run: bool = False) -> Compaction: ...
 

@@ -7,14 +7,13 @@ from typing import Any
 from uuid import UUID
 
 from ctxstore.adapters.store.core import StoreCore
-from ctxstore.adapters.store.results import ModelCall, ReplayStep
+from ctxstore.adapters.store.results import ReplayStep
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import InvalidOperationError, UnknownMessageError
 from ctxstore.domain.limits import strict_int
 from ctxstore.domain.messages import Message, parse_message
 from ctxstore.domain.prompt import Prompt
-from ctxstore.projections.calls import model_call
 from ctxstore.projections.changes import Diff, apply_event, compare
 from ctxstore.projections.history import fold_history
 from ctxstore.projections.visible import visible_of
@@ -138,63 +137,3 @@ def sent_items(at: Context, prompt: Prompt | None, sent: Sequence[Any] | None) -
         else:
             raise InvalidOperationError(f"not a message id or a message: {s!r:.80}")
     return items
-
-
-def model_calls(
-    core: StoreCore, context_id: UUID | str, number: int | None = None
-) -> list[ModelCall]:
-    """The model calls recorded against a context; with `number`, that call with its messages."""
-    cid = core.id(context_id)
-    events = list(core.events(cid))
-    usage = [e for e in events if isinstance(e, Context.UsageRecorded)]
-    if number is not None:
-        if not strict_int(number) or number == 0:
-            raise InvalidOperationError(
-                f"a call number is 1, 2, ... (or -1 the last), got {number!r}"
-            )
-        if not -len(usage) <= number <= len(usage):
-            raise InvalidOperationError(
-                f"context {cid} has {len(usage)} recorded call(s), not a call {number}"
-            )
-        n = number if number > 0 else len(usage) + number + 1
-        e = usage[n - 1]
-        return [model_call(n, e, _sent_messages(core, cid, e), _response(core, cid, e, events))]
-    return [model_call(n, e, None) for n, e in enumerate(usage, 1)]
-
-
-def _response(
-    core: StoreCore, cid: UUID, e: Context.UsageRecorded, events: list[Context.Event]
-) -> list[Message]:
-    """The messages written after the call's version and up to its usage record, as they
-    stood then (a reply streamed in reads whole)."""
-    ids: list[str] = []
-    for x in events:
-        if not e.for_version < x.originator_version < e.originator_version:
-            continue
-        if isinstance(x, Context.MessagesInserted):
-            ids += [m["id"] for m in x.messages]
-        elif isinstance(x, Context.MessageBegun):
-            ids.append(x.message["id"])
-    if not ids:
-        return []
-    at = core.context_at(cid, e.originator_version)
-    return [Message.model_validate(at.stored_message(i)) for i in ids if at.has_message(i)]
-
-
-def call_with_previous(
-    core: StoreCore, context_id: UUID | str, number: int
-) -> tuple[ModelCall, ModelCall | None]:
-    """Call `number` and the one before it, each with the messages it sent."""
-    call = model_calls(core, context_id, number)[0]
-    before = model_calls(core, context_id, call.number - 1)[0] if call.number > 1 else None
-    return call, before
-
-
-def _sent_messages(core: StoreCore, cid: UUID, e: Context.UsageRecorded) -> list[Message]:
-    at = core.context_at(cid, e.for_version)
-    if e.sent is None:
-        return at.visible_messages()
-    return [
-        Message.model_validate(at.stored_message(s["id"]) if "id" in s else s["message"])
-        for s in e.sent
-    ]

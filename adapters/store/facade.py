@@ -237,8 +237,10 @@ class ContextStore(
         completion_tokens: int = 0, version: int | None = None,
         counted_tokens: int | None = None, prompt: Prompt | None = None,
         sent: Sequence[str | Message | JSON] | None = None, actor: str | None = None,
+        latency: float | None = None,
     ) -> Written:  # fmt: skip
-        """Record what a provider billed for a call made with the context at `version`.
+        """Record what a provider billed for a call made with the context at `version`
+        (and, with `latency`, how many seconds the call took).
 
         Give the `prompt` you sent (from build_prompt) or the messages `sent` (ids of visible
         messages, or messages) so that `call()` can show exactly what the model saw; else the
@@ -248,22 +250,24 @@ class ContextStore(
         return usage.record(
             self._writer, self._core.id(context_id), model=model, prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens, version=version, counted_tokens=counted_tokens,
-            prompt=prompt, sent=sent, actor=self._core.actor(actor),
+            prompt=prompt, sent=sent, actor=self._core.actor(actor), latency=latency,
         )  # fmt: skip
 
     def record_response(
         self, context_id: UUID | str, response: Any, *, request: Any = None,
-        actor: str | None = None,
+        actor: str | None = None, latency: float | None = None,
     ) -> Written:  # fmt: skip
         """Record one model call as the SDK returned it: an OpenAI ChatCompletion, a
         Responses Response or an Anthropic Message (object or dict). Its output is inserted
         in its own shape (the chat message, the Responses output items, the assistant
         message's role and content) and the provider's usage recorded for the version the
         call was made with — one write. With the `request` (its `messages` or `input`, and
-        `system`), `call()` shows exactly what the model saw."""
+        `system`), `call()` shows exactly what the model saw; with `latency`, the call's
+        seconds as you measured them."""
         return responses.record_response(
             self._writer, self._core.id(context_id), response, request=request,
             actor=self._core.actor(actor), max_message_bytes=self.settings.max_message_bytes,
+            latency=latency,
         )  # fmt: skip
 
     def compact(

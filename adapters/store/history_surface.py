@@ -12,6 +12,7 @@ from uuid import UUID
 
 from ctxstore.adapters.store import (
     audit,
+    calls,
     debug,
     erasure,
     reads,
@@ -116,23 +117,29 @@ class HistorySurface:
     def calls(self, context_id: UUID | str) -> list[ModelCall]:
         """The model calls recorded against a context, in order (numbered from 1), with
         their cost where the price table (Settings.prices) names the model."""
-        found = self._read(self._core.id(context_id), lambda c: debug.model_calls(c, context_id))
+        found = self._audit_read(
+            lambda core: calls.model_calls(core, context_id, index=core is self._core)
+        )
         return [self._priced(c) for c in found]
 
     def call(self, context_id: UUID | str, number: int) -> ModelCall:
         """Recorded call `number` (1 the first, -1 the last) with exactly the messages sent
         and the response written for it."""
         return self._priced(
-            self._read(
-                self._core.id(context_id), lambda c: debug.model_calls(c, context_id, number)[0]
+            self._audit_read(
+                lambda core: calls.model_call_numbered(
+                    core, context_id, number, index=core is self._core
+                )
             )
         )
 
     def call_diff(self, context_id: UUID | str, number: int) -> PromptDiff:
         """What call `number` (-1 the last) sent against what the call before it sent:
         the messages added, removed and changed between two calls."""
-        call, before = self._read(
-            self._core.id(context_id), lambda c: debug.call_with_previous(c, context_id, number)
+        call, before = self._audit_read(
+            lambda core: calls.call_with_previous(
+                core, context_id, number, index=core is self._core
+            )
         )
         return prompt_diff(call, before)
 

@@ -63,7 +63,7 @@ def read_response(response: Any) -> tuple[str, list[JSON], str, int, int]:
 
 def record_response(
     writer: Writer, cid: UUID, response: Any, *, request: Any = None, actor: str,
-    max_message_bytes: int,
+    max_message_bytes: int, latency: float | None = None,
 ) -> Written:  # fmt: skip
     """Insert the response's output and record its usage (see ContextStore.record_response)."""
     shape, output, model, prompt_tokens, completion_tokens = read_response(response)
@@ -78,7 +78,7 @@ def record_response(
         c.record_usage(
             for_version=at_version, model=model, prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens, counted_tokens=counted, estimated=estimated,
-            sent=items, actor=actor,
+            sent=items, actor=actor, latency=latency,
         )  # fmt: skip
         return ids
 

@@ -28,6 +28,7 @@ def record(
     prompt: Prompt | None,
     sent: Sequence[str | Message | JSON] | None,
     actor: str,
+    latency: float | None = None,
 ) -> Written:
     """Record one call's usage (see ContextStore.record_usage)."""
     core = writer.core
@@ -50,7 +51,7 @@ def record(
         c.record_usage(
             for_version=at.version, model=model, prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens, counted_tokens=counted,
-            estimated=at.estimated > 0, sent=items, actor=who,
+            estimated=at.estimated > 0, sent=items, actor=who, latency=latency,
         )  # fmt: skip
         return []
 

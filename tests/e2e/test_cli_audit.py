@@ -95,8 +95,9 @@ def test_call_shows_the_prompt_the_response_and_the_prompt_diff(cli):
     cid = session(cli)
     cli("insert", cid, "--content", "second question")
     cli("insert", cid, "--content", "second answer", "--role", "assistant")
-    cli("usage", cid, "--model", "gpt-4o", "--prompt-tokens", "20")
+    cli("usage", cid, "--model", "gpt-4o", "--prompt-tokens", "20", "--latency", "1.5")
     shown = json.loads(cli("call", cid, "2", "--json").stdout)
+    assert shown["latency_ms"] == 1500.0 and "1500 ms" in cli("calls", cid).stdout
     assert [m["content"] for m in shown["messages"]] == [
         "hello",
         "second question",

@@ -142,3 +142,18 @@ def test_calls_are_priced_by_the_table_longest_name_first(tmp_path):
         costs = [c.cost for c in store.calls(cid)]
         assert costs == [pytest.approx(0.0035), pytest.approx(0.00021), None]
         assert store.call(cid, 2).cost == pytest.approx(0.00021)
+
+
+def test_a_calls_latency_is_recorded_where_measured_and_checked(store):
+    cid = store.create()
+    store.insert(cid, {"role": "user", "content": "hi"})
+    store.record_response(cid, chat_completion("a", 10, 2), latency=0.8125)
+    store.record_usage(cid, model="gpt-4o", prompt_tokens=12, latency=2)
+    store.record_usage(cid, model="gpt-4o", prompt_tokens=12)
+    assert [c.latency_ms for c in store.calls(cid)] == [812.5, 2000.0, None]
+    assert store.history(cid, types=["usage"])[0].details["latency_ms"] == 812.5
+    version = store.visible(cid).version
+    for bad in (-1, float("nan"), float("inf"), True, "1", 8 * 24 * 3600):
+        with pytest.raises(InvalidOperationError, match="latency"):
+            store.record_usage(cid, model="gpt-4o", prompt_tokens=1, latency=bad)
+    assert store.visible(cid).version == version  # nothing written

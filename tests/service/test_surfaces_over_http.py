@@ -161,8 +161,12 @@ def test_the_debuggers_reads_over_http_answer_as_the_store_does(service):
         acme.insert(cid, TURN(0))
         acme.record_usage(cid, model="gpt-4o", prompt_tokens=30)
         acme.insert(cid, TURN(1))
-        acme.record_usage(cid, model="gpt-4o", prompt_tokens=60)
+        acme.record_usage(cid, model="gpt-4o", prompt_tokens=60, latency=0.25)
         store = service.store
+        assert acme.call(cid, 2).latency_ms == 250.0
+        for bad in (-1, 10**9, "fast"):
+            body = {"model": "m", "prompt_tokens": 1, "latency": bad}
+            assert acme.http.post(f"/v1/contexts/{cid}/usage", json=body).status_code == 422
         assert acme.call_diff(cid, -1) == store.call_diff(cid, 2)
         assert len(acme.call_diff(cid, 2).added) == 4
         base = f"/v1/contexts/{cid}"

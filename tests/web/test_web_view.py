@@ -99,7 +99,9 @@ def seed_agent_run(store: ContextStore) -> dict[str, Any]:
     store.insert(cid, user("And tomorrow?"))
     store.replace(cid, 0, {"role": "system", "content": "You are terse and kind."})
     sent = [m.to_openai() for m in store.visible(cid).messages]
-    store.record_response(cid, completion("Rain, sorry.", 40, 7), request={"messages": sent})
+    store.record_response(
+        cid, completion("Rain, sorry.", 40, 7), request={"messages": sent}, latency=1.234
+    )
     store.insert(cid, {"role": "assistant", "content": [
         {"type": "thinking", "thinking": "The user wants a forecast; call the tool.",
          "signature": "sig"},
@@ -320,7 +322,8 @@ def test_calls_list_and_a_call_shows_its_prompt_response_and_prompt_diff(page, s
     rows.nth(1).click()
     expect(page.locator("#call-head")).to_contain_text("Call #2")
     expect(page.locator("#call-head")).to_contain_text("40 tokens in")
-    expect(page.locator("#call-head")).to_contain_text("7 out")
+    expect(page.locator("#call-head")).to_contain_text("7 out in 1234 ms")
+    expect(rows.nth(1)).to_contain_text("1234 ms")
     # Against call 1: the edited system prompt changed, the reply and the question added.
     diff = site["store"].call_diff(site["gamma"], 2)
     head = page.locator("#call-diff-head")

@@ -100,6 +100,7 @@ def record_usage(ctx: Owned, body: UsageBody) -> Response:
         ctx.cid, model=body.model, prompt_tokens=body.prompt_tokens,
         completion_tokens=body.completion_tokens, version=body.version,
         counted_tokens=body.counted_tokens, sent=body.sent, actor=ctx.who.actor,
+        latency=body.latency,
     ))  # fmt: skip
 
 
@@ -108,7 +109,8 @@ def record_usage(ctx: Owned, body: UsageBody) -> Response:
 def record_response(ctx: Owned, body: ResponseBody) -> Response:
     """Record a model call as the SDK returned it: its output inserted, its usage recorded."""
     return written(ctx.store.record_response(
-        ctx.cid, body.response, request=body.request, actor=ctx.who.actor
+        ctx.cid, body.response, request=body.request, actor=ctx.who.actor,
+        latency=body.latency,
     ))  # fmt: skip
 
 

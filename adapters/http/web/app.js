@@ -98,6 +98,8 @@ function el(tag, attrs = {}, ...children) {
 const $ = (selector, root = document) => root.querySelector(selector);
 const fmtTime = (iso) => new Date(iso).toLocaleString(undefined, { hour12: false });
 const fmtInt = (n) => Number(n).toLocaleString("en-US");
+const fmtLatency = (ms) => (ms === undefined || ms === null ? ""
+  : ms < 10000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`);
 
 function notice(message) {
   const box = $("#notice");
@@ -486,7 +488,8 @@ class ContextPage {
 
   async visible() {
     const v = this.selected;
-    const seen = await api(`/contexts/${this.id}`, { at_version: v });
+    // The head was just read with the page: shown as it is, not asked for again.
+    const seen = this.now && this.now.version === v ? this.now : await api(`/contexts/${this.id}`, { at_version: v });
     if (v !== this.selected) return; // a newer selection is on its way
     $("#visible-head", this.view).textContent =
       `At v${fmtInt(seen.version)}: ${fmtInt(seen.messages.length)} messages, ` +
@@ -534,6 +537,7 @@ class ContextPage {
     el("td", { class: "mono", text: c.for_version }),
     el("td", { text: fmtInt(c.prompt_tokens) }),
     el("td", { text: fmtInt(c.completion_tokens) }),
+    el("td", { text: fmtLatency(c.latency_ms) }),
     el("td", { text: c.cost === undefined || c.cost === null ? "" : `$${c.cost.toFixed(6)}` }))));
     $("#calls-empty", this.view).hidden = list.length > 0;
     if (this.callNumber) await this.openCall(this.callNumber);
@@ -554,7 +558,8 @@ class ContextPage {
     $("#call-head", this.view).textContent =
       `Call #${c.number}: ${c.model} at ${fmtTime(c.timestamp)} by ${c.actor}, made with v${fmtInt(c.for_version)} · ` +
       `${fmtInt(c.prompt_tokens)} tokens in (ctxstore counted ${fmtInt(c.counted_tokens)}), ` +
-      `${fmtInt(c.completion_tokens)} out` + (c.cost === undefined || c.cost === null ? "" : ` · $${c.cost.toFixed(6)}`) +
+      `${fmtInt(c.completion_tokens)} out` + (c.latency_ms === undefined || c.latency_ms === null ? "" : ` in ${fmtLatency(c.latency_ms)}`) +
+      (c.cost === undefined || c.cost === null ? "" : ` · $${c.cost.toFixed(6)}`) +
       (c.whole_context ? " · sent the whole visible context" : " · sent a built prompt");
     const since = d.previous ? `call #${d.previous}` : "nothing (the first call)";
     const delta = d.tokens_after - d.tokens_before;
@@ -745,7 +750,8 @@ function what(e) {
       return d.keep ? `closed batch ${e.batch + 1}, kept` + (d.to < e.batch ? ` (down to ${d.to})` : "")
         : `rolled back to batch ${d.to}: undid v${d.reverts_from}–v${e.version - 1}`;
     case "usage":
-      return `call: ${d.model}, ${fmtInt(d.prompt_tokens)} in / ${fmtInt(d.completion_tokens)} out, made with v${d.for_version}`;
+      return `call: ${d.model}, ${fmtInt(d.prompt_tokens)} in / ${fmtInt(d.completion_tokens)} out` +
+        `${d.latency_ms === undefined || d.latency_ms === null ? "" : ` in ${fmtLatency(d.latency_ms)}`}, made with v${d.for_version}`;
     case "fork": return `forked from ${String(d.source_id).slice(0, 8)} at v${d.source_version} (${ids.length} messages)`;
     default: return ids.join(", ");
   }

@@ -1,0 +1,109 @@
+"""Model calls recorded against a context, read through the audit index: the list is one
+indexed query however long the history, and one call reads only its own stretch of events
+(the usage record, what was written since the version it was made with) and the context at
+two versions, each from its nearest snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from uuid import UUID
+
+from ctxstore.adapters.store import audit
+from ctxstore.adapters.store.core import StoreCore
+from ctxstore.adapters.store.results import AuditEntry, ModelCall
+from ctxstore.domain.context import Context
+from ctxstore.domain.errors import DamagedContextError, InvalidOperationError
+from ctxstore.domain.limits import strict_int
+from ctxstore.domain.messages import Message
+from ctxstore.projections.calls import call_of_entry, model_call
+
+
+def call_entries(core: StoreCore, cid: UUID, *, index: bool = True) -> list[AuditEntry]:
+    """The context's usage records in the audit index, oldest first (the index brought up
+    to date first, where this store keeps it)."""
+    found: list[AuditEntry] = []
+    after = 0
+    while True:
+        page = audit.audit_page(
+            core, types=["usage"], context_id=cid, after=after, limit=audit.MAX_PAGE,
+            index=index and not found,
+        )  # fmt: skip
+        found += page.entries
+        if not page.more:
+            break
+        after = page.cursor
+    if not found:
+        core.require(cid)
+    return found
+
+
+def model_calls(core: StoreCore, context_id: UUID | str, *, index: bool = True) -> list[ModelCall]:
+    """The model calls recorded against a context, numbered from 1 (without the messages)."""
+    cid = core.id(context_id)
+    return [call_of_entry(n, e) for n, e in enumerate(call_entries(core, cid, index=index), 1)]
+
+
+def model_call_numbered(
+    core: StoreCore, context_id: UUID | str, number: int, *, index: bool = True
+) -> ModelCall:
+    """Call `number` (1 the first, -1 the last) with exactly the messages it sent and the
+    messages written for it (its response)."""
+    cid = core.id(context_id)
+    if not strict_int(number) or number == 0:
+        raise InvalidOperationError(f"a call number is 1, 2, ... (or -1 the last), got {number!r}")
+    entries = call_entries(core, cid, index=index)
+    if not -len(entries) <= number <= len(entries):
+        raise InvalidOperationError(
+            f"context {cid} has {len(entries)} recorded call(s), not a call {number}"
+        )
+    n = number if number > 0 else len(entries) + number + 1
+    return _with_messages(core, cid, n, entries[n - 1])
+
+
+def call_with_previous(
+    core: StoreCore, context_id: UUID | str, number: int, *, index: bool = True
+) -> tuple[ModelCall, ModelCall | None]:
+    """Call `number` and the one before it, each with the messages it sent."""
+    call = model_call_numbered(core, context_id, number, index=index)
+    if call.number == 1:
+        return call, None
+    return call, model_call_numbered(core, context_id, call.number - 1, index=False)
+
+
+def _with_messages(core: StoreCore, cid: UUID, n: int, entry: AuditEntry) -> ModelCall:
+    listed = call_of_entry(n, entry)
+    stretch = list(core.storage.events.get(cid, gt=listed.for_version, lte=listed.version))
+    usage = stretch[-1] if stretch else None
+    if not isinstance(usage, Context.UsageRecorded) or usage.originator_version != entry.version:
+        raise DamagedContextError(
+            f"context {cid}: the audit index names a model call at version {entry.version} "
+            "that its events do not hold (rebuild the index: ctxstore reindex)"
+        )
+    return model_call(n, usage, _sent(core, cid, usage), _response(core, cid, usage, stretch))
+
+
+def _sent(core: StoreCore, cid: UUID, e: Context.UsageRecorded) -> list[Message]:
+    at = core.context_at(cid, e.for_version)
+    if e.sent is None:
+        return at.visible_messages()
+    return [
+        Message.model_validate(at.stored_message(s["id"]) if "id" in s else s["message"])
+        for s in e.sent
+    ]
+
+
+def _response(
+    core: StoreCore, cid: UUID, e: Context.UsageRecorded, stretch: Sequence[object]
+) -> list[Message]:
+    """The messages written after the call's version and up to its usage record, as they
+    stood then (a reply streamed in reads whole)."""
+    ids: list[str] = []
+    for x in stretch:
+        if isinstance(x, Context.MessagesInserted):
+            ids += [m["id"] for m in x.messages]
+        elif isinstance(x, Context.MessageBegun):
+            ids.append(x.message["id"])
+    if not ids:
+        return []
+    at = core.context_at(cid, e.originator_version)
+    return [Message.model_validate(at.stored_message(i)) for i in ids if at.has_message(i)]
