@@ -317,13 +317,15 @@ def test_calls_list_and_a_call_shows_its_prompt_response_and_prompt_diff(page, s
     rows = page.locator("#calls tbody tr")
     expect(rows).to_have_count(2)
     calls = site["store"].calls(site["gamma"])
-    expect(rows.nth(1)).to_contain_text("gpt-4o-2024-08-06")
-    expect(rows.nth(1)).to_contain_text(f"${calls[1].cost:.6f}")  # priced by the table
-    rows.nth(1).click()
+    newest = rows.nth(0)  # the newest first
+    expect(newest).to_have_attribute("data-call", "2")
+    expect(newest).to_contain_text("gpt-4o-2024-08-06")
+    expect(newest).to_contain_text(f"${calls[1].cost:.6f}")  # priced by the table
+    newest.click()
     expect(page.locator("#call-head")).to_contain_text("Call #2")
     expect(page.locator("#call-head")).to_contain_text("40 tokens in")
     expect(page.locator("#call-head")).to_contain_text("7 out in 1234 ms")
-    expect(rows.nth(1)).to_contain_text("1234 ms")
+    expect(newest).to_contain_text("1234 ms")
     # Against call 1: the edited system prompt changed, the reply and the question added.
     diff = site["store"].call_diff(site["gamma"], 2)
     head = page.locator("#call-diff-head")
@@ -402,6 +404,15 @@ def test_live_events_appear_and_a_streamed_reply_grows_in_one_row(page, site):
     store.finish(cid, reply, actor="agent")
     expect(page.locator("#timeline tr.selected td.type-finish")).to_have_count(1)
     expect(page.locator("#context-facts")).to_contain_text(f"{head + 1} events")
+    # A rollback arriving live strikes through what it undid, as the index says.
+    store.batch_start(cid, actor="planner")
+    tried = store.insert(cid, user("a temporary instruction"), actor="planner").version
+    expect(page.locator(f'#timeline tr[data-version="{tried}"]')).to_have_count(1)
+    store.batch_end(cid, actor="planner")
+    expect(page.locator(f'#timeline tr[data-version="{tried}"]')).to_have_class(
+        re.compile("reverted")
+    )
+    expect(page.locator("#timeline tr.selected td.what")).to_contain_text("rolled back")
 
 
 def test_copy_out_in_a_shape_and_fork_from_a_version(page, site):

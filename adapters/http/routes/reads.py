@@ -22,6 +22,7 @@ from ctxstore.adapters.store.results import (
 )
 from ctxstore.domain.conversions import convert
 from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.domain.json_values import clipped
 from ctxstore.projections.tokens import MAX_POINTS
 
 router = APIRouter(prefix=f"{API}/contexts/{{context_id}}", tags=["reads"])
@@ -139,10 +140,18 @@ def stored_events(
     ctx: Owned,
     after: Annotated[int, Query(ge=0, le=2**62, description="the events after this version")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    clip: Annotated[
+        int | None,
+        Query(ge=16, le=1_000_000, description="cut each text longer than this (previews)"),
+    ] = None,
 ) -> list[TailEvent]:
     """A page of the context's stored events after a version, each with what it recorded
-    (the messages inserted, the deltas appended, ...), as the live tail delivers them."""
-    return ctx.store.events_after(ctx.cid, after, limit)
+    (the messages inserted, the deltas appended, ...), as the live tail delivers them; with
+    `clip`, each text in what they recorded cut to that many characters (and "…")."""
+    found = ctx.store.events_after(ctx.cid, after, limit)
+    if clip is None:
+        return found
+    return [e.model_copy(update={"payload": clipped(e.payload, clip)}) for e in found]
 
 
 @router.get("/replay", response_model=list[Step])

@@ -5,6 +5,9 @@
 
 const API = "/v1";
 const PAGE = 100; // timeline events per page
+const CLIP = 200; // characters of each text a timeline row's preview needs
+const CALLS_SHOWN = 100; // model calls listed at a time, newest first
+const REDRAW = 100; // ms between redraws of a live page at most
 const CHART_POINTS = 600;
 const CONTEXTS = 500; // listed at most: the first created (newest of them on top); search narrows
 const TYPES = ["create", "insert", "delete", "replace", "compress", "expand", "batch_start",
@@ -96,7 +99,8 @@ function el(tag, attrs = {}, ...children) {
 }
 
 const $ = (selector, root = document) => root.querySelector(selector);
-const fmtTime = (iso) => new Date(iso).toLocaleString(undefined, { hour12: false });
+const TIME = new Intl.DateTimeFormat(undefined, { dateStyle: "short", timeStyle: "medium", hour12: false });
+const fmtTime = (iso) => TIME.format(new Date(iso));
 const fmtInt = (n) => Number(n).toLocaleString("en-US");
 const fmtLatency = (ms) => (ms === undefined || ms === null ? ""
   : ms < 10000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`);
@@ -303,22 +307,27 @@ class ContextPage {
     this.tab = this.callNumber ? "calls" : this.diffFrom ? "diff" : "visible";
     this.live = new AbortController(); // stops the live tail when the view is left
     this.refreshing = null;
+    this.arrived = []; // events the live tail delivered, not drawn yet
   }
 
   async open() {
-    const [now, found] = await Promise.all([
+    performance.mark("ctxstore:open"); // the marks time the first screen (bench/bench_web.py)
+    // The name is in the context's first event: one indexed read, not a search of them all.
+    const [now, created] = await Promise.all([
       api(`/contexts/${this.id}`),
-      api("/contexts", { search: this.id, limit: 1 }),
+      api("/audit", { context_id: this.id, to_version: 1, limit: 1 }),
     ]);
     this.head = now.version;
     this.now = now;
-    const summary = found.find((c) => c.context_id === now.context_id);
-    $("#context-title", this.view).textContent = (summary && summary.name) || "(unnamed context)";
+    const name = created.entries[0]?.details?.name;
+    $("#context-title", this.view).textContent = name || "(unnamed context)";
     this.facts();
+    performance.mark("ctxstore:head");
     this.selected = Math.min(this.selected || this.head, this.head);
     this.wire();
     const hi = Math.min(this.head, Math.max(this.selected + Math.floor(PAGE / 2), PAGE));
     await Promise.all([this.page(hi), this.detail(), this.tab === "calls" ? this.calls() : null]);
+    performance.mark("ctxstore:first-screen");
     this.chart().catch(report); // below the first screen: it need not hold it up
     this.follow().catch(() => this.liveState("○ not live"));
   }
@@ -383,8 +392,9 @@ class ContextPage {
     const lo = Math.max(1, hi - PAGE + 1);
     const [audit, stored] = await Promise.all([
       api("/audit", { context_id: this.id, from_version: lo, to_version: hi, limit: PAGE }),
-      api(`/contexts/${this.id}/stored-events`, { after: lo - 1, limit: hi - lo + 1 }),
+      api(`/contexts/${this.id}/stored-events`, { after: lo - 1, limit: hi - lo + 1, clip: CLIP }),
     ]);
+    performance.mark("ctxstore:page-fetched");
     const recorded = new Map(stored.map((e) => [e.version, e.payload]));
     this.window = [lo, hi];
     this.rows = collapseAppends(audit.entries.map((e) => ({ ...e, payload: recorded.get(e.version) || {} })));
@@ -525,11 +535,27 @@ class ContextPage {
 
   // ---- model calls ---------------------------------------------------------------------
 
+  // The calls, newest first, CALLS_SHOWN at a time (a long run's thousand calls would take
+  // the browser longer to lay out than the store takes to list them).
   async calls() {
     const list = await api(`/contexts/${this.id}/calls`);
     this.callList = list;
+    this.callsShown = Math.min(list.length, Math.max(CALLS_SHOWN, this.callsShown || 0,
+      this.callNumber ? list.length - this.callNumber + 1 : 0));
+    this.drawCalls();
+    $("#calls-empty", this.view).hidden = list.length > 0;
+    if (this.callNumber) await this.openCall(this.callNumber);
+  }
+
+  drawCalls() {
+    const list = this.callList;
+    const shown = list.slice(list.length - this.callsShown).reverse();
     const body = $("#calls tbody", this.view);
-    body.replaceChildren(...list.map((c) => el("tr", { "data-call": c.number,
+    const older = list.length - shown.length;
+    const more = older > 0 ? el("tr", { class: "more-calls" }, el("td", { colspan: 8 },
+      el("button", { id: "older-calls", text: `show ${Math.min(older, CALLS_SHOWN)} older of ${fmtInt(older)}`,
+        onclick: () => { this.callsShown += CALLS_SHOWN; this.drawCalls(); } }))) : null;
+    body.replaceChildren(...shown.map((c) => el("tr", { "data-call": c.number,
       onclick: () => this.openCall(c.number).catch(report) },
     el("td", { class: "mono", text: c.number }),
     el("td", { text: fmtTime(c.timestamp) }),
@@ -538,17 +564,21 @@ class ContextPage {
     el("td", { text: fmtInt(c.prompt_tokens) }),
     el("td", { text: fmtInt(c.completion_tokens) }),
     el("td", { text: fmtLatency(c.latency_ms) }),
-    el("td", { text: c.cost === undefined || c.cost === null ? "" : `$${c.cost.toFixed(6)}` }))));
-    $("#calls-empty", this.view).hidden = list.length > 0;
-    if (this.callNumber) await this.openCall(this.callNumber);
+    el("td", { text: c.cost === undefined || c.cost === null ? "" : `$${c.cost.toFixed(6)}` }))),
+    ...(more ? [more] : []));
+    this.markCall();
+  }
+
+  markCall() {
+    for (const tr of this.view.querySelectorAll("#calls tbody tr[data-call]")) {
+      tr.classList.toggle("selected", Number(tr.dataset.call) === this.callNumber);
+    }
   }
 
   async openCall(number) {
     this.callNumber = number;
     this.remember();
-    for (const tr of this.view.querySelectorAll("#calls tbody tr")) {
-      tr.classList.toggle("selected", Number(tr.dataset.call) === number);
-    }
+    this.markCall();
     const [c, d] = await Promise.all([
       api(`/contexts/${this.id}/calls/${number}`),
       api(`/contexts/${this.id}/calls/${number}/diff`),
@@ -637,6 +667,7 @@ class ContextPage {
         const e = JSON.parse(data);
         if (typeof e.version === "number" && e.version > this.head) {
           this.head = e.version;
+          this.arrived.push(e);
           this.refreshSoon();
         }
       }
@@ -644,29 +675,47 @@ class ContextPage {
     this.liveState("○ not live");
   }
 
+  // New events are drawn at most every REDRAW ms, however fast they come; a redraw still
+  // running when more arrive is followed by one more.
   refreshSoon() {
     if (this.refreshing) return;
-    this.refreshing = setTimeout(() => {
-      this.refreshing = null;
-      this.refresh().catch(report);
-    }, 250);
+    this.refreshing = setTimeout(async () => {
+      try {
+        await this.refresh();
+      } catch (error) {
+        report(error);
+      } finally {
+        this.refreshing = null;
+        if (this.arrived.length) this.refreshSoon();
+      }
+    }, REDRAW);
   }
 
+  // The events the tail delivered become rows at once (they carry what a row shows); a
+  // rollback marks earlier rows undone, so then the page is read again from the index.
   async refresh() {
+    const arrived = this.arrived.splice(0);
     const following = $("#follow", this.view).checked;
-    const [, hi] = this.window;
-    const atEnd = hi >= this.head - PAGE; // the window showed the newest events
-    this.now = await api(`/contexts/${this.id}`);
+    const [lo, hi] = this.window;
+    const atEnd = arrived.length > 0 && hi >= arrived[0].version - 1;
+    const reread = atEnd ? arrived.some((e) => e.type === "batch_end") : following;
+    const [now] = await Promise.all([
+      api(`/contexts/${this.id}`),
+      reread ? this.page(this.head) : null,
+    ]);
+    this.now = now;
     this.facts();
-    if (following) {
-      await this.page(this.head);
-      this.select(this.head);
-    } else if (atEnd) {
-      await this.page(Math.max(hi, Math.min(this.head, hi + PAGE)));
-    } else {
-      this.render();
+    const newest = this.rows.length ? this.rows[this.rows.length - 1].version : 0;
+    if (atEnd && !reread && newest < this.head) {
+      const fresh = arrived.filter((e) => e.version > newest).map((e) => ({ ...e, reverted: false }));
+      const top = this.head;
+      const bottom = Math.max(lo, top - PAGE + 1);
+      this.rows = collapseAppends(this.rows.concat(fresh)).filter((e) => e.version >= bottom);
+      this.window = [bottom, top];
     }
-    if (this.tab === "calls") await this.calls();
+    this.render();
+    if (following) this.select(this.head);
+    if (this.tab === "calls" && arrived.some((e) => e.type === "usage")) await this.calls();
   }
 
   close() {
@@ -675,7 +724,6 @@ class ContextPage {
   }
 
   async chart() {
-
     const series = await api(`/contexts/${this.id}/tokens`, { points: CHART_POINTS });
     this.series = series;
     drawChart($("#chart", this.view), series, (v) => {
