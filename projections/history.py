@@ -13,6 +13,7 @@ from ctxstore.domain.context import Context
 from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.domain.streaming import delta_chars
 from ctxstore.projections.changes import Change, apply_event
+from ctxstore.projections.what import what_it_did
 
 EVENT_TYPES: dict[str, str] = {
     "ContextCreated": "create",
@@ -83,6 +84,7 @@ class TailEvent(BaseModel):
     message_ids: list[str]
     details: dict[str, Any]
     payload: dict[str, Any]
+    what: str = ""  # what it did, in a line (projections/what.py)
 
 
 def tail_event(e: Context.Event) -> TailEvent:
@@ -92,6 +94,7 @@ def tail_event(e: Context.Event) -> TailEvent:
         type=EVENT_TYPES[type(e).__name__], timestamp=e.timestamp,
         actor=getattr(e, "actor", ""), batch=batch, message_ids=ids, details=details,
         payload={k: v for k, v in vars(e).items() if k not in _HEADER},
+        what=what_it_did(e),
     )  # fmt: skip
 
 

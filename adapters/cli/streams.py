@@ -188,7 +188,7 @@ def tail(
 
 def tail_line(event: TailEvent) -> str:
     """One event as `ctxstore tail` prints it: version, time, type, actor, what it did."""
-    what = event_summary(event.type, event.message_ids, event.details)
+    what = event.what or event_summary(event.type, event.message_ids, event.details)
     if event.type == "append":
         text = "".join(
             d.get("text", "") or d.get("reasoning", "") or d.get("call", {}).get("arguments", "")

@@ -174,6 +174,15 @@ def test_the_debuggers_reads_over_http_answer_as_the_store_does(service):
         assert [e["version"] for e in page] == [3, 4, 5]
         assert [e["type"] for e in page] == ["usage", "insert", "usage"]
         assert page[1]["payload"]["messages"][0]["content"] == "question 1"
+        assert page[1]["what"] == "user: question 1 (+3 more)"
+        bare = acme.http.get(f"{base}/stored-events", params={"after": 3, "payload": "false"})
+        assert [(e["payload"], e["what"]) for e in bare.json()] == [
+            ({}, page[1]["what"]),
+            ({}, page[2]["what"]),
+        ]
+        cut = acme.http.get(f"{base}/stored-events", params={"after": 3, "clip": 16}).json()
+        assert cut[0]["payload"]["messages"][0]["content"] == "question 1"
+        assert cut[0]["payload"]["messages"][2]["content"] == "found 1"
         shown = store.visible(cid, at_version=2)
         for shape in ("openai-chat", "openai-responses", "anthropic"):
             got = acme.http.get(f"{base}/shaped", params={"shape": shape, "at_version": 2})

@@ -144,11 +144,17 @@ def stored_events(
         int | None,
         Query(ge=16, le=1_000_000, description="cut each text longer than this (previews)"),
     ] = None,
+    payload: Annotated[
+        bool, Query(description="false: without what each recorded (its line `what` only)")
+    ] = True,
 ) -> list[TailEvent]:
     """A page of the context's stored events after a version, each with what it recorded
-    (the messages inserted, the deltas appended, ...), as the live tail delivers them; with
-    `clip`, each text in what they recorded cut to that many characters (and "…")."""
+    (the messages inserted, the deltas appended, ...) and a line saying what it did, as the
+    live tail delivers them; with `clip`, each text in what they recorded cut to that many
+    characters (and "…")."""
     found = ctx.store.events_after(ctx.cid, after, limit)
+    if not payload:
+        return [e.model_copy(update={"payload": {}}) for e in found]
     if clip is None:
         return found
     return [e.model_copy(update={"payload": clipped(e.payload, clip)}) for e in found]

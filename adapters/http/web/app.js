@@ -5,7 +5,6 @@
 
 const API = "/v1";
 const PAGE = 100; // timeline events per page
-const CLIP = 200; // characters of each text a timeline row's preview needs
 const CALLS_SHOWN = 100; // model calls listed at a time, newest first
 const REDRAW = 100; // ms between redraws of a live page at most
 const CHART_POINTS = 600;
@@ -245,11 +244,6 @@ function nativeNodes(message) {
   return nodes;
 }
 
-function oneLine(message, max = 90) {
-  const t = (textOf(message) || "").replace(/\s+/g, " ").trim();
-  return t.length > max ? `${t.slice(0, max - 1)}…` : t;
-}
-
 function textOf(message) {
   if (message.native) return nativeText(message);
   const parts = [];
@@ -392,12 +386,12 @@ class ContextPage {
     const lo = Math.max(1, hi - PAGE + 1);
     const [audit, stored] = await Promise.all([
       api("/audit", { context_id: this.id, from_version: lo, to_version: hi, limit: PAGE }),
-      api(`/contexts/${this.id}/stored-events`, { after: lo - 1, limit: hi - lo + 1, clip: CLIP }),
+      api(`/contexts/${this.id}/stored-events`, { after: lo - 1, limit: hi - lo + 1, payload: false }),
     ]);
     performance.mark("ctxstore:page-fetched");
-    const recorded = new Map(stored.map((e) => [e.version, e.payload]));
+    const recorded = new Map(stored.map((e) => [e.version, e]));
     this.window = [lo, hi];
-    this.rows = collapseAppends(audit.entries.map((e) => ({ ...e, payload: recorded.get(e.version) || {} })));
+    this.rows = collapseAppends(audit.entries.map((e) => ({ ...e, what: recorded.get(e.version)?.what })));
     this.render();
   }
 
@@ -767,42 +761,15 @@ function collapseAppends(entries) {
   return rows;
 }
 
-// What an event did, in a line: the first words of what it wrote, what it covered or undid.
+// What an event did, in a line: the store says it (`what`, the same line `ctxstore tail`
+// prints); a streamed reply's deltas collapsed into one row are summed here.
 function what(e) {
-  const p = e.payload || {};
   const d = e.details || {};
-  const ids = e.message_ids || [];
-  const more = (n) => (n > 1 ? ` (+${n - 1} more)` : "");
-  switch (e.type) {
-    case "create": return d.name ? `created “${d.name}”` : "created";
-    case "insert": {
-      const ms = p.messages || [];
-      return ms.length ? `${ms[0].role}: ${oneLine(ms[0])}${more(ms.length)}` : `${ids.length} messages`;
-    }
-    case "begin": return p.message ? `${p.message.role} reply begins: ${oneLine(p.message)}` : "reply begins";
-    case "append": {
-      const n = e.first && e.first !== e.version ? e.version - e.first + 1 : 1;
-      return `streamed ${fmtInt(d.chars ?? 0)} chars in ${fmtInt(d.deltas ?? 0)} deltas` +
-        `${n > 1 ? ` (${n} events)` : ""} into ${ids[0]}`;
-    }
-    case "finish": return `reply ${ids[0]} finished${p.message ? ` as: ${oneLine(p.message)}` : ""} (${fmtInt(d.tokens ?? 0)} tokens)`;
-    case "abandon": return `reply ${ids[0]} abandoned${d.reason ? `: ${d.reason}` : ""}${d.keep ? " (kept)" : ""}`;
-    case "delete": return `deleted ${ids.join(", ")}`;
-    case "replace": return p.message ? `${ids[0]} → ${oneLine(p.message)}` : `replaced ${ids[0]}`;
-    case "compress":
-      return `${ids.length} messages → summary: ${p.summary ? oneLine(p.summary, 70) : d.summary_id} ` +
-        `(${fmtInt(d.tokens_before ?? 0)} → ${fmtInt(d.tokens_after ?? 0)} tokens)`;
-    case "expand": return `summary ${d.summary_id} expanded back into ${ids.length} messages`;
-    case "batch_start": return `opened batch ${d.opened}`;
-    case "batch_end":
-      return d.keep ? `closed batch ${e.batch + 1}, kept` + (d.to < e.batch ? ` (down to ${d.to})` : "")
-        : `rolled back to batch ${d.to}: undid v${d.reverts_from}–v${e.version - 1}`;
-    case "usage":
-      return `call: ${d.model}, ${fmtInt(d.prompt_tokens)} in / ${fmtInt(d.completion_tokens)} out` +
-        `${d.latency_ms === undefined || d.latency_ms === null ? "" : ` in ${fmtLatency(d.latency_ms)}`}, made with v${d.for_version}`;
-    case "fork": return `forked from ${String(d.source_id).slice(0, 8)} at v${d.source_version} (${ids.length} messages)`;
-    default: return ids.join(", ");
+  if (e.type === "append" && e.first && e.first !== e.version) {
+    return `streamed ${fmtInt(d.chars ?? 0)} chars in ${fmtInt(d.deltas ?? 0)} deltas ` +
+      `(${e.version - e.first + 1} events) into ${(e.message_ids || [])[0]}`;
   }
+  return e.what || (e.message_ids || []).join(", ");
 }
 
 function message(m, { tokens, summary, copy } = {}) {
