@@ -60,10 +60,11 @@ def app_from_settings() -> FastAPI:
 
 
 WEB = pathlib.Path(__file__).parent / "web"
-# The web view runs only its own files and talks only to this service.
+# The web view runs only its own files and talks only to this service (its thumbnails are
+# blob: URLs it makes of attachments read from here with the token).
 WEB_HEADERS = {
     "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; "
         "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
     ),
     "X-Content-Type-Options": "nosniff",

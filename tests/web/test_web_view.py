@@ -6,10 +6,14 @@ service on SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import random
 import re
 import shutil
+import struct
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -116,7 +120,26 @@ def seed_agent_run(store: ContextStore) -> dict[str, Any]:
         {"type": "web_search_call", "id": "ws_1", "status": "completed",
          "action": {"type": "search", "query": "Paris weather"}},
     ], format="openai-responses")  # fmt: skip
+    photo = "data:image/png;base64," + base64.b64encode(png(64, 48)).decode()
+    store.insert(cid, {"role": "user", "content": [
+        {"type": "text", "text": "Here is the sky now."},
+        {"type": "image_url", "image_url": {"url": photo}}]})  # fmt: skip
     return {"gamma": str(cid)}
+
+
+def png(width: int, height: int) -> bytes:
+    """A noisy RGB picture as PNG bytes (large enough to be kept in the blob store)."""
+    rng = random.Random(7)
+    rows = b"".join(b"\0" + bytes(rng.randrange(256) for _ in range(width * 3))
+                    for _ in range(height))  # fmt: skip
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
+            + chunk(b"IEND", b""))  # fmt: skip
 
 
 @pytest.fixture(scope="module", params=DURABLE_BACKENDS)
@@ -430,6 +453,13 @@ def test_copy_out_in_a_shape_and_fork_from_a_version(page, site):
     page.click(f'#messages li[data-id="{first.id}"] .copy-message')
     expect(page.locator(".toast")).to_contain_text(f"message {first.id}")
     assert json.loads(page.evaluate("navigator.clipboard.readText()")) == [first.as_given()]
+    with page.expect_download() as download:
+        page.click("#export")
+    exported = Path(download.value.path()).read_text().splitlines()
+    assert exported == list(store.export_events(site["gamma"]))
+    page.click("#copy-link")
+    assert page.evaluate("navigator.clipboard.readText()") == page.url
+    assert f"#/context/{site['gamma']}?v=5" in page.url
     page.click("#fork")
     expect(page).to_have_url(re.compile(r"#/context/(?!" + site["gamma"] + ")"))
     forked = page.url.split("#/context/")[1].split("?")[0]
@@ -453,5 +483,13 @@ def test_native_shapes_are_shown_as_people_read_them(page, site):
     )
     expect(page.locator("#messages .tool-call.hosted")).to_contain_text(
         "hosted tool: web_search_call (completed)"
+    )
+    # The picture is kept in the blob store; the page reads it with the token, small.
+    sky = site["store"].visible(site["gamma"]).messages[-1]
+    assert "ctxstore-blob:sha256:" in json.dumps(sky.stored())
+    thumb = page.locator(f'#messages li[data-id="{sky.id}"] img.thumb')
+    expect(thumb).to_have_count(1)
+    page.wait_for_function(
+        "(img) => img.complete && img.naturalWidth === 64", arg=thumb.element_handle()
     )
     shot(page, "native-shapes")
