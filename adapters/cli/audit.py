@@ -324,13 +324,27 @@ def call(
     diff: Annotated[
         bool, typer.Option("--diff", help="What changed in the prompt since the call before.")
     ] = False,
+    shape: Annotated[
+        str | None,
+        typer.Option(help="Print only the prompt, as JSON in this shape: openai-chat, "
+                     "openai-responses or anthropic (as you would send it again)."),
+    ] = None,
     as_json: JsonFlag = False,
-) -> None:
+) -> None:  # fmt: skip
     """One recorded model call: exactly the prompt it sent, its response, and (--diff) what
     compaction, rollback or editing changed in the prompt since the call before."""
+    from ctxstore.domain.shapes import FORMATS
+
+    if shape is not None and shape not in FORMATS:
+        raise InvalidOperationError(f"--shape must be one of {', '.join(FORMATS)}, not {shape!r}")
     with open_store(ctx) as store:
         found = store.call(context, number)
         changes = store.call_diff(context, found.number) if diff else None
+    if shape is not None:
+        from ctxstore.domain.conversions import convert
+
+        print_json(convert(found.messages or [], shape).payload)
+        return
     if as_json:
         shown = found.model_dump(mode="json", exclude_none=True)
         if changes is not None:

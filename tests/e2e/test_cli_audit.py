@@ -110,5 +110,9 @@ def test_call_shows_the_prompt_the_response_and_the_prompt_diff(cli):
     text = cli("call", cid, "-1", "--diff").stdout
     assert "against call #1: 2 added, 0 removed, 0 changed, 1 unchanged" in " ".join(text.split())
     assert "second question" in cli("call", cid, "2").stdout
+    resend = json.loads(cli("call", cid, "2", "--shape", "anthropic").stdout)
+    assert [m["role"] for m in resend["messages"]] == ["user", "assistant"]  # turns merged
+    assert [b["text"] for b in resend["messages"][0]["content"]] == ["hello", "second question"]
+    assert "--shape must be one of" in cli("call", cid, "2", "--shape", "xml", code=1).stderr
     assert "2 recorded call(s), not a call 3" in cli("call", cid, "3", code=1).stderr
     assert "out" in cli("calls", cid).stdout
