@@ -33,7 +33,11 @@ def what_it_did(e: Context.Event) -> str:
             return f"closed batch {e.batch}, kept" + (
                 f" (down to {e.to})" if e.to < e.batch - 1 else ""
             )
-        return f"rolled back to batch {e.to}: undid v{e.reverts_from}–v{e.originator_version - 1}"
+        closed = f"batch {e.batch}" if e.to == e.batch - 1 else f"batches {e.batch}–{e.to + 1}"
+        return (
+            f"closed {closed}, rolled back to batch {e.to}: undid "
+            f"v{e.reverts_from}–v{e.originator_version - 1}"
+        )
     if isinstance(e, Context.UsageRecorded):
         took = "" if e.latency_ms is None else f" in {e.latency_ms:,.0f} ms"
         return (

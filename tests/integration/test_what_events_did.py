@@ -40,7 +40,7 @@ def test_each_event_says_what_it_did():
     assert lines[4] == f"summary {summary} expanded back into 2 messages"
     assert lines[5] == "opened batch 1"
     assert lines[6].startswith("system: temporary temporary") and lines[6].endswith("…")
-    assert lines[7] == "rolled back to batch 0: undid v6–v7"
+    assert lines[7] == "closed batch 1, rolled back to batch 0: undid v6–v7"
     assert lines[8:10] == ["opened batch 1", "closed batch 1, kept"]
     assert lines[10] == "call: gpt-4o, 1,200 in / 30 out in 1,500 ms, made with v10"
     assert lines[11] == "assistant reply begins"

@@ -376,10 +376,29 @@ def test_timeline_rows_say_what_each_event_did_and_filter(page, site):
     expect(rollback.locator("td.what")).to_contain_text(
         f"rolled back to batch 0: undid v{site['batch_start']}–v{site['attempt']}"
     )
+    # Filters search the whole history (the audit index), not the page shown.
+    page.goto(f"{site['url']}/ui/#/context/{site['cid']}")
+    expect(page.locator("#page-range")).to_contain_text(f"v{site['head'] - 99}")
+    page.select_option("#type-filter", "compress")
+    expect(page.locator("#timeline tbody tr")).to_have_count(1)
+    expect(page.locator("#timeline tbody tr td.what")).to_contain_text("4 messages → summary")
     page.select_option("#type-filter", "insert")
     page.fill("#actor-filter", "planner")
+    page.press("#actor-filter", "Enter")
     expect(page.locator("#timeline tbody tr")).to_have_count(1)
     expect(page.locator("#timeline tbody tr td.what")).to_contain_text("Temporary: offer a refund.")
+    page.fill("#actor-filter", "customer")
+    page.press("#actor-filter", "Enter")
+    expect(page.locator("#page-range")).to_have_text("100+ matching")
+    page.click('[data-page="next"]')
+    expect(page.locator("#timeline tbody tr")).to_have_count(30)  # 130 follow-ups in all
+    expect(page.locator("#timeline tbody tr").last).to_contain_text("follow-up 129")
+    page.click('[data-page="prev"]')
+    expect(page.locator("#timeline tbody tr").first).to_contain_text("follow-up 0:")
+    page.fill("#actor-filter", "")
+    page.press("#actor-filter", "Enter")
+    page.select_option("#type-filter", "")
+    expect(page.locator("#page-range")).to_contain_text(f"of {site['head']}")
 
 
 def test_keyboard_moves_through_the_timeline(page, site):

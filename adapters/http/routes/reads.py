@@ -28,6 +28,7 @@ from ctxstore.projections.tokens import MAX_POINTS
 router = APIRouter(prefix=f"{API}/contexts/{{context_id}}", tags=["reads"])
 Version = Annotated[int, Query(ge=1, le=2**62)]
 MAX_STEPS = 1000  # replay steps one request returns; page with from_version
+MAX_PICKED = 200  # versions one stored-events request may name
 
 
 @router.get("/history", response_model=list[HistoryEntry])
@@ -147,12 +148,24 @@ def stored_events(
     payload: Annotated[
         bool, Query(description="false: without what each recorded (its line `what` only)")
     ] = True,
+    versions: Annotated[
+        list[int] | None,
+        Query(max_length=MAX_PICKED, description="these versions only (instead of after)"),
+    ] = None,
 ) -> list[TailEvent]:
     """A page of the context's stored events after a version, each with what it recorded
     (the messages inserted, the deltas appended, ...) and a line saying what it did, as the
     live tail delivers them; with `clip`, each text in what they recorded cut to that many
-    characters (and "…")."""
-    found = ctx.store.events_after(ctx.cid, after, limit)
+    characters (and "…"); with `versions`, those events (a filtered list's)."""
+    if versions is None:
+        found = ctx.store.events_after(ctx.cid, after, limit)
+    else:
+        if any(not 1 <= v <= 2**62 for v in versions):
+            raise InvalidOperationError("versions are 1 .. 2**62")
+        picked = sorted(set(versions))
+        found = [
+            e for v in picked for e in ctx.store.events_after(ctx.cid, v - 1, 1) if e.version == v
+        ]
     if not payload:
         return [e.model_copy(update={"payload": {}}) for e in found]
     if clip is None:

@@ -302,6 +302,7 @@ class ContextPage {
     this.live = new AbortController(); // stops the live tail when the view is left
     this.refreshing = null;
     this.arrived = []; // events the live tail delivered, not drawn yet
+    this.tickets = 0; // timeline reads started: only the newest one draws
   }
 
   async open() {
@@ -336,6 +337,12 @@ class ContextPage {
   wire() {
     for (const button of this.view.querySelectorAll("[data-page]")) {
       button.addEventListener("click", () => {
+        if (this.filtering) { // pages of matches: the cursors of those before are kept
+          const f = this.filtering;
+          const before = { first: [], prev: f.before.slice(0, -1), next: [...f.before, f.cursor] }[button.dataset.page];
+          if (before) this.filter(before.at(-1) ?? 0, before).catch(report);
+          return;
+        }
         const [lo, hi] = this.window;
         const to = { first: PAGE, prev: lo - 1, next: hi + PAGE, last: this.head }[button.dataset.page];
         this.page(to).catch(report);
@@ -351,8 +358,8 @@ class ContextPage {
     }
     const types = $("#type-filter", this.view);
     for (const t of TYPES) types.append(el("option", { value: t, text: t }));
-    types.addEventListener("change", () => this.render());
-    $("#actor-filter", this.view).addEventListener("input", () => this.render());
+    types.addEventListener("change", () => this.filter().catch(report));
+    $("#actor-filter", this.view).addEventListener("change", () => this.filter().catch(report));
     $("#copy-visible", this.view).addEventListener("click", () => this.copyVisible().catch(report));
     $("#copy-prompt", this.view).addEventListener("click", () => this.copyPrompt().catch(report));
     $("#copy-link", this.view).addEventListener("click", () => copyText(location.href, "the link"));
@@ -382,6 +389,7 @@ class ContextPage {
   // The timeline window ending at version `hi` (PAGE versions): the audit index says what
   // was undone, the stored events what each one did.
   async page(hi) {
+    const ticket = ++this.tickets; // a newer page or filter overtakes this one
     hi = Math.max(Math.min(hi, this.head), Math.min(PAGE, this.head));
     const lo = Math.max(1, hi - PAGE + 1);
     const [audit, stored] = await Promise.all([
@@ -389,23 +397,54 @@ class ContextPage {
       api(`/contexts/${this.id}/stored-events`, { after: lo - 1, limit: hi - lo + 1, payload: false }),
     ]);
     performance.mark("ctxstore:page-fetched");
+    if (ticket !== this.tickets) return;
     const recorded = new Map(stored.map((e) => [e.version, e]));
     this.window = [lo, hi];
     this.rows = collapseAppends(audit.entries.map((e) => ({ ...e, what: recorded.get(e.version)?.what })));
     this.render();
   }
 
-  render() {
-    const [lo, hi] = this.window;
-    $("#page-range", this.view).textContent = `v${fmtInt(lo)}–v${fmtInt(hi)} of ${fmtInt(this.head)}`;
-    this.view.querySelector('[data-page="first"]').disabled = lo <= 1;
-    this.view.querySelector('[data-page="prev"]').disabled = lo <= 1;
-    this.view.querySelector('[data-page="next"]').disabled = hi >= this.head;
-    this.view.querySelector('[data-page="last"]').disabled = hi >= this.head;
+  // Filtered by type or actor, the timeline lists the matching events of the whole history
+  // (the audit index's query), PAGE at a time, each with what it did.
+  async filter(after = 0, before = []) {
+    const ticket = ++this.tickets; // a newer page or filter overtakes this one
     const type = $("#type-filter", this.view).value;
-    const actor = $("#actor-filter", this.view).value.trim().toLowerCase();
-    const shown = this.rows.filter((e) => (!type || e.type === type) &&
-      (!actor || e.actor.toLowerCase().includes(actor)));
+    const actor = $("#actor-filter", this.view).value.trim();
+    if (!type && !actor) {
+      this.filtering = null;
+      this.render();
+      return;
+    }
+    const found = await api("/audit", { context_id: this.id, types: type ? [type] : undefined,
+      actor: actor || undefined, after, limit: PAGE });
+    const versions = found.entries.map((e) => e.version);
+    const stored = versions.length
+      ? await api(`/contexts/${this.id}/stored-events`, { versions, payload: false }) : [];
+    if (ticket !== this.tickets) return;
+    const said = new Map(stored.map((e) => [e.version, e.what]));
+    this.filtering = { type, actor, after, cursor: found.cursor, more: found.more, before,
+      rows: found.entries.map((e) => ({ ...e, what: said.get(e.version) })) };
+    this.render();
+  }
+
+  render() {
+    const buttons = Object.fromEntries([...this.view.querySelectorAll("[data-page]")]
+      .map((b) => [b.dataset.page, b]));
+    let shown = this.rows;
+    if (this.filtering) {
+      const f = this.filtering;
+      shown = f.rows;
+      $("#page-range", this.view).textContent =
+        `${fmtInt(f.rows.length)}${f.more ? "+" : ""} matching` + (f.after ? " (later ones)" : "");
+      buttons.first.disabled = buttons.prev.disabled = f.after === 0;
+      buttons.next.disabled = !f.more;
+      buttons.last.disabled = true;
+    } else {
+      const [lo, hi] = this.window;
+      $("#page-range", this.view).textContent = `v${fmtInt(lo)}–v${fmtInt(hi)} of ${fmtInt(this.head)}`;
+      buttons.first.disabled = buttons.prev.disabled = lo <= 1;
+      buttons.next.disabled = buttons.last.disabled = hi >= this.head;
+    }
     $("#timeline tbody", this.view).replaceChildren(...shown.map((e) => this.row(e)));
     this.mark();
   }
@@ -418,7 +457,7 @@ class ContextPage {
       class: e.reverted ? "reverted" : "", title, onclick: () => this.select(e.version) },
     el("td", { class: "mono", text: e.first && e.first !== e.version ? `${e.first}–${e.version}` : e.version }),
     el("td", { class: `type-${e.type}`, text: e.type }),
-    el("td", { class: "what", text: what(e) }),
+    el("td", { class: "what", text: what(e), title: e.message_ids?.length > 1 ? e.message_ids.join("\n") : undefined }),
     el("td", { text: e.actor }),
     el("td", { text: fmtTime(e.timestamp) }),
     el("td", { text: e.batch }),
@@ -455,6 +494,7 @@ class ContextPage {
       this.mark();
       return;
     }
+    if (this.filtering) return;
     const [lo, hi] = this.window;
     if (step > 0 && hi < this.head) {
       this.page(hi + PAGE).then(() => { this.cursorAt = hi + 1; this.mark(); }).catch(report);
@@ -707,7 +747,8 @@ class ContextPage {
       this.rows = collapseAppends(this.rows.concat(fresh)).filter((e) => e.version >= bottom);
       this.window = [bottom, top];
     }
-    this.render();
+    if (this.filtering) await this.filter(this.filtering.after, this.filtering.before);
+    else this.render();
     if (following) this.select(this.head);
     if (this.tab === "calls" && arrived.some((e) => e.type === "usage")) await this.calls();
   }
