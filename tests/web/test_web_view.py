@@ -511,4 +511,5 @@ def test_native_shapes_are_shown_as_people_read_them(page, site):
     page.wait_for_function(
         "(img) => img.complete && img.naturalWidth === 64", arg=thumb.element_handle()
     )
+    thinking.scroll_into_view_if_needed()
     shot(page, "native-shapes")

@@ -100,6 +100,8 @@ function el(tag, attrs = {}, ...children) {
 const $ = (selector, root = document) => root.querySelector(selector);
 const TIME = new Intl.DateTimeFormat(undefined, { dateStyle: "short", timeStyle: "medium", hour12: false });
 const fmtTime = (iso) => TIME.format(new Date(iso));
+const CLOCK = new Intl.DateTimeFormat(undefined, { timeStyle: "medium", hour12: false });
+const fmtClock = (iso) => CLOCK.format(new Date(iso)); // the date is in the row's tooltip
 const fmtInt = (n) => Number(n).toLocaleString("en-US");
 const fmtLatency = (ms) => (ms === undefined || ms === null ? ""
   : ms < 10000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`);
@@ -458,8 +460,8 @@ class ContextPage {
     el("td", { class: "mono", text: e.first && e.first !== e.version ? `${e.first}–${e.version}` : e.version }),
     el("td", { class: `type-${e.type}`, text: e.type }),
     el("td", { class: "what", text: what(e), title: e.message_ids?.length > 1 ? e.message_ids.join("\n") : undefined }),
-    el("td", { text: e.actor }),
-    el("td", { text: fmtTime(e.timestamp) }),
+    el("td", { text: e.actor, title: e.actor }),
+    el("td", { text: fmtClock(e.timestamp), title: fmtTime(e.timestamp) }),
     el("td", { text: e.batch }),
     el("td", {}, from));
   }
