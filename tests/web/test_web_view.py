@@ -511,5 +511,7 @@ def test_native_shapes_are_shown_as_people_read_them(page, site):
     page.wait_for_function(
         "(img) => img.complete && img.naturalWidth === 64", arg=thumb.element_handle()
     )
-    thinking.scroll_into_view_if_needed()
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    thumb.scroll_into_view_if_needed()
     shot(page, "native-shapes")
+
