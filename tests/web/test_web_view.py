@@ -514,4 +514,3 @@ def test_native_shapes_are_shown_as_people_read_them(page, site):
     page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
     thumb.scroll_into_view_if_needed()
     shot(page, "native-shapes")
-
