@@ -130,7 +130,9 @@ def test_two_instances_on_one_database_tail_each_other(durable_url: str):
                 reader = Service(url_b, b).client()
                 c = writer.create(name="shared")
                 seen: list = []
-                t = collect(reader.follow(c, idle=10), 3, seen)
+                # From just after the creation: however late the reader's request starts,
+                # it misses nothing (a follow from the head would start after what it missed).
+                t = collect(reader.follow(c, after=1, idle=10), 3, seen)
                 time.sleep(0.3)
                 for n in range(3):
                     writer.insert(c, {"role": "user", "content": f"m{n}"})
