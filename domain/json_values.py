@@ -100,15 +100,3 @@ def _short(where: str) -> str:
 
 
 __all__ = ["MAX_DEPTH", "json_problem", "json_size_bound"]
-
-
-def clipped(value: Any, chars: int) -> Any:
-    """A JSON value with each string longer than `chars` cut to that many and "…" (a
-    preview of what a large value holds, for a list of many)."""
-    if isinstance(value, str):
-        return value if len(value) <= chars else value[:chars] + "…"
-    if isinstance(value, dict):
-        return {k: clipped(v, chars) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clipped(v, chars) for v in value]
-    return value

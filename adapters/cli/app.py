@@ -7,7 +7,18 @@ from typing import Annotated
 
 import typer
 
-from ctxstore.adapters.cli import admin, audit, commands, keys, reads, retention, shards, streams
+from ctxstore.adapters.cli import (
+    admin,
+    audit,
+    calls,
+    commands,
+    keys,
+    reads,
+    retention,
+    shards,
+    streams,
+    transfer,
+)
 from ctxstore.adapters.cli.common import Options
 from ctxstore.adapters.cli.keys import keys_app
 from ctxstore.adapters.cli.tokens import token_app
@@ -50,11 +61,11 @@ COMMANDS = (
     (audit.audit, "audit"),
     (audit.diff, "diff"),
     (audit.replay, "replay"),
-    (audit.calls, "calls"),
-    (audit.call, "call"),
-    (audit.fork, "fork"),
-    (audit.export, "export"),
-    (audit.import_, "import"),
+    (calls.calls, "calls"),
+    (calls.call, "call"),
+    (transfer.fork, "fork"),
+    (transfer.export, "export"),
+    (transfer.import_, "import"),
     (audit.verify, "verify"),
     (audit.erase, "erase"),
     (audit.erasures, "erasures"),

@@ -10,7 +10,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from ctxstore.adapters.cli.audit import render_change, show_call
+from ctxstore.adapters.cli.audit import render_change
+from ctxstore.adapters.cli.calls import show_call
 from ctxstore.adapters.cli.common import (
     JsonFlag,
     LimitOption,

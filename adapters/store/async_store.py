@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import functools
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, Self, TypeVar
@@ -27,6 +27,7 @@ from uuid import UUID
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.storage.async_events import AsyncEvents
 from ctxstore.adapters.store import compaction, tail
+from ctxstore.adapters.store.async_history import AsyncHistory
 from ctxstore.adapters.store.async_reply_stream import AsyncReplyStream
 from ctxstore.adapters.store.async_writer import AsyncWriter, Unblocked
 from ctxstore.adapters.store.attachments import lifts_any
@@ -35,21 +36,11 @@ from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.reply_stream import StreamPolicy, opening_message
 from ctxstore.adapters.store.results import (
-    AuditPage,
-    BatchFrame,
     Compaction,
     ContextSummary,
-    Diff,
     Erasure,
-    HistoryEntry,
-    ModelCall,
-    ModelUsage,
     Prompt,
-    PromptDiff,
-    ReplayStep,
     TailEvent,
-    TokenSeries,
-    Verification,
     VisibleContext,
     Written,
 )
@@ -66,7 +57,7 @@ from ctxstore.projections.visible import visible_of
 T = TypeVar("T")
 
 
-class AsyncContextStore(AsyncContextOperations):
+class AsyncContextStore(AsyncHistory, AsyncContextOperations):
     """Stores contexts as event streams, for asyncio callers; see the module."""
 
     def __init__(self, store: ContextStore, events: AsyncEvents, threads: int = 4) -> None:
@@ -109,10 +100,6 @@ class AsyncContextStore(AsyncContextOperations):
         if lifts_any(payload):
             return await self._offload(build, *args, **kwargs)
         return build(*args, **kwargs)
-
-    async def _offload(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, functools.partial(fn, *args, **kwargs))
 
     # ---- contexts ----------------------------------------------------------------------
 
@@ -367,65 +354,6 @@ class AsyncContextStore(AsyncContextOperations):
             resources=resources, safety=safety, at_version=at_version, similarity=similarity,
         )  # fmt: skip
 
-    async def history(
-        self, context_id: UUID | str, *, types: Sequence[str] | None = None,
-        actor: str | None = None, from_version: int | None = None,
-        to_version: int | None = None, changes: bool = False,
-    ) -> list[HistoryEntry]:  # fmt: skip
-        return await self._offload(
-            self._store.history, context_id, types=types, actor=actor,
-            from_version=from_version, to_version=to_version, changes=changes,
-        )  # fmt: skip
-
-    async def batches(self, context_id: UUID | str) -> list[BatchFrame]:
-        return await self._offload(self._store.batches, context_id)
-
-    async def diff(self, context_id: UUID | str, from_version: int, to_version: int) -> Diff:
-        return await self._offload(self._store.diff, context_id, from_version, to_version)
-
-    async def token_series(self, context_id: UUID | str, *, points: int = 500) -> TokenSeries:
-        return await self._offload(self._store.token_series, context_id, points=points)
-
-    async def calls(self, context_id: UUID | str) -> list[ModelCall]:
-        return await self._offload(self._store.calls, context_id)
-
-    async def call(self, context_id: UUID | str, number: int) -> ModelCall:
-        return await self._offload(self._store.call, context_id, number)
-
-    async def call_diff(self, context_id: UUID | str, number: int) -> PromptDiff:
-        return await self._offload(self._store.call_diff, context_id, number)
-
-    async def replay(
-        self, context_id: UUID | str, *, from_version: int = 1, to_version: int | None = None
-    ) -> list[ReplayStep]:
-        return await self._offload(
-            lambda: list(self._store.replay(context_id, from_version=from_version,
-                                            to_version=to_version))
-        )  # fmt: skip
-
-    async def usage_report(
-        self, *, model: str | None = None, context_id: UUID | str | None = None,
-        tenant: str | None = None,
-    ) -> list[ModelUsage]:  # fmt: skip
-        return await self._offload(
-            self._store.usage_report, model=model, context_id=context_id, tenant=tenant
-        )
-
-    async def verify(self, context_id: UUID | str | None = None) -> Verification:
-        return await self._offload(self._store.verify, context_id)
-
-    async def audit(
-        self, *, since: datetime | None = None, until: datetime | None = None,
-        types: Sequence[str] | None = None, actor: str | None = None,
-        context_id: UUID | str | None = None, tenant: str | None = None, after: int = 0,
-        limit: int = 100, from_version: int | None = None, to_version: int | None = None,
-    ) -> AuditPage:  # fmt: skip
-        return await self._offload(
-            self._store.audit, since=since, until=until, types=types, actor=actor,
-            context_id=context_id, tenant=tenant, after=after, limit=limit,
-            from_version=from_version, to_version=to_version,
-        )  # fmt: skip
-
     async def follow(
         self, context_id: UUID | str, *, after: int | None = None, idle: float | None = None
     ) -> AsyncIterator[TailEvent]:
@@ -464,30 +392,6 @@ class AsyncContextStore(AsyncContextOperations):
                         return
         finally:
             unsubscribe()
-
-    # ---- transfer ------------------------------------------------------------------------
-
-    async def export_events(self, context_id: UUID | str) -> list[str]:
-        return await self._offload(lambda: list(self._store.export_events(context_id)))
-
-    async def import_events(
-        self, lines: Iterable[str], *, new_id: bool = False, without_trailer: bool = False,
-        progress: Callable[[int, int], None] | None = None, tenant: str | None = None,
-    ) -> UUID:  # fmt: skip
-        return await self._offload(
-            self._store.import_events, list(lines), new_id=new_id,
-            without_trailer=without_trailer, progress=progress, tenant=tenant,
-        )  # fmt: skip
-
-    async def import_transcript(
-        self, messages: str | Sequence[JSON], *, name: str | None = None,
-        actor: str | None = None, progress: Callable[[int, int], None] | None = None,
-        tenant: str | None = None,
-    ) -> UUID:  # fmt: skip
-        return await self._offload(
-            self._store.import_transcript, messages, name=name, actor=actor,
-            progress=progress, tenant=tenant,
-        )  # fmt: skip
 
     async def close(self) -> None:
         await self._events.close()

@@ -22,7 +22,6 @@ from ctxstore.adapters.store.results import (
 )
 from ctxstore.domain.conversions import convert
 from ctxstore.domain.errors import InvalidOperationError
-from ctxstore.domain.json_values import clipped
 from ctxstore.projections.tokens import MAX_POINTS
 
 router = APIRouter(prefix=f"{API}/contexts/{{context_id}}", tags=["reads"])
@@ -141,10 +140,6 @@ def stored_events(
     ctx: Owned,
     after: Annotated[int, Query(ge=0, le=2**62, description="the events after this version")] = 0,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    clip: Annotated[
-        int | None,
-        Query(ge=16, le=1_000_000, description="cut each text longer than this (previews)"),
-    ] = None,
     payload: Annotated[
         bool, Query(description="false: without what each recorded (its line `what` only)")
     ] = True,
@@ -155,8 +150,7 @@ def stored_events(
 ) -> list[TailEvent]:
     """A page of the context's stored events after a version, each with what it recorded
     (the messages inserted, the deltas appended, ...) and a line saying what it did, as the
-    live tail delivers them; with `clip`, each text in what they recorded cut to that many
-    characters (and "…"); with `versions`, those events (a filtered list's)."""
+    live tail delivers them; with `versions`, those events (a filtered list's)."""
     if versions is None:
         found = ctx.store.events_after(ctx.cid, after, limit)
     else:
@@ -168,9 +162,7 @@ def stored_events(
         ]
     if not payload:
         return [e.model_copy(update={"payload": {}}) for e in found]
-    if clip is None:
-        return found
-    return [e.model_copy(update={"payload": clipped(e.payload, clip)}) for e in found]
+    return found
 
 
 @router.get("/replay", response_model=list[Step])
