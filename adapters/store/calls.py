@@ -49,25 +49,32 @@ def model_call_numbered(
     """Call `number` (1 the first, -1 the last) with exactly the messages it sent and the
     messages written for it (its response)."""
     cid = core.id(context_id)
-    if not strict_int(number) or number == 0:
-        raise InvalidOperationError(f"a call number is 1, 2, ... (or -1 the last), got {number!r}")
     entries = call_entries(core, cid, index=index)
-    if not -len(entries) <= number <= len(entries):
-        raise InvalidOperationError(
-            f"context {cid} has {len(entries)} recorded call(s), not a call {number}"
-        )
-    n = number if number > 0 else len(entries) + number + 1
+    n = _numbered(cid, number, len(entries))
     return _with_messages(core, cid, n, entries[n - 1])
 
 
 def call_with_previous(
     core: StoreCore, context_id: UUID | str, number: int, *, index: bool = True
 ) -> tuple[ModelCall, ModelCall | None]:
-    """Call `number` and the one before it, each with the messages it sent."""
-    call = model_call_numbered(core, context_id, number, index=index)
-    if call.number == 1:
-        return call, None
-    return call, model_call_numbered(core, context_id, call.number - 1, index=False)
+    """Call `number` and the one before it, each with the messages it sent (the calls
+    listed once for both)."""
+    cid = core.id(context_id)
+    entries = call_entries(core, cid, index=index)
+    n = _numbered(cid, number, len(entries))
+    call = _with_messages(core, cid, n, entries[n - 1])
+    return call, None if n == 1 else _with_messages(core, cid, n - 1, entries[n - 2])
+
+
+def _numbered(cid: UUID, number: int, recorded: int) -> int:
+    """Call `number` as counted from 1 (-1: the last); refuses one the context lacks."""
+    if not strict_int(number) or number == 0:
+        raise InvalidOperationError(f"a call number is 1, 2, ... (or -1 the last), got {number!r}")
+    if not -recorded <= number <= recorded:
+        raise InvalidOperationError(
+            f"context {cid} has {recorded} recorded call(s), not a call {number}"
+        )
+    return number if number > 0 else recorded + number + 1
 
 
 def _with_messages(core: StoreCore, cid: UUID, n: int, entry: AuditEntry) -> ModelCall:
