@@ -69,6 +69,17 @@ class StoreUnavailableError(CtxStoreError):
     """The database behind the store cannot be reached or opened."""
 
 
+class OutcomeUnknownError(StoreUnavailableError):
+    """A write reached the database but whether it was committed cannot be told now (the
+    store cannot be read). Its events carry `command_id`: once the store answers, the
+    context's history says whether they are there (never retry blindly)."""
+
+    def __init__(self, message: str, *, context_id: str = "", command_id: str = "") -> None:
+        super().__init__(message)
+        self.context_id = context_id
+        self.command_id = command_id
+
+
 class TooManyClientsError(StoreUnavailableError):
     """A service instance already serves as many live tails as it may; retry later."""
 

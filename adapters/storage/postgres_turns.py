@@ -41,8 +41,14 @@ class PostgresTurns(Turns):
             try:
                 yield Turn(conn)
             finally:
-                conn.execute(
-                    "SELECT pg_advisory_unlock(%s), set_config('lock_timeout', %s, false), "
-                    "set_config(%s, '', false)",
-                    (key, was, TURN_SETTING),
-                )
+                try:
+                    conn.execute(
+                        "SELECT pg_advisory_unlock(%s), set_config('lock_timeout', %s, false), "
+                        "set_config(%s, '', false)",
+                        (key, was, TURN_SETTING),
+                    )
+                except psycopg.Error:
+                    # Never hand the pool a session that may still hold the lock: closed,
+                    # the session (and its lock) ends; the pool drops a closed connection.
+                    conn.close()
+                    raise

@@ -271,7 +271,7 @@ class AsyncContextStore(AsyncHistory, AsyncContextOperations):
             core, written.tokens, written.messages
         ):
             await self._offload(
-                compaction.compact_proactively, core, self._store._writer,
+                compaction.compact_after_write, core, self._store._writer,
                 written.context_id, core.actor(actor),
             )  # fmt: skip
         return written

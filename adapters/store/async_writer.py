@@ -12,25 +12,27 @@ refusals, same retries as the sync writer.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from uuid import UUID, uuid4
 
-from eventsourcing.persistence import IntegrityError, PersistenceError
+from eventsourcing.persistence import PersistenceError
 
 from ctxstore.adapters.storage.async_events import AsyncEvents
 from ctxstore.adapters.storage.events import DAMAGE, damaged
-from ctxstore.adapters.storage.turns import TURN_HELD
 from ctxstore.adapters.store.cache import Held
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import Written
+from ctxstore.adapters.store.write_attempt import Next, StoredBy, drive_async, settle
 from ctxstore.adapters.store.writer import MAX_ATTEMPTS, Command, Writer, written_of
 from ctxstore.domain.context import Context
-from ctxstore.domain.errors import CtxStoreError, StoreUnavailableError, VersionConflictError
+from ctxstore.domain.errors import CtxStoreError, VersionConflictError
 from ctxstore.domain.limits import check_int
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 Offload = Callable[..., Awaitable[Any]]
 
 
@@ -98,31 +100,31 @@ class AsyncWriter:
         events = ctx.collect_events()
         try:
             await self._put(held, cid, before, events, command_id)
-        except IntegrityError as exc:
-            held.stale()
-            if TURN_HELD in str(exc):
-                self.core.storage.turns.saw_others(cid)
-                return None
-            if await self.offload(self.writer.stored_by, cid, before + 1, command_id):
-                held.ctx = ctx  # the insert landed; its reply was lost
-            elif expected is not None:
-                raise VersionConflictError(
-                    f"context {cid} moved past version {expected} while writing"
-                ) from exc
-            else:
-                return None
         except PersistenceError as exc:
             held.stale()
-            if not await self.offload(self.writer.stored_by, cid, before + 1, command_id, exc):
-                raise StoreUnavailableError(
-                    f"context {cid}: the write failed and was not stored ({exc})"
-                ) from exc
-            held.ctx = ctx
+
+            async def stored_by(q: StoredBy) -> bool:
+                found: bool = await self.offload(
+                    self.writer.stored_by, cid, q.version, command_id, q.cause
+                )
+                return found
+
+            after = await drive_async(settle(cid, before, exc, expected), stored_by)
+            if after is Next.TAKE_TURN:
+                self.core.storage.turns.saw_others(cid)
+                return None
+            if after is Next.RETRY:
+                return None
+            held.ctx = ctx  # the insert landed; its reply was lost
         except BaseException:
             held.stale()
             raise
+        # Past the commit point: the command is stored, whatever happens to the snapshot.
         if self.writer.snapshot_due(ctx, before):
-            await self.offload(self.writer.maybe_snapshot, ctx, before)
+            try:
+                await self.offload(self.writer.maybe_snapshot, ctx, before)
+            except Exception as exc:  # (maybe_snapshot logs the store's own failures)
+                log.warning("context %s: stored; its snapshot failed: %s", cid, exc)
         return written_of(cid, ctx, touched)
 
     async def ready(self, cid: UUID, *, create: bool = False) -> None:

@@ -4,6 +4,7 @@ again if the context moved meanwhile."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 from uuid import UUID
 
@@ -19,6 +20,8 @@ from ctxstore.domain.prompt import Strategy
 from ctxstore.domain.summarize import Summarizer, compaction_stats, summarize_with_bisect
 from ctxstore.domain.tokens import REPLY_PRIMING
 from ctxstore.domain.transcript import blocks_of
+
+log = logging.getLogger(__name__)
 
 
 def planner_entries(ctx: Context) -> list[Entry]:
@@ -113,6 +116,16 @@ def compact_proactively(
     except NothingToSummarizeError:
         return None
     return None if done.skipped else done
+
+
+def compact_after_write(core: StoreCore, writer: Writer, cid: UUID, actor: str) -> None:
+    """Compact proactively after a stored write. The write is stored whatever happens
+    here: a failure (the summarizer's, the store's) is logged, never reported as the
+    write's, which a caller would then retry and store twice."""
+    try:
+        compact_proactively(core, writer, cid, actor)
+    except Exception:
+        log.warning("context %s: stored; compacting after the write failed", cid, exc_info=True)
 
 
 def recover(

@@ -172,7 +172,7 @@ class ContextStore(
         if self.settings.compaction.auto and compaction.crossed(
             self._core, written.tokens, written.messages
         ):
-            compaction.compact_proactively(
+            compaction.compact_after_write(
                 self._core, self._writer, written.context_id, self._core.actor(actor)
             )
         return written

@@ -17,7 +17,7 @@ from uuid import UUID, uuid4
 
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
-from ctxstore.adapters.storage.backend import never_sent
+from ctxstore.adapters.storage.backend import driver_errors, never_sent
 from ctxstore.adapters.storage.codec.chain import GENESIS, anchor, command_of, unseal
 from ctxstore.adapters.storage.snapshot_policy import held_messages, prune_superseded
 from ctxstore.adapters.storage.snapshot_policy import step as snapshot_step
@@ -25,13 +25,13 @@ from ctxstore.adapters.storage.turns import MOVED, TURN_HELD, Turn
 from ctxstore.adapters.store.cache import Held
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import Written
+from ctxstore.adapters.store.write_attempt import Next, drive, settle
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
     ContextExistsError,
-    ContextMovedError,
     ContextNotFoundError,
     CtxStoreError,
-    StoreUnavailableError,
+    OutcomeUnknownError,
     VersionConflictError,
 )
 from ctxstore.domain.limits import check_int
@@ -85,68 +85,73 @@ class Writer:
                 # catches up with the newest events.
                 with held.lock:
                     self.core.cached_or_loaded(cid, held)
-            with held.lock, turns.turn(cid, wanted) as turn:
-                if turn is not None:
-                    # Holding the context's turn: read what others stored; the write follows.
-                    ctx, fresh = self.core.fresh(cid, held), True
-                    if ctx.version > (held.chain or (0, ""))[0]:
-                        turns.saw_others(cid)  # others still write here: keep queueing
-                else:
-                    ctx, fresh = self.core.cached_or_loaded(cid, held)
-                if expected_version is not None and ctx.version != expected_version and not fresh:
-                    ctx, fresh = self.core.fresh(cid, held), True
-                if expected_version is not None and ctx.version != expected_version:
-                    raise VersionConflictError(
-                        f"context {cid} is at version {ctx.version}, not {expected_version}"
+            stored: Written | None = None  # set at the commit point: from there, success
+            try:
+                with held.lock, turns.turn(cid, wanted) as turn:
+                    stored, refused = self._attempt(
+                        cid, held, turn, expected_version, command, command_id
                     )
-                before = ctx.version
-                try:
-                    self.core.retention.check(ctx)  # an expired context takes no writes
-                    touched = command(ctx)
-                except CtxStoreError:
-                    held.stale()
-                    if fresh:
-                        raise
-                    continue  # the refusal may come from a stale cache: judge on fresh state
-                except BaseException:
-                    held.stale()
+                    if stored is not None:
+                        return stored
+            except driver_errors() as exc:
+                if stored is None:
                     raise
-                events = ctx.collect_events()
-                try:
-                    self.put(held, cid, before, events, turn, command_id)
-                except IntegrityError as exc:
-                    held.stale()
-                    refused = TURN_HELD in str(exc)
-                    if refused:
-                        turns.saw_others(cid)
-                        continue
-                    if self.stored_by(cid, before + 1, command_id):
-                        # The insert was committed and its reply lost; the library's retry
-                        # then met the events it had stored itself: they are this command's.
-                        held.ctx = ctx
-                    elif expected_version is not None:
-                        raise VersionConflictError(
-                            f"context {cid} moved past version {expected_version} while writing"
-                        ) from exc
-                    else:
-                        continue
-                except PersistenceError as exc:
-                    held.stale()
-                    if MOVED in str(exc):
-                        raise ContextMovedError(
-                            f"context {cid} was moved to another server"
-                        ) from exc
-                    if not self.stored_by(cid, before + 1, command_id, exc):
-                        raise StoreUnavailableError(
-                            f"context {cid}: the write failed and was not stored ({exc})"
-                        ) from exc
-                    held.ctx = ctx  # stored: the reply alone was lost
-                except BaseException:
-                    held.stale()
-                    raise
-                self.maybe_snapshot(ctx, before)
-                return written_of(cid, ctx, touched)
+                # Releasing the turn failed after the commit (the connection died with the
+                # session, and its lock with it): the command is stored all the same.
+                log.warning("context %s: stored; releasing its turn failed: %s", cid, exc)
+                return stored
         raise VersionConflictError(f"context {cid}: gave up after {MAX_ATTEMPTS} racing writes")
+
+    def _attempt(
+        self, cid: UUID, held: Held, turn: Turn | None, expected_version: int | None,
+        command: Command, command_id: str,
+    ) -> tuple[Written | None, bool]:  # fmt: skip
+        """One try under the context's lock: (what it wrote, False), or (None, whether
+        another writer holds the turn) when the command must run again."""
+        turns = self.storage.turns
+        if turn is not None:
+            # Holding the context's turn: read what others stored; the write follows.
+            ctx, fresh = self.core.fresh(cid, held), True
+            if ctx.version > (held.chain or (0, ""))[0]:
+                turns.saw_others(cid)  # others still write here: keep queueing
+        else:
+            ctx, fresh = self.core.cached_or_loaded(cid, held)
+        if expected_version is not None and ctx.version != expected_version and not fresh:
+            ctx, fresh = self.core.fresh(cid, held), True
+        if expected_version is not None and ctx.version != expected_version:
+            raise VersionConflictError(
+                f"context {cid} is at version {ctx.version}, not {expected_version}"
+            )
+        before = ctx.version
+        try:
+            self.core.retention.check(ctx)  # an expired context takes no writes
+            touched = command(ctx)
+        except CtxStoreError:
+            held.stale()
+            if fresh:
+                raise
+            return None, False  # the refusal may come from a stale cache: judge on fresh state
+        except BaseException:
+            held.stale()
+            raise
+        events = ctx.collect_events()
+        try:
+            self.put(held, cid, before, events, turn, command_id)
+        except PersistenceError as exc:
+            held.stale()
+            steps = settle(cid, before, exc, expected_version)
+            after = drive(steps, lambda q: self.stored_by(cid, q.version, command_id, q.cause))
+            if after is Next.TAKE_TURN:
+                turns.saw_others(cid)
+                return None, True
+            if after is Next.RETRY:
+                return None, False
+            held.ctx = ctx  # stored: the reply alone was lost
+        except BaseException:
+            held.stale()
+            raise
+        self.maybe_snapshot(ctx, before)
+        return written_of(cid, ctx, touched), False
 
     def put(
         self, held: Held, cid: Any, before: int, events: Sequence[Any], turn: Turn | None = None,
@@ -179,15 +184,16 @@ class Writer:
         self, cid: Any, version: int, command: str, cause: BaseException | None = None
     ) -> bool:
         """Whether the event at `version` was stored by `command` (a write whose reply was
-        lost). Raises StoreUnavailableError when the store cannot be read to tell."""
+        lost). Raises OutcomeUnknownError when the store cannot be read to tell."""
         if never_sent(cause):
             return False  # no connection was had: nothing reached the server
         try:
             found = self.storage.recorder.select_events(cid, gt=version - 1, lte=version, limit=1)
         except PersistenceError as exc:
-            raise StoreUnavailableError(
+            raise OutcomeUnknownError(
                 f"context {cid}: the write's outcome is unknown, the store cannot be read "
-                f"({cause or exc})"
+                f"(command {command}; {cause or exc})",
+                context_id=str(cid), command_id=command,
             ) from exc
         if not found:
             return False
@@ -227,7 +233,7 @@ class Writer:
                 self.storage.backend, snapshots.recorder, ctx.id, ctx.version, held,
                 origin=None if origin is None else origin.version,
             )  # fmt: skip
-        except PersistenceError:
+        except driver_errors():
             # The command's event is stored; a missing snapshot only costs read time.
             log.warning(
                 "snapshot of context %s at version %d (or deleting the one it supersedes) failed",
