@@ -123,8 +123,8 @@ class AsyncWriter:
         if self.writer.snapshot_due(ctx, before):
             try:
                 await self.offload(self.writer.maybe_snapshot, ctx, before)
-            except Exception as exc:  # (maybe_snapshot logs the store's own failures)
-                log.warning("context %s: stored; its snapshot failed: %s", cid, exc)
+            except Exception:
+                log.warning("context %s: stored; its snapshot failed", cid, exc_info=True)
         return written_of(cid, ctx, touched)
 
     async def ready(self, cid: UUID, *, create: bool = False) -> None:

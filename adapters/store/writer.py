@@ -21,7 +21,7 @@ from ctxstore.adapters.storage.backend import driver_errors, never_sent
 from ctxstore.adapters.storage.codec.chain import GENESIS, anchor, command_of, unseal
 from ctxstore.adapters.storage.snapshot_policy import held_messages, prune_superseded
 from ctxstore.adapters.storage.snapshot_policy import step as snapshot_step
-from ctxstore.adapters.storage.turns import MOVED, TURN_HELD, Turn
+from ctxstore.adapters.storage.turns import Turn
 from ctxstore.adapters.store.cache import Held
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import Written
@@ -193,7 +193,8 @@ class Writer:
             raise OutcomeUnknownError(
                 f"context {cid}: the write's outcome is unknown, the store cannot be read "
                 f"(command {command}; {cause or exc})",
-                context_id=str(cid), command_id=command,
+                context_id=str(cid),
+                command_id=command,
             ) from exc
         if not found:
             return False

@@ -20,7 +20,6 @@ from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import OutcomeUnknownError, StoreUnavailableError
 
 
-
 class Broken(sqlite3.OperationalError):
     """A database failure raised by a driver after the command's commit."""
 
@@ -61,7 +60,6 @@ def test_a_proactive_compaction_failing_after_an_insert_reports_the_insert_store
     assert asyncio.run(through_async()) == 6
 
 
-
 @pytest.mark.postgres
 def test_releasing_a_turn_on_a_dead_connection_reports_the_command_stored(pg_url, monkeypatch):
     """The turn's connection dies after the write committed: the unlock fails, the command
@@ -93,8 +91,6 @@ def test_releasing_a_turn_on_a_dead_connection_reports_the_command_stored(pg_url
 
 @pytest.mark.postgres
 @pytest.mark.slow
-
-
 def _admin(pg_url: str, pg_admin_dsn: str) -> str:
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
