@@ -31,3 +31,13 @@ def test_mypy_strict():
     for target in ([], ["tests", "bench"]):
         done = run("mypy", *target)
         assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_generated_faces_are_current():
+    """The async contract, the async store's offloaded operations and the sharded store's
+    routed ones are generated (tools/gen_faces.py): never edited by hand, never stale."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "gen_faces.py"), "--check"],
+        check=False, cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr

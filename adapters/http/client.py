@@ -38,6 +38,7 @@ from ctxstore.adapters.store.results import (
 from ctxstore.adapters.store.transfer import transcript_messages
 from ctxstore.domain.blobs import BlobRef, parse_ref
 from ctxstore.domain.context import JSON, MessageRef
+from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.domain.messages import as_plain, is_one_message
 from ctxstore.domain.prompt import Strategy
 from ctxstore.domain.streaming import neutral_deltas
@@ -215,10 +216,19 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
         completion_tokens: int = 0,
         version: int | None = None,
         counted_tokens: int | None = None,
+        prompt: Prompt | None = None,
         sent: Sequence[str | JSON] | None = None,
         latency: float | None = None,
         idempotency_key: str | None = None,
     ) -> Written:
+        if prompt is not None:  # what the store takes from a prompt, sent as the service takes it
+            if not isinstance(prompt, Prompt):
+                raise InvalidOperationError(f"prompt must be a Prompt, got {type(prompt).__name__}")
+            if sent is not None:
+                raise InvalidOperationError("give a prompt or the messages sent, not both")
+            version = prompt.version if version is None else version
+            counted_tokens = prompt.tokens if counted_tokens is None else counted_tokens
+            sent = [m.model_dump(mode="json") for m in prompt.messages]
         body = {
             "model": model, "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens, "version": version,
@@ -331,11 +341,12 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
         self,
         context_id: UUID | str,
         *,
+        trigger: str = "manual",
         dry_run: bool = False,
         idempotency_key: str | None = None,
     ) -> Compaction:
         return self._post(
-            f"{self._ctx(context_id)}/compact", {"dry_run": dry_run},
+            f"{self._ctx(context_id)}/compact", {"trigger": trigger, "dry_run": dry_run},
             Compaction, key=idempotency_key,
         )  # fmt: skip
 

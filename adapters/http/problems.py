@@ -123,9 +123,11 @@ def install(app: FastAPI) -> None:
             for e in exc.errors()
         ]
         where = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:5])
+        # `error`: the class the in-process store raises for a value it refuses, so that
+        # the client raises what the store would (a version 0, a limit out of range).
         return problem(
             422, "invalid-request", f"the request is not valid: {where}",
-            instance=request.url.path, errors=errors,
+            instance=request.url.path, errors=errors, error="InvalidOperationError",
         )  # fmt: skip
 
     @app.exception_handler(StarletteHTTPException)

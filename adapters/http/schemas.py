@@ -175,6 +175,7 @@ class PromptBody(Body):
 
 
 class CompactBody(Body):
+    trigger: str = "manual"  # recorded in the compaction's stats (the store checks it)
     dry_run: bool = False
 
 

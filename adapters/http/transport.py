@@ -80,10 +80,10 @@ class ServiceTransport:
                 response = self.http.request(
                     method, path, json=json, params=query, headers=headers, content=content
                 )
-            except httpx.TransportError:
+            except httpx.TransportError as exc:
                 # Safe to resend: reads change nothing, and writes carry an idempotency key.
                 if not safe or attempt == self.retries:
-                    raise
+                    raise self._unreachable(method, path, exc, headers) from exc
                 time.sleep(0.05 * 2**attempt)
                 continue
             if response.status_code == 409 and response.headers.get("retry-after"):
@@ -93,6 +93,26 @@ class ServiceTransport:
                 raise self._error(response)
             return response
         raise ServiceError(409, {"detail": "the request was still running after retries"})
+
+    def _unreachable(
+        self, method: str, path: str, exc: httpx.TransportError, headers: dict[str, str] | None
+    ) -> errors.StoreUnavailableError:
+        """A request that got no answer, typed as the in-process store types an outage: a
+        read or a request never sent is unavailable; a write that may have reached the
+        service is of unknown outcome, named by its idempotency key (resend it with that key
+        to learn the outcome without writing twice)."""
+        where = f"{method} {self.http.base_url}{path}"
+        sent = not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
+        key = (headers or {}).get("Idempotency-Key", "")
+        if method != "GET" and sent:
+            return errors.OutcomeUnknownError(
+                f"{where}: no answer, the write may or may not be stored "
+                f"(Idempotency-Key {key or 'none'}): {type(exc).__name__}: {exc}",
+                command_id=key,
+            )
+        return errors.StoreUnavailableError(
+            f"{where}: the service cannot be reached: {type(exc).__name__}: {exc}"
+        )
 
     @staticmethod
     def _error(response: httpx.Response) -> errors.CtxStoreError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Self
 from uuid import UUID
 
+from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.reply_stream import KeptDeltas, StreamPolicy
 from ctxstore.adapters.store.results import Written
 from ctxstore.domain.errors import InvalidOperationError
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from ctxstore.adapters.store.async_store import AsyncContextStore
 
 
+@type_faults
 class AsyncReplyStream:
     """A reply being stored as it streams, for asyncio callers (adapters/store/
     reply_stream.py says when kept deltas are written)."""

@@ -27,19 +27,16 @@ from uuid import UUID
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.storage.async_events import AsyncEvents
 from ctxstore.adapters.store import compaction, tail
-from ctxstore.adapters.store.async_history import AsyncHistory
+from ctxstore.adapters.store.async_offloaded import AsyncOffloaded
 from ctxstore.adapters.store.async_reply_stream import AsyncReplyStream
 from ctxstore.adapters.store.async_writer import AsyncWriter, Unblocked
 from ctxstore.adapters.store.attachments import lifts_any
 from ctxstore.adapters.store.commands import Planned
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.reply_stream import StreamPolicy, opening_message
 from ctxstore.adapters.store.results import (
-    Compaction,
-    ContextSummary,
-    Erasure,
-    Prompt,
     TailEvent,
     VisibleContext,
     Written,
@@ -47,25 +44,24 @@ from ctxstore.adapters.store.results import (
 from ctxstore.domain.blobs import has_references
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.errors import ContextNotFoundError
-from ctxstore.domain.messages import Message
-from ctxstore.domain.packing import Resource
-from ctxstore.domain.prompt import Similarity, Strategy
-from ctxstore.domain.summarize import Summarizer
 from ctxstore.projections.history import tail_event
 from ctxstore.projections.visible import visible_of
 
 T = TypeVar("T")
 
 
-class AsyncContextStore(AsyncHistory, AsyncContextOperations):
+@type_faults
+class AsyncContextStore(AsyncOffloaded, AsyncContextOperations):
     """Stores contexts as event streams, for asyncio callers; see the module."""
 
     def __init__(self, store: ContextStore, events: AsyncEvents, threads: int = 4) -> None:
         self._store = store
-        self._core = store._core
+        self._parts = parts = store.parts
+        self._core = parts.core
+        self._commands = parts.commands
         self._events = events
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ctxstore-async")
-        self._writer = AsyncWriter(self._core, store._writer, events, self._offload)
+        self._writer = AsyncWriter(self._core, parts.writer, events, self._offload)
 
     @classmethod
     async def open(
@@ -81,7 +77,7 @@ class AsyncContextStore(AsyncHistory, AsyncContextOperations):
         )  # fmt: skip
         # The default encoding loaded now, off the loop (building one takes ~0.3 s).
         await loop.run_in_executor(None, store.tokenizers.counter, store.settings.encoding)
-        return cls(store, store._storage.async_events())
+        return cls(store, store.parts.storage.async_events())
 
     @property
     def settings(self) -> Settings:
@@ -103,50 +99,6 @@ class AsyncContextStore(AsyncHistory, AsyncContextOperations):
 
     # ---- contexts ----------------------------------------------------------------------
 
-    async def create(
-        self, *, name: str | None = None, metadata: JSON | None = None,
-        encoding: str | None = None, actor: str | None = None, tenant: str | None = None,
-        context_id: UUID | str | None = None, model: str | None = None,
-    ) -> UUID:  # fmt: skip
-        return await self._offload(
-            self._store.create, name=name, metadata=metadata, encoding=encoding, actor=actor,
-            tenant=tenant, context_id=context_id, model=model,
-        )  # fmt: skip
-
-    async def context_for_key(
-        self, key: str, *, tenant: str | None = None, name: str | None = None,
-        metadata: JSON | None = None, actor: str | None = None,
-    ) -> UUID:  # fmt: skip
-        return await self._offload(
-            self._store.context_for_key, key, tenant=tenant, name=name, metadata=metadata,
-            actor=actor,
-        )  # fmt: skip
-
-    async def contexts(
-        self, *, limit: int = 1000, tenant: str | None = None, search: str | None = None
-    ) -> list[ContextSummary]:
-        return await self._offload(self._store.contexts, limit=limit, tenant=tenant, search=search)
-
-    async def fork(
-        self, context_id: UUID | str, *, at_version: int | None = None, name: str | None = None,
-        metadata: JSON | None = None, actor: str | None = None,
-    ) -> UUID:  # fmt: skip
-        return await self._offload(
-            self._store.fork, context_id, at_version=at_version, name=name, metadata=metadata,
-            actor=actor,
-        )  # fmt: skip
-
-    async def erase(
-        self, context_id: UUID | str, *, reason: str, with_forks: bool | None = None,
-        actor: str | None = None,
-    ) -> Erasure:  # fmt: skip
-        return await self._offload(
-            self._store.erase, context_id, reason=reason, with_forks=with_forks, actor=actor
-        )
-
-    async def erasures(self) -> list[Erasure]:
-        return await self._offload(self._store.erasures)
-
     # ---- commands: on the loop ---------------------------------------------------------
 
     async def insert(
@@ -155,7 +107,7 @@ class AsyncContextStore(AsyncHistory, AsyncContextOperations):
         format: str | None = None,
     ) -> Written:  # fmt: skip
         cid, command = await self._plan(
-            self._store._commands.insert, messages, context_id, messages, after=after,
+            self._commands.insert, messages, context_id, messages, after=after,
             actor=actor, format=format,
         )  # fmt: skip
         return await self._compacting(
@@ -166,7 +118,7 @@ class AsyncContextStore(AsyncHistory, AsyncContextOperations):
         self, context_id: UUID | str, ids: MessageRef | Sequence[MessageRef], *,
         actor: str | None = None, expected_version: int | None = None,
     ) -> Written:  # fmt: skip
-        cid, command = self._store._commands.delete(context_id, ids, actor=actor)
+        cid, command = self._commands.delete(context_id, ids, actor=actor)
         return await self._writer.command(cid, expected_version, command)
 
     async def replace(
@@ -174,7 +126,7 @@ class AsyncContextStore(AsyncHistory, AsyncContextOperations):
         actor: str | None = None, expected_version: int | None = None,
     ) -> Written:  # fmt: skip
         cid, command = await self._plan(
-            self._store._commands.replace, message, context_id, message_id, message, actor=actor
+            self._commands.replace, message, context_id, message_id, message, actor=actor
         )
         return await self._writer.command(cid, expected_version, command)
 
@@ -184,33 +136,23 @@ class AsyncContextStore(AsyncHistory, AsyncContextOperations):
         expected_version: int | None = None,
     ) -> Written:  # fmt: skip
         cid, command = await self._plan(
-            self._store._commands.compress, summary, context_id, ids, summary, stats=stats,
+            self._commands.compress, summary, context_id, ids, summary, stats=stats,
             actor=actor,
         )  # fmt: skip
         return await self._writer.command(cid, expected_version, command)
-
-    async def expand(
-        self, context_id: UUID | str, summary_id: MessageRef, *, actor: str | None = None,
-        expected_version: int | None = None,
-    ) -> Written:  # fmt: skip
-        # Expanding reads the history behind the summary: on a worker thread.
-        return await self._offload(
-            self._store.expand, context_id, summary_id, actor=actor,
-            expected_version=expected_version,
-        )  # fmt: skip
 
     async def batch_start(
         self, context_id: UUID | str, *, actor: str | None = None,
         expected_version: int | None = None,
     ) -> Written:  # fmt: skip
-        cid, command = self._store._commands.batch_start(context_id, actor=actor)
+        cid, command = self._commands.batch_start(context_id, actor=actor)
         return await self._writer.command(cid, expected_version, command)
 
     async def batch_end(
         self, context_id: UUID | str, to: int | None = None, *, keep: bool = False,
         actor: str | None = None, expected_version: int | None = None,
     ) -> Written:  # fmt: skip
-        cid, command = self._store._commands.batch_end(context_id, to, keep=keep, actor=actor)
+        cid, command = self._commands.batch_end(context_id, to, keep=keep, actor=actor)
         return await self._writer.command(cid, expected_version, command)
 
     async def begin(
@@ -220,7 +162,7 @@ class AsyncContextStore(AsyncHistory, AsyncContextOperations):
     ) -> Written:  # fmt: skip
         start = opening_message(message, format)
         cid, command = await self._plan(
-            self._store._commands.begin, start, context_id, start, after=after, format=format,
+            self._commands.begin, start, context_id, start, after=after, format=format,
             actor=actor,
         )  # fmt: skip
         return await self._writer.command(cid, expected_version, command)
@@ -229,7 +171,7 @@ class AsyncContextStore(AsyncHistory, AsyncContextOperations):
         self, context_id: UUID | str, message_id: MessageRef, deltas: Any, *,
         actor: str | None = None, expected_version: int | None = None,
     ) -> Written:  # fmt: skip
-        cid, command = self._store._commands.append(context_id, message_id, deltas, actor=actor)
+        cid, command = self._commands.append(context_id, message_id, deltas, actor=actor)
         return await self._writer.command(cid, expected_version, command)
 
     async def finish(
@@ -237,7 +179,7 @@ class AsyncContextStore(AsyncHistory, AsyncContextOperations):
         deltas: Any = None, actor: str | None = None, expected_version: int | None = None,
     ) -> Written:  # fmt: skip
         cid, command = await self._plan(
-            self._store._commands.finish, message, context_id, message_id, message,
+            self._commands.finish, message, context_id, message_id, message,
             deltas=deltas, actor=actor,
         )  # fmt: skip
         return await self._compacting(
@@ -249,7 +191,7 @@ class AsyncContextStore(AsyncHistory, AsyncContextOperations):
         keep: bool = True, deltas: Any = None, actor: str | None = None,
         expected_version: int | None = None,
     ) -> Written:  # fmt: skip
-        cid, command = self._store._commands.abandon(
+        cid, command = self._commands.abandon(
             context_id, message_id, reason=reason, keep=keep, deltas=deltas, actor=actor
         )
         return await self._writer.command(cid, expected_version, command)
@@ -271,42 +213,10 @@ class AsyncContextStore(AsyncHistory, AsyncContextOperations):
             core, written.tokens, written.messages
         ):
             await self._offload(
-                compaction.compact_after_write, core, self._store._writer,
+                compaction.compact_after_write, core, self._parts.writer,
                 written.context_id, core.actor(actor),
             )  # fmt: skip
         return written
-
-    async def record_usage(
-        self, context_id: UUID | str, *, model: str, prompt_tokens: int,
-        completion_tokens: int = 0, version: int | None = None,
-        counted_tokens: int | None = None, prompt: Prompt | None = None,
-        sent: Sequence[str | Message | JSON] | None = None, actor: str | None = None,
-        latency: float | None = None,
-    ) -> Written:  # fmt: skip
-        return await self._offload(
-            self._store.record_usage, context_id, model=model, prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens, version=version,
-            counted_tokens=counted_tokens, prompt=prompt, sent=sent, actor=actor,
-            latency=latency,
-        )  # fmt: skip
-
-    async def record_response(
-        self, context_id: UUID | str, response: Any, *, request: Any = None,
-        actor: str | None = None, latency: float | None = None,
-    ) -> Written:  # fmt: skip
-        return await self._offload(
-            self._store.record_response, context_id, response, request=request, actor=actor,
-            latency=latency,
-        )  # fmt: skip
-
-    async def compact(
-        self, context_id: UUID | str, *, trigger: str = "manual", dry_run: bool = False,
-        summarizer: Summarizer | None = None, actor: str | None = None,
-    ) -> Compaction:  # fmt: skip
-        return await self._offload(
-            self._store.compact, context_id, trigger=trigger, dry_run=dry_run,
-            summarizer=summarizer, actor=actor,
-        )  # fmt: skip
 
     # ---- reads ---------------------------------------------------------------------------
 
@@ -342,17 +252,6 @@ class AsyncContextStore(AsyncHistory, AsyncContextOperations):
                 self._store.visible_messages, context_id, last=last, inline=True
             )
         return found
-
-    async def build_prompt(
-        self, context_id: UUID | str, budget: int, strategy: Strategy | None = None, *,
-        query: str | None = None, resources: Sequence[Resource | JSON] = (),
-        safety: float | None = None, at_version: int | None = None,
-        similarity: Similarity | None = None,
-    ) -> Prompt:  # fmt: skip
-        return await self._offload(
-            self._store.build_prompt, context_id, budget, strategy, query=query,
-            resources=resources, safety=safety, at_version=at_version, similarity=similarity,
-        )  # fmt: skip
 
     async def follow(
         self, context_id: UUID | str, *, after: int | None = None, idle: float | None = None

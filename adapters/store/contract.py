@@ -105,8 +105,8 @@ class ContextOperations(Protocol):
     def record_usage(
         self, context_id: UUID | str, *, model: str, prompt_tokens: int,
         completion_tokens: int = 0, version: int | None = None,
-        counted_tokens: int | None = None, sent: Sequence[str | JSON] | None = None,
-        latency: float | None = None,
+        counted_tokens: int | None = None, prompt: Prompt | None = None,
+        sent: Sequence[str | JSON] | None = None, latency: float | None = None,
     ) -> Written: ...  # fmt: skip
 
     def record_response(
@@ -114,7 +114,9 @@ class ContextOperations(Protocol):
         latency: float | None = None,
     ) -> Written: ...  # fmt: skip
 
-    def compact(self, context_id: UUID | str, *, dry_run: bool = False) -> Compaction: ...
+    def compact(
+        self, context_id: UUID | str, *, trigger: str = "manual", dry_run: bool = False
+    ) -> Compaction: ...
 
     # ---- streamed replies ----------------------------------------------------------------
     def begin(

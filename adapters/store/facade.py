@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import suppress
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Self
 from uuid import UUID
@@ -51,13 +52,25 @@ from ctxstore.adapters.store.tokens_surface import TokensSurface
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import BlobRef
 from ctxstore.domain.context import JSON, Context, MessageRef
-from ctxstore.domain.errors import BlobNotFoundError, ContextExistsError
+from ctxstore.domain.errors import BlobNotFoundError, ContextExistsError, InvalidOperationError
 from ctxstore.domain.limits import chosen_id, key_context_id
 from ctxstore.domain.messages import Message
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import Similarity, Strategy
 from ctxstore.domain.summarize import Summarizer
 from ctxstore.projections.listing import list_contexts
+
+MAX_TRIGGER = 64  # what a compaction's trigger may be called
+
+
+@dataclass(frozen=True)
+class StoreParts:
+    """The parts of a store another face drives: shared state, writer, commands, storage."""
+
+    core: StoreCore
+    writer: Writer
+    commands: Commands
+    storage: EventStorage
 
 
 @type_faults
@@ -114,6 +127,11 @@ class ContextStore(
     @property
     def settings(self) -> Settings:
         return self._core.settings
+
+    @property
+    def parts(self) -> StoreParts:
+        """What this store is built from, for the faces built on it (the async store)."""
+        return StoreParts(self._core, self._writer, self._commands, self._storage)
 
     @property
     def url(self) -> str:
@@ -280,6 +298,10 @@ class ContextStore(
         alone); a failed summarization writes nothing. Raises
         NothingToSummarizeError, and what the summarizer raises that is not an overflow."""
         who = self._core.actor(actor)
+        if not isinstance(trigger, str) or not 0 < len(trigger) <= MAX_TRIGGER:
+            raise InvalidOperationError(
+                f"trigger must be a name of 1-{MAX_TRIGGER} characters, got {trigger!r:.80}"
+            )
         return compaction.compact(
             self._core, self._writer, self._core.id(context_id), trigger=trigger,
             dry_run=dry_run, summarizer=summarizer, actor=who,

@@ -1,6 +1,7 @@
 """Every failure of the database reaches the caller as a typed error.
 
-The facade's public methods (and the iterators some return) are wrapped once: an error of
+Every surface's public methods (and the iterators some return; coroutines and async
+iterators alike) are wrapped once, inherited ones included: an error of
 the eventsourcing library, psycopg or sqlite3 (an outage, a full disk, a read-only file, a
 damaged page, a lock not granted in time) becomes `StoreUnavailableError`, with the cause
 in its message and chained as `__cause__`. Errors ctxstore raises on purpose pass as they are.
@@ -9,7 +10,15 @@ in its message and chained as `__cause__`. Errors ctxstore raises on purpose pas
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Generator, Iterator
+import inspect
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterator,
+)
 from typing import Any, TypeVar
 
 from ctxstore.adapters.storage.backend import driver_errors
@@ -33,7 +42,14 @@ def _typed_iterator(found: Iterator[Any]) -> Generator[Any, None, None]:
 
 
 def typed(fn: Callable[..., T]) -> Callable[..., T]:
-    """`fn` with database faults raised as StoreUnavailableError."""
+    """`fn` with database faults raised as StoreUnavailableError (a coroutine function's
+    and an async generator's too)."""
+    if getattr(fn, "__typed__", False):
+        return fn
+    if inspect.isasyncgenfunction(fn):
+        return _typed_async_iterator(fn)
+    if inspect.iscoroutinefunction(fn):
+        return _typed_coroutine(fn)  # type: ignore[return-value]
 
     @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
@@ -45,19 +61,73 @@ def typed(fn: Callable[..., T]) -> Callable[..., T]:
             raise fault(exc) from exc
         if isinstance(result, Iterator) and not isinstance(result, str | bytes):
             return _typed_iterator(result)
+        if isinstance(result, AsyncIterator):
+            return _typed_aiter(result)
         return result
 
+    run.__typed__ = True  # type: ignore[attr-defined]
     return run
 
 
-def type_faults(cls: type[T]) -> type[T]:
-    """Wrap every public method of a class with `typed` (a class decorator)."""
-    for name, member in list(vars(cls).items()):
-        if (
-            name.startswith("_")
-            or isinstance(member, staticmethod | classmethod | property | type)
-            or not callable(member)
-        ):
+def _typed_coroutine(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    @functools.wraps(fn)
+    async def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            result = await fn(*args, **kwargs)
+        except CtxStoreError:
+            raise
+        except driver_errors() as exc:
+            raise fault(exc) from exc
+        if isinstance(result, Iterator) and not isinstance(result, str | bytes):
+            return _typed_iterator(result)
+        return result
+
+    run.__typed__ = True  # type: ignore[attr-defined]
+    return run
+
+
+def _typed_async_iterator(fn: Callable[..., AsyncIterator[Any]]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    async def run(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        async for item in _typed_aiter(fn(*args, **kwargs)):
+            yield item
+
+    run.__typed__ = True  # type: ignore[attr-defined]
+    return run
+
+
+async def _typed_aiter(found: AsyncIterator[Any]) -> AsyncGenerator[Any, None]:
+    try:
+        async for item in found:
+            yield item
+    except CtxStoreError:
+        raise
+    except driver_errors() as exc:
+        raise fault(exc) from exc
+    finally:
+        close = getattr(found, "aclose", None)
+        if close is not None:
+            await close()
+
+
+def public_methods(cls: type) -> dict[str, Any]:
+    """The public methods of a class, its bases' included (mixins, a Protocol's defaults):
+    name -> the function the class resolves it to."""
+    found: dict[str, Any] = {}
+    for name in dir(cls):
+        if name.startswith("_"):
             continue
+        member = inspect.getattr_static(cls, name)
+        if isinstance(member, staticmethod | classmethod | property | type):
+            continue
+        if inspect.isfunction(member):
+            found[name] = member
+    return found
+
+
+def type_faults(cls: type[T]) -> type[T]:
+    """Wrap every public method of a class, inherited ones included, with `typed` (a class
+    decorator): a database fault leaves none of them untyped."""
+    for name, member in public_methods(cls).items():
         setattr(cls, name, typed(member))
     return cls

@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import Any, Protocol, Self
 from uuid import UUID
 
+from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.results import Written
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.errors import InvalidOperationError
@@ -106,6 +107,7 @@ class KeptDeltas:
         return kept
 
 
+@type_faults
 class ReplyStream:
     """One streaming reply: `add` deltas, then `finish` or `abandon`. As a context manager
     it finishes the reply when the block ends, and abandons it (keeping what arrived) when

@@ -63,15 +63,21 @@ def report(
 ) -> list[ModelUsage]:
     """Per model: the provider's prompt tokens against ctxstore's counts (of one context, or
     of every context, or of one tenant's)."""
+    return usage_by_model(usage_events(core, cid, model, tenant))
+
+
+def usage_events(
+    core: StoreCore, cid: UUID | None, model: str | None, tenant: str | None = None
+) -> list[Context.UsageRecorded]:
+    """The usage records a report folds (a sharded store folds every server's at once)."""
     if cid is not None:
         events: Iterable[Context.Event] = core.events(cid)
     else:
         events = core.all_of(Context.UsageRecorded)
-    usage = [
+    return [
         e
         for e in events
         if isinstance(e, Context.UsageRecorded)
         and (model is None or e.model == model)
         and (tenant is None or core.tenant_of(e.originator_id) == tenant)
     ]
-    return usage_by_model(usage)

@@ -20,7 +20,6 @@ from ctxstore import aopen
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.async_store import AsyncContextStore
 from ctxstore.adapters.store.contract import ContextOperations
-from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import CtxStoreError, VersionConflictError
 from ctxstore.domain.messages import Message
@@ -75,20 +74,6 @@ def test_the_async_store_has_every_operation_with_the_sync_stores_parameters():
         theirs = inspect.signature(getattr(ContextStore, name)).parameters.values()
         ours = inspect.signature(mine).parameters.values()
         assert {(p.name, p.kind) for p in ours} == {(p.name, p.kind) for p in theirs}, name
-
-
-def test_the_two_contracts_name_the_same_operations_with_the_same_parameters():
-    def ops(contract: type) -> dict[str, Any]:
-        return {
-            n: {(p.name, p.kind) for p in inspect.signature(m).parameters.values()}
-            for n, m in inspect.getmembers(contract)
-            if inspect.isfunction(m) and not n.startswith("_")
-        }
-
-    assert ops(AsyncContextOperations) == ops(ContextOperations)
-    for name, member in inspect.getmembers(AsyncContextOperations, inspect.isfunction):
-        if not name.startswith("_") and name != "follow":
-            assert inspect.iscoroutinefunction(member), name
 
 
 @settings(

@@ -70,7 +70,7 @@ def test_releasing_a_turn_on_a_dead_connection_reports_the_command_stored(pg_url
         cid = store.create(name="turn lost")
         turns = store._storage.turns
         turns.saw_others(cid)  # the next command takes the context's turn
-        real = postgres_turns.PostgresTurns._turn.__wrapped__  # type: ignore[attr-defined]
+        real = postgres_turns.PostgresTurns._turn.__wrapped__
 
         @contextlib.contextmanager
         def dying(self, c):

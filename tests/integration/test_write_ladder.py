@@ -4,6 +4,7 @@ the async store answer each failure of an insert alike."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from psycopg.sql import SQL, Identifier
@@ -16,8 +17,9 @@ from ctxstore.domain.errors import ContextMovedError
 
 def _tombstone(store: ContextStore, cid) -> None:
     """What `ctxstore move` leaves on the server a context left."""
-    schema = Identifier(store._storage.backend.schema)
-    with store._storage.recorder.datastore.transaction(commit=True) as c:
+    storage: Any = store._storage
+    schema = Identifier(storage.backend.schema)
+    with storage.recorder.datastore.transaction(commit=True) as c:
         c.execute(
             SQL("INSERT INTO {0}.{1} (context_id, shard) VALUES (%s, 'elsewhere')").format(
                 schema, Identifier(MOVED_TABLE)

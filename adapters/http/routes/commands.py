@@ -119,4 +119,6 @@ def record_response(ctx: Owned, body: ResponseBody) -> Response:
 def compact(ctx: Owned, body: CompactBody | None = None) -> Compaction:
     """Summarize the older half of the rounds since the latest summary."""
     body = body or CompactBody()
-    return ctx.store.compact(ctx.cid, dry_run=body.dry_run, actor=ctx.who.actor)
+    return ctx.store.compact(
+        ctx.cid, trigger=body.trigger, dry_run=body.dry_run, actor=ctx.who.actor
+    )

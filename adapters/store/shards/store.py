@@ -12,16 +12,19 @@ while the others go on.
 
 from __future__ import annotations
 
-import functools
-import inspect
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Self
 from uuid import UUID, uuid4
 
 from ctxstore.adapters.settings import Settings, load_settings
+from ctxstore.adapters.store import usage
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.faults import type_faults
+from ctxstore.adapters.store.results import Erasure
 from ctxstore.adapters.store.shards.merged_audit import MergedAuditPage, merged_page
 from ctxstore.adapters.store.shards.placement import Directory, rendezvous, server_name
+from ctxstore.adapters.store.shards.routed import ShardRouted
 from ctxstore.domain.blobs import references
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import (
@@ -30,15 +33,27 @@ from ctxstore.domain.errors import (
     ContextNotFoundError,
     InvalidOperationError,
 )
-from ctxstore.domain.limits import chosen_id
+from ctxstore.domain.limits import chosen_id, key_context_id
 from ctxstore.projections.audit import AuditPage
+from ctxstore.projections.usage import ModelUsage, usage_by_model
+
+
+def _exported_id(lines: Sequence[str]) -> UUID | None:
+    """The context id an export's first line names, if it can be read (the store the
+    lines go to checks them in full)."""
+    try:
+        head = json.loads(lines[0]) if lines else None
+        return UUID(str(head["context_id"])) if isinstance(head, dict) else None
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _connector(store: ContextStore) -> Callable[[], Any]:
     return store._storage.recorder.datastore.get_connection  # type: ignore[attr-defined,no-any-return]
 
 
-class ShardedStore:
+@type_faults
+class ShardedStore(ShardRouted):
     """Contexts spread over the stores of several PostgreSQL servers (see the module)."""
 
     def __init__(self, stores: Sequence[ContextStore], settings: Settings) -> None:
@@ -98,32 +113,18 @@ class ShardedStore:
     def store_of(self, context_id: UUID | str) -> ContextStore:
         return self.stores[self.shard_of(context_id)]
 
-    def _routed(self, name: str) -> Callable[..., Any]:
-        method = getattr(ContextStore, name)
-
-        @functools.wraps(method)
-        def run(context_id: UUID | str, *args: Any, **kwargs: Any) -> Any:
-            cid = ContextStore.context_uuid(context_id)
-            try:
-                return getattr(self.store_of(cid), name)(cid, *args, **kwargs)
-            except (ContextNotFoundError, ContextMovedError):
-                # A placement cached before a move: read it again and go there once.
-                self.directory.forget(cid)
-                fresh = self.directory.shard_of(cid, fresh=True)
-                if fresh is None or fresh not in self.stores:
-                    raise
-                return getattr(self.stores[fresh], name)(cid, *args, **kwargs)
-
-        return run
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(ContextStore, name, None)
-        if name.startswith("_") or method is None or not callable(method):
-            raise AttributeError(name)
-        params = list(inspect.signature(method).parameters)
-        if len(params) > 1 and params[1] == "context_id":
-            return self._routed(name)
-        raise AttributeError(f"ShardedStore has no {name!r}: it names no context to route by")
+    def _route(self, name: str, context_id: UUID | str, *args: Any, **kwargs: Any) -> Any:
+        """Run the store's operation `name` on the server holding the context."""
+        cid = ContextStore.context_uuid(context_id)
+        try:
+            return getattr(self.store_of(cid), name)(cid, *args, **kwargs)
+        except (ContextNotFoundError, ContextMovedError):
+            # A placement cached before a move: read it again and go there once.
+            self.directory.forget(cid)
+            fresh = self.directory.shard_of(cid, fresh=True)
+            if fresh is None or fresh not in self.stores:
+                raise
+            return getattr(self.stores[fresh], name)(cid, *args, **kwargs)
 
     # ---- across servers --------------------------------------------------------------
 
@@ -146,6 +147,72 @@ class ShardedStore:
             return self.stores[name].audit(after=after, limit=lim, **filters)
 
         return merged_page(read, self.names, after, limit)
+
+    def context_for_key(
+        self, key: str, *, tenant: str | None = None, name: str | None = None,
+        metadata: JSON | None = None, actor: str | None = None,
+    ) -> UUID:  # fmt: skip
+        """The context a caller's own key names, created on first use on the server its id
+        hashes to (where it already is, if placed or moved)."""
+        cid = key_context_id(key, tenant)
+        try:
+            shard = self.shard_of(cid)
+        except ContextNotFoundError:
+            shard = rendezvous(cid, self.names)
+        found = self.stores[shard].context_for_key(
+            key, tenant=tenant, name=name, metadata=metadata, actor=actor
+        )
+        self.directory.place(found, shard)
+        return found
+
+    def usage_report(
+        self, *, model: str | None = None, context_id: UUID | str | None = None,
+        tenant: str | None = None,
+    ) -> list[ModelUsage]:  # fmt: skip
+        """Per model, across every server's contexts (or of one context, where it lives)."""
+        if context_id is not None:
+            home = self.store_of(context_id)
+            return home.usage_report(model=model, context_id=context_id, tenant=tenant)
+        events = [
+            e
+            for s in self.stores.values()
+            for e in usage.usage_events(s._core, None, model, tenant)
+        ]
+        return usage_by_model(events)
+
+    def import_events(
+        self, lines: Iterable[str], *, new_id: bool = False, without_trailer: bool = False,
+        progress: Callable[[int, int], None] | None = None, tenant: str | None = None,
+    ) -> UUID:  # fmt: skip
+        """Store an exported context on the server its id hashes to (a new id's, with
+        `new_id`), and place it there."""
+        lines = list(lines)
+        original = _exported_id(lines)
+        shard = rendezvous(uuid4() if new_id or original is None else original, self.names)
+        made = self.stores[shard].import_events(
+            lines, new_id=new_id, without_trailer=without_trailer, progress=progress,
+            tenant=tenant,
+        )  # fmt: skip
+        self.directory.place(made, shard)
+        return made
+
+    def import_transcript(
+        self, messages: str | Sequence[JSON], *, name: str | None = None,
+        actor: str | None = None, progress: Callable[[int, int], None] | None = None,
+        tenant: str | None = None,
+    ) -> UUID:  # fmt: skip
+        """A new context from a transcript, on the server a fresh id hashes to."""
+        shard = rendezvous(uuid4(), self.names)
+        made = self.stores[shard].import_transcript(
+            messages, name=name, actor=actor, progress=progress, tenant=tenant
+        )
+        self.directory.place(made, shard)
+        return made
+
+    def erasures(self) -> list[Erasure]:
+        """Every server's erasure records, oldest first."""
+        found = [e for s in self.stores.values() for e in s.erasures()]
+        return sorted(found, key=lambda e: e.erased_at)
 
     def contexts(self, **kwargs: Any) -> list[Any]:
         """Every server's contexts, each server's in its order."""
