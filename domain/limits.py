@@ -15,6 +15,7 @@ MAX_ACTOR = 200  # characters of an actor, tenant or model name
 MAX_NAME = 500  # characters of a context's name
 MAX_INT = 2**63 - 1  # the largest integer a database column (bigint) holds
 MAX_KEY = 500  # characters of a caller's own key for a context (a session id)
+MAX_PAGE = 10_000  # contexts one listing returns at most (page on with `after`)
 KEY_NAMESPACE = UUID("6d1f3c52-8a0e-4c59-9d2b-7f4e0b1a2c3d")  # ids of keyed contexts
 CHOSEN_NAMESPACE = UUID("b3f0e7a4-2c1d-4e8f-9a6b-5d4c3b2a1f0e")  # tenants' chosen ids
 

@@ -32,12 +32,15 @@ def list_contexts(
     tenant: str | None = None,
     search: str | None = None,
     seen: Callable[[UUID, str | None], object] | None = None,
+    after: UUID | None = None,
 ) -> list[ContextSummary]:
     """The first `limit` contexts of `events` (ContextCreated and ContextForked) that belong
-    to `tenant` (when given) and whose name or id contains `search` (any case). `seen` is
-    told each context's tenant as it passes."""
+    to `tenant` (when given) and whose name or id contains `search` (any case); with
+    `after`, those created after that one (the next page: pass the last id listed). `seen`
+    is told each context's tenant as it passes."""
     found: dict[UUID, ContextSummary] = {}
     needle = None if search is None else search.casefold()
+    waiting = after is not None  # still before the page's start
     for e in events:
         if isinstance(e, Context.ContextForked):
             known = found.get(e.originator_id)
@@ -51,6 +54,9 @@ def list_contexts(
             break
         if seen is not None:
             seen(e.originator_id, e.tenant)
+        if waiting:
+            waiting = e.originator_id != after
+            continue
         if tenant is not None and e.tenant != tenant:
             continue
         if needle is not None and needle not in f"{e.name or ''} {e.originator_id}".casefold():

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
+import threading
+import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -84,6 +89,68 @@ def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def store(store_url: str) -> Iterator[ContextStore]:
     with ContextStore.from_url(store_url, Settings(snapshot_interval=5, actor="tester")) as s:
         yield s
+
+
+# ---- the service, and each surface over one store -------------------------------------------
+
+TENANT_TOKENS = {"token-acme": "acme", "token-globex": "globex"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def served(store: ContextStore, config: Any = None, tail: Any = None) -> Iterator[str]:
+    """The HTTP service over `store` on a loopback port (uvicorn in a thread): its URL."""
+    import uvicorn
+
+    from ctxstore.adapters.http import create_app
+    from ctxstore.adapters.settings import ServiceConfig
+
+    config = config or ServiceConfig(tokens=TENANT_TOKENS, audit_refresh_seconds=0.2)
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(store, config, tail=tail), host="127.0.0.1", port=port,
+            log_level="warning", timeout_graceful_shutdown=1,
+        )
+    )  # fmt: skip
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the service did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+SURFACES = ["store", "async", "http"]  # in process, awaited, a tenant's client over HTTP
+
+
+@contextmanager
+def surface_over(kind: str, store: ContextStore) -> Iterator[Any]:
+    """`store` as a surface: itself, the async store over it (the same storage and cache),
+    or the HTTP client of a tenant's token to a service over it."""
+    if kind == "store":
+        yield store
+    elif kind == "async":
+        from ctxstore.adapters.store.async_store import AsyncContextStore
+
+        events = store.parts.storage.async_events()
+        yield AsyncContextStore(store, events)
+        events.discard()
+    else:
+        from ctxstore.adapters.http.client import CtxStoreClient
+
+        with served(store) as url, CtxStoreClient(url, token="token-acme") as client:
+            yield client
 
 
 # ---- a plain reference model of the visible context, for property tests -----------------

@@ -36,6 +36,7 @@ ON_THE_LOOP = {
 # placed (created, forked, moved) rather than found.
 ACROSS_SERVERS = {
     "create", "fork", "erase", "verify", "audit", "contexts", "put_blob", "blob", "close",
+    "lookup_key",
     "context_for_key", "usage_report", "import_events", "import_transcript", "erasures",
     "move", "shard_of", "store_of",
 }  # fmt: skip

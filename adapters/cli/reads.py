@@ -30,7 +30,7 @@ from ctxstore.adapters.cli.common import (
     render_visible,
     token_label,
 )
-from ctxstore.domain.errors import InvalidMessageError
+from ctxstore.domain.errors import ContextNotFoundError, InvalidMessageError
 
 
 @handles_errors
@@ -242,9 +242,18 @@ def key(
     ctx: typer.Context,
     key: Annotated[str, typer.Argument(help="Your own id for the context: a session id.")],
     name: Annotated[str | None, typer.Option(help="Its name when created.")] = None,
+    no_create: Annotated[
+        bool, typer.Option("--no-create", help="Only look: exit 3 when none was created.")
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Print the id of the context your key names, creating it on first use."""
     with open_store(ctx) as store:
-        cid = store.context_for_key(key, name=name, actor=actor(ctx))
+        if no_create:
+            found = store.lookup_key(key)
+            if found is None:
+                raise ContextNotFoundError(f"no context was created for key {key!r}")
+            cid = found
+        else:
+            cid = store.context_for_key(key, name=name, actor=actor(ctx))
     print_json({"context_id": str(cid)}) if as_json else out.print(str(cid), highlight=False)

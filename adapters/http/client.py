@@ -83,8 +83,18 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
         )
         return UUID(response.json()["context_id"])
 
-    def contexts(self, *, limit: int = 1000, search: str | None = None) -> list[ContextSummary]:
-        return self._get_list("/v1/contexts", ContextSummary, limit=limit, search=search)
+    def lookup_key(self, key: str) -> UUID | None:
+        """The context your own key names, if it was created; None otherwise."""
+        found = self._send("GET", "/v1/contexts/by-key", params={"key": key}).json()
+        return None if found["context_id"] is None else UUID(found["context_id"])
+
+    def contexts(
+        self, *, limit: int = 1000, search: str | None = None, after: UUID | str | None = None
+    ) -> list[ContextSummary]:
+        return self._get_list(
+            "/v1/contexts", ContextSummary, limit=limit, search=search,
+            after=None if after is None else str(after),
+        )  # fmt: skip
 
     def put_blob(self, data: bytes, media_type: str) -> BlobRef:
         """Upload an attachment (stored once per tenant by its sha256) for messages to refer

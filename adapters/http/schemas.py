@@ -60,6 +60,12 @@ class KeyBody(Body):
     metadata: dict[str, Any] | None = None
 
 
+class Found(BaseModel):
+    """The context a key names, or null when none was created."""
+
+    context_id: UUID | None
+
+
 class Created(BaseModel):
     context_id: UUID
     version: int

@@ -34,6 +34,7 @@ ROUTE_SCOPES: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/contexts"): WRITE,
     ("GET", "/v1/contexts"): READ,
     ("POST", "/v1/contexts/by-key"): WRITE,
+    ("GET", "/v1/contexts/by-key"): READ,
     ("GET", C): READ,
     ("DELETE", C): ADMIN,
     ("POST", f"{C}/fork"): WRITE,

@@ -49,10 +49,10 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed: say which
     raise MissingExtraError("the Google ADK session service", "adk") from exc
 
+from ctxstore.adapters.integrations.keys import named_contexts
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.domain.errors import ContextNotFoundError, VersionConflictError
-from ctxstore.domain.limits import key_context_id
 from ctxstore.domain.messages import RECORD_MARK, Message
 
 EVENT = "adk_event"  # metadata: the ADK event, as its JSON
@@ -121,9 +121,9 @@ class CtxStoreSessionService(BaseSessionService):
         """`_append` through an async store: its reads and the insert awaited on the loop
         (an app's or a user's state change, rare, on a thread)."""
         key = self._session_key(session.app_name, session.user_id, session.id)
-        cid = key_context_id(key, None)
+        cid = await self._async.lookup_key(key)
         try:
-            seen = await self._async.visible(cid)
+            seen = None if cid is None else await self._async.visible(cid)
         except ContextNotFoundError:
             seen = None
         if seen is None or not seen.messages:
@@ -162,7 +162,9 @@ class CtxStoreSessionService(BaseSessionService):
     def _held(self, key: str, *, inline: bool = True) -> tuple[UUID, int, list[Message]] | None:
         """A keyed context's id, version and messages (attachments as their data unless not
         `inline`); None when it holds nothing (a read never creates the context)."""
-        cid = key_context_id(key, None)
+        cid = self.store.lookup_key(key)
+        if cid is None:
+            return None
         try:
             seen = self.store.visible(cid, inline=inline)
         except ContextNotFoundError:
@@ -261,11 +263,10 @@ class CtxStoreSessionService(BaseSessionService):
         named = [app] if user is None else [app, user]
         start = self._key("session", *named)[:-1] + ","
         found = []
-        for c in self.store.contexts(limit=1_000_000, search=start):
-            if c.name is None or not c.name.startswith(start):
-                continue
-            app_name, user_id, sid = json.loads(c.name[len(self.prefix + "session:") :])
-            held = self._held(c.name)
+        for c in named_contexts(self.store, start):
+            name = c.name or ""
+            app_name, user_id, sid = json.loads(name[len(self.prefix + "session:") :])
+            held = self._held(name)
             if held is None or app_name != app:
                 continue
             own, _, updated = _fold(held[2])

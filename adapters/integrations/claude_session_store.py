@@ -24,6 +24,7 @@ from collections import OrderedDict
 from typing import Any, TypeVar, cast
 from uuid import UUID
 
+from ctxstore.adapters.integrations.keys import named_contexts
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.domain.context import JSON
@@ -33,7 +34,6 @@ from ctxstore.domain.errors import (
     MissingExtraError,
     VersionConflictError,
 )
-from ctxstore.domain.limits import key_context_id
 from ctxstore.domain.messages import RECORD_MARK
 from ctxstore.domain.shapes import ANTHROPIC, read_native
 
@@ -102,11 +102,13 @@ class CtxStoreSessionStore:
         named = [key["project_key"], key["session_id"], key.get("subpath")]
         return self.prefix + part + json.dumps(named, ensure_ascii=False)
 
-    def _id(self, key: dict[str, Any], part: str = "") -> UUID:
-        return key_context_id(self._name(key, part), None)
+    def _id(self, key: dict[str, Any], part: str = "") -> UUID | None:
+        """The transcript's context, if it was created (the store, or the service for the
+        token's tenant, derives it from the key: never this process)."""
+        return self.store.lookup_key(self._name(key, part))
 
-    def _exists(self, cid: UUID) -> bool:
-        return self._messages(cid, last=1, inline=False) is not None
+    def _exists(self, cid: UUID | None) -> bool:
+        return cid is not None and self._messages(cid, last=1, inline=False) is not None
 
     def _messages(
         self, cid: UUID, last: int | None = None, *, inline: bool = True
@@ -125,7 +127,8 @@ class CtxStoreSessionStore:
         about = {"project_key": key["project_key"], "session_id": key["session_id"],
                  "subpath": key.get("subpath")}  # fmt: skip
         if key.get("subpath") is not None:
-            about["parent"] = str(self._id({**key, "subpath": None}))  # its session's context
+            parent = self._id({**key, "subpath": None})  # its session's context
+            about["parent"] = None if parent is None else str(parent)
         name = self._name(key, part)
         return self.store.context_for_key(
             name, name=name, metadata={"claude_session": about, **AS_GIVEN}
@@ -135,10 +138,8 @@ class CtxStoreSessionStore:
         """(context, [project, session, subpath]) of every transcript of a project."""
         start = self.prefix + part + json.dumps([project_key], ensure_ascii=False)[:-1] + ","
         found = []
-        for c in self.store.contexts(limit=1_000_000, search=start):
-            if c.name is None or not c.name.startswith(start):
-                continue
-            named = json.loads(c.name[len(self.prefix + part) :])
+        for c in named_contexts(self.store, start):
+            named = json.loads((c.name or "")[len(self.prefix + part) :])
             if named[0] == project_key:
                 found.append((c.context_id, named))
         return found
@@ -255,7 +256,8 @@ class CtxStoreSessionStore:
                 "metadata": {**RECORD_MARK, SUMMARY: dict(summary)}}  # fmt: skip
 
     def _load(self, key: dict[str, Any]) -> list[dict[str, Any]] | None:
-        held = self._messages(self._id(key))
+        cid = self._id(key)
+        held = None if cid is None else self._messages(cid)
         return None if held is None else [_entry(m) for m in held]
 
     def _list_sessions(self, project_key: str) -> list[dict[str, Any]]:
@@ -286,6 +288,8 @@ class CtxStoreSessionStore:
             gone += [self._id({**key, "subpath": s}) for s in self._list_subkeys(key)]
             gone.append(self._id(key, "summary:"))
         for cid in gone:
+            if cid is None:
+                continue
             self._known.pop(cid, None)
             for name in [n for n, c in self._contexts.items() if c == cid]:
                 self._contexts.pop(name, None)

@@ -92,10 +92,20 @@ class AsyncOffloaded:
             actor=actor,
         )
 
+    async def lookup_key(self, key: str, *, tenant: str | None = None) -> UUID | None:
+        return await self._offload(self._store.lookup_key, key, tenant=tenant)
+
     async def contexts(
-        self, *, limit: int = 1000, tenant: str | None = None, search: str | None = None
+        self,
+        *,
+        limit: int = 1000,
+        tenant: str | None = None,
+        search: str | None = None,
+        after: UUID | str | None = None,
     ) -> list[ContextSummary]:
-        return await self._offload(self._store.contexts, limit=limit, tenant=tenant, search=search)
+        return await self._offload(
+            self._store.contexts, limit=limit, tenant=tenant, search=search, after=after
+        )
 
     async def fork(
         self,

@@ -56,8 +56,10 @@ class AsyncContextOperations(Protocol):
         self, key: str, *, name: str | None = None, metadata: JSON | None = None
     ) -> UUID: ...
 
+    async def lookup_key(self, key: str) -> UUID | None: ...
+
     async def contexts(
-        self, *, limit: int = 1000, search: str | None = None
+        self, *, limit: int = 1000, search: str | None = None, after: UUID | str | None = None
     ) -> list[ContextSummary]: ...
 
     async def fork(

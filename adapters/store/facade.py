@@ -53,7 +53,7 @@ from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import BlobRef
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import BlobNotFoundError, ContextExistsError, InvalidOperationError
-from ctxstore.domain.limits import chosen_id, key_context_id
+from ctxstore.domain.limits import MAX_PAGE, check_int, chosen_id, key_context_id
 from ctxstore.domain.messages import Message
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import Similarity, Strategy
@@ -465,14 +465,28 @@ class ContextStore(
             raise ContextExistsError(f"the context of key {key!r} was taken by another owner")
         return cid
 
+    def lookup_key(self, key: str, *, tenant: str | None = None) -> UUID | None:
+        """The context a caller's own key names, if it was created (context_for_key
+        creates it); None otherwise. Creates nothing."""
+        cid = key_context_id(key, tenant)
+        if not self._core.knows(cid) and not self._core.exists(cid):
+            return None
+        return cid if self.tenant_of(cid) == tenant else None
+
     def contexts(
-        self, *, limit: int = 1000, tenant: str | None = None, search: str | None = None
-    ) -> list[ContextSummary]:
+        self, *, limit: int = 1000, tenant: str | None = None, search: str | None = None,
+        after: UUID | str | None = None,
+    ) -> list[ContextSummary]:  # fmt: skip
         """Contexts in the order they were created; `tenant` keeps one tenant's, `search`
-        those whose name or id contains it (any case)."""
+        those whose name or id contains it (any case); `after` pages on from the context
+        listed last (its id)."""
+        check_int(limit, "limit", low=1, high=MAX_PAGE)
+        start = None if after is None else self._core.id(after)
         events = self._core.all_of(Context.ContextCreated, Context.ContextForked)
         seen = self._core.cache.remember_tenant
-        found = list_contexts(events, limit=limit, tenant=tenant, search=search, seen=seen)
+        found = list_contexts(
+            events, limit=limit, tenant=tenant, search=search, seen=seen, after=start
+        )
         return self._core.retention.unexpired(found)
 
     def tenant_of(self, context_id: UUID | str) -> str | None:

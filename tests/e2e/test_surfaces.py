@@ -14,6 +14,7 @@ C = "/v1/contexts/{context_id}"
 SURFACES = {
     "create": ("POST /v1/contexts", "create"),
     "context_for_key": ("POST /v1/contexts/by-key", "key"),
+    "lookup_key": ("GET /v1/contexts/by-key", "key"),  # key --no-create
     "contexts": ("GET /v1/contexts", "contexts"),
     "fork": (f"POST {C}/fork", "fork"),
     "erase": (f"DELETE {C}", "erase"),

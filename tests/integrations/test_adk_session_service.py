@@ -35,31 +35,30 @@ from google.adk.sessions.sqlite_session_service import SqliteSessionService
 from google.genai import types
 
 from ctxstore.adapters.integrations.adk_session_service import CtxStoreSessionService
-from ctxstore.adapters.store.async_store import AsyncContextStore
 from ctxstore.adapters.store.facade import ContextStore
 
-from ..conftest import make_url
+from ..conftest import make_url, surface_over
 
 APP, USER = "my_app", "test_user"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres),
                         "sqlite-async", pytest.param("postgres-async", marks=pytest.mark.postgres),
+                        "sqlite-http", pytest.param("postgres-http", marks=pytest.mark.postgres),
                         "adk-sqlite"])  # fmt: skip
 def service(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseSessionService]:
-    """ctxstore's service on every durable backend (over the sync store, and over an async
-    one: events appended on the loop), and ADK's own as the reference."""
+    """ctxstore's service on every durable backend and surface (the store, an async one
+    over it: events appended on the loop, a tenant's HTTP client), and ADK's own as the
+    reference."""
     if request.param == "adk-sqlite":
         yield SqliteSessionService(str(tmp_path / "adk.db"))
         return
     backend, _, mode = request.param.partition("-")
-    with ContextStore.from_url(make_url(backend, tmp_path, request)) as store:
-        if mode == "async":
-            events = store._storage.async_events()
-            yield CtxStoreSessionService(AsyncContextStore(store, events))
-            events.discard()
-        else:
-            yield CtxStoreSessionService(store)
+    with (
+        ContextStore.from_url(make_url(backend, tmp_path, request)) as store,
+        surface_over({"": "store"}.get(mode, mode), store) as given,
+    ):
+        yield CtxStoreSessionService(given)
 
 
 @pytest.fixture

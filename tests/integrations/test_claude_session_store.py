@@ -16,6 +16,8 @@ from ctxstore.adapters.integrations.claude_session_store import CtxStoreSessionS
 from ctxstore.adapters.store.async_store import AsyncContextStore
 from ctxstore.adapters.store.facade import ContextStore
 
+from ..conftest import SURFACES, surface_over
+
 
 @pytest.fixture(params=["sync", "async"])
 def over(request: pytest.FixtureRequest):
@@ -25,19 +27,38 @@ def over(request: pytest.FixtureRequest):
     def wrap(store: ContextStore):
         if request.param == "sync":
             return store
-        return AsyncContextStore(store, store._storage.async_events())
+        return AsyncContextStore(store, store.parts.storage.async_events())
 
     return wrap
 
 
-def test_the_sdks_conformance_suite_passes(durable_url, over):
-    with ContextStore.from_url(durable_url) as store:
+@pytest.mark.parametrize("surface", SURFACES)
+def test_the_sdks_conformance_suite_passes(durable_url, surface):
+    """On the store, the async store and a tenant's HTTP client (the service scopes a
+    key's context to the token's tenant: the session store never derives ids itself)."""
+    with ContextStore.from_url(durable_url) as store, surface_over(surface, store) as given:
 
         def fresh() -> CtxStoreSessionStore:
             # One prefix per contract: each sees an empty store (the SDK's isolation).
-            return CtxStoreSessionStore(over(store), key_prefix=f"claude-{uuid.uuid4().hex[:8]}:")
+            return CtxStoreSessionStore(given, key_prefix=f"claude-{uuid.uuid4().hex[:8]}:")
 
         asyncio.run(run_session_store_conformance(fresh))
+
+
+def test_listing_pages_past_one_request(durable_url, monkeypatch):
+    """More sessions than one page: list_sessions and delete page with `after`."""
+    from ctxstore.adapters.integrations import keys
+
+    monkeypatch.setattr(keys, "PAGE", 3)
+    with ContextStore.from_url(durable_url) as store, surface_over("http", store) as client:
+        sessions = CtxStoreSessionStore(client)
+        for n in range(8):
+            key = {"project_key": "p", "session_id": f"s{n}"}
+            asyncio.run(sessions.append(key, [{"type": "user", "uuid": f"u{n}"}]))
+        listed = asyncio.run(sessions.list_sessions("p"))
+        assert sorted(s["session_id"] for s in listed) == [f"s{n}" for n in range(8)]
+        asyncio.run(sessions.delete({"project_key": "p", "session_id": "s7"}))
+        assert len(asyncio.run(sessions.list_sessions("p"))) == 7
 
 
 def test_entries_read_back_exactly_and_as_anthropic_messages(durable_url, over):

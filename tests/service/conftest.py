@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-import uvicorn
 
-from ctxstore.adapters.http import create_app
 from ctxstore.adapters.http.client import CtxStoreClient
 from ctxstore.adapters.http.tail import TailHub
 from ctxstore.adapters.settings import ServiceConfig
 from ctxstore.adapters.store.facade import ContextStore
 
-TOKENS = {"token-acme": "acme", "token-globex": "globex"}
+from ..conftest import TENANT_TOKENS, served
+
+TOKENS = TENANT_TOKENS
 
 
 @dataclass
@@ -29,34 +26,9 @@ class Service:
         return CtxStoreClient(self.url, token=token, **kw)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def serve(store: ContextStore, config: ServiceConfig, tail: TailHub | None = None) -> Iterator[str]:
-    port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(store, config, tail=tail),
-            host="127.0.0.1",
-            port=port,
-            log_level="warning",
-            timeout_graceful_shutdown=1,
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the service did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with served(store, config, tail) as url:
+        yield url
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Response
 
 from ctxstore.adapters.http.deps import API, Owned, Requester, pooled
-from ctxstore.adapters.http.schemas import CreateBody, Created, ForkBody, KeyBody
+from ctxstore.adapters.http.schemas import CreateBody, Created, ForkBody, Found, KeyBody
 from ctxstore.adapters.store.results import ContextSummary, Erasure, VisibleContext
-from ctxstore.domain.limits import tenant_scoped_id
+from ctxstore.domain.limits import MAX_KEY, MAX_PAGE, tenant_scoped_id
 
 router = APIRouter(prefix=f"{API}/contexts", tags=["contexts"])
 MAX_VERSION = 2**62
@@ -51,10 +51,21 @@ def context_for_key(body: KeyBody, ctx: Requester) -> Created:
 def contexts(
     ctx: Requester,
     search: Annotated[str | None, Query(max_length=200)] = None,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1000,
+    after: Annotated[str | None, Query(max_length=100)] = None,
 ) -> list[ContextSummary]:
-    """The caller's contexts in creation order; `search` matches name or id."""
-    return ctx.store.contexts(limit=limit, tenant=ctx.who.tenant, search=search)
+    """The caller's contexts in creation order; `search` matches name or id; `after` pages
+    on from the last id listed."""
+    return ctx.store.contexts(limit=limit, tenant=ctx.who.tenant, search=search, after=after)
+
+
+@router.get("/by-key", response_model=Found)
+@pooled
+def lookup_key(
+    ctx: Requester, key: Annotated[str, Query(min_length=1, max_length=MAX_KEY)]
+) -> Found:
+    """The context your own key names, if it was created (`context_id` null otherwise)."""
+    return Found(context_id=ctx.store.lookup_key(key, tenant=ctx.who.tenant))
 
 
 @router.get("/{context_id}", response_model=VisibleContext, tags=["reads"])

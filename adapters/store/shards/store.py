@@ -21,7 +21,7 @@ from ctxstore.adapters.settings import Settings, load_settings
 from ctxstore.adapters.store import usage
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.faults import type_faults
-from ctxstore.adapters.store.results import Erasure
+from ctxstore.adapters.store.results import ContextSummary, Erasure
 from ctxstore.adapters.store.shards.merged_audit import MergedAuditPage, merged_page
 from ctxstore.adapters.store.shards.placement import Directory, rendezvous, server_name
 from ctxstore.adapters.store.shards.routed import ShardRouted
@@ -33,7 +33,7 @@ from ctxstore.domain.errors import (
     ContextNotFoundError,
     InvalidOperationError,
 )
-from ctxstore.domain.limits import chosen_id, key_context_id
+from ctxstore.domain.limits import MAX_PAGE, check_int, chosen_id, key_context_id
 from ctxstore.projections.audit import AuditPage
 from ctxstore.projections.usage import ModelUsage, usage_by_model
 
@@ -214,11 +214,35 @@ class ShardedStore(ShardRouted):
         found = [e for s in self.stores.values() for e in s.erasures()]
         return sorted(found, key=lambda e: e.erased_at)
 
-    def contexts(self, **kwargs: Any) -> list[Any]:
-        """Every server's contexts, each server's in its order."""
-        found: list[Any] = []
-        for store in self.stores.values():
-            found.extend(store.contexts(**kwargs))
+    def lookup_key(self, key: str, *, tenant: str | None = None) -> UUID | None:
+        """The context a caller's own key names, on whichever server holds it; or None."""
+        cid = key_context_id(key, tenant)
+        try:
+            home = self.store_of(cid)
+        except ContextNotFoundError:
+            return None
+        return home.lookup_key(key, tenant=tenant)
+
+    def contexts(
+        self, *, limit: int = 1000, tenant: str | None = None, search: str | None = None,
+        after: UUID | str | None = None,
+    ) -> list[ContextSummary]:  # fmt: skip
+        """Every server's contexts, server after server, each server's in its order;
+        `after` pages on from the context listed last."""
+        check_int(limit, "limit", low=1, high=MAX_PAGE)
+        names = self.names
+        start: UUID | None = None
+        if after is not None:
+            start = ContextStore.context_uuid(after)
+            names = names[names.index(self.shard_of(start)) :]
+        found: list[ContextSummary] = []
+        for name in names:
+            if len(found) >= limit:
+                break
+            found += self.stores[name].contexts(
+                limit=limit - len(found), tenant=tenant, search=search, after=start
+            )
+            start = None  # the next server's from its first
         return found
 
     def verify(self, context_id: UUID | str | None = None) -> Any:
