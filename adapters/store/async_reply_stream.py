@@ -29,6 +29,7 @@ class AsyncReplyStream:
         self._kept = KeptDeltas(policy or StreamPolicy())
         self._actor = actor
         self.closed = False
+        self._ending = False  # a finish or abandon is awaited: nothing more is taken
         self.writes = 1
 
     async def add(self, *deltas: Any) -> Written | None:
@@ -40,33 +41,53 @@ class AsyncReplyStream:
         kept = self._kept.take()
         if not kept:
             return None
-        self.written = await self._store.append(self.context_id, self.id, kept, actor=self._actor)
+        try:
+            self.written = await self._store.append(
+                self.context_id, self.id, kept, actor=self._actor
+            )
+        except BaseException:  # failed or cancelled: kept for the next write
+            self._kept.give_back(kept)
+            raise
         self.writes += 1
         return self.written
 
     async def finish(self, message: Any = None) -> Written:
-        self._check_open()
-        kept = self._kept.take()
-        self.closed = True
-        self.written = await self._store.finish(
-            self.context_id, self.id, message, deltas=kept or None, actor=self._actor
+        """Complete the reply with the kept deltas; a failed or cancelled finish keeps
+        the stream open and the deltas kept (retry it, or abandon)."""
+        return await self._end(
+            lambda kept: self._store.finish(
+                self.context_id, self.id, message, deltas=kept, actor=self._actor
+            )
         )
-        self.writes += 1
-        return self.written
 
     async def abandon(self, reason: str | None = None, *, keep: bool = True) -> Written:
+        """Stop the reply for good with the kept deltas (see ReplyStream.abandon)."""
+        return await self._end(
+            lambda kept: self._store.abandon(
+                self.context_id,
+                self.id,
+                reason=reason,
+                keep=keep,
+                deltas=kept,
+                actor=self._actor,
+            )
+        )
+
+    async def _end(self, write: Any) -> Written:
         self._check_open()
         kept = self._kept.take()
-        self.closed = True
-        self.written = await self._store.abandon(
-            self.context_id, self.id, reason=reason, keep=keep, deltas=kept or None,
-            actor=self._actor,
-        )  # fmt: skip
-        self.writes += 1
-        return self.written
+        self._ending = True
+        try:
+            written: Written = await write(kept or None)
+        except BaseException:
+            self._kept.give_back(kept)
+            self._ending = False
+            raise
+        self.closed, self.written, self.writes = True, written, self.writes + 1
+        return written
 
     def _check_open(self) -> None:
-        if self.closed:
+        if self.closed or self._ending:
             raise InvalidOperationError(f"the stream of message {self.id!r} is closed")
 
     async def __aenter__(self) -> Self:

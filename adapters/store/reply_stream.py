@@ -102,9 +102,20 @@ class KeptDeltas:
         )
 
     def take(self) -> list[JSON]:
-        """The kept deltas, now no longer kept."""
+        """The kept deltas, now no longer kept (`give_back` them if their write fails)."""
         kept, self._kept, self._chars = self._kept, [], 0
         return kept
+
+    def give_back(self, kept: list[JSON]) -> None:
+        """Keep again, before any kept since, deltas whose write failed: a retried write
+        carries them, and nothing the stream received is lost."""
+        if not kept:
+            return
+        later, self._kept = self._kept, []
+        join_into(self._kept, kept)
+        join_into(self._kept, later)
+        self._chars = delta_chars(self._kept)
+        self._since = self._since or time.monotonic()
 
 
 @type_faults
@@ -159,26 +170,35 @@ class ReplyStream:
             return self._write_kept()
 
     def finish(self, message: Any = None) -> Written:
-        """Complete the reply, with the kept deltas, in one write (or as `message`)."""
+        """Complete the reply, with the kept deltas, in one write (or as `message`). A
+        failed finish keeps the stream open and its deltas kept: retry it, or abandon."""
         with self._lock:
             self._check_open()
             kept = self._kept.take()
-            self.written = self._ops.finish(
-                self.context_id, self.id, message, deltas=kept or None, **self._extra
-            )
+            try:
+                self.written = self._ops.finish(
+                    self.context_id, self.id, message, deltas=kept or None, **self._extra
+                )
+            except BaseException:
+                self._kept.give_back(kept)
+                raise
             self.closed, self.writes = True, self.writes + 1
             return self.written
 
     def abandon(self, reason: str | None = None, *, keep: bool = True) -> Written:
         """Stop the reply for good, with the kept deltas: kept as it stands (marked
-        abandoned), or hidden with `keep=False`."""
+        abandoned), or hidden with `keep=False`. A failed abandon keeps the stream open."""
         with self._lock:
             self._check_open()
             kept = self._kept.take()
-            self.written = self._ops.abandon(
-                self.context_id, self.id, reason=reason, keep=keep, deltas=kept or None,
-                **self._extra,
-            )  # fmt: skip
+            try:
+                self.written = self._ops.abandon(
+                    self.context_id, self.id, reason=reason, keep=keep, deltas=kept or None,
+                    **self._extra,
+                )  # fmt: skip
+            except BaseException:
+                self._kept.give_back(kept)
+                raise
             self.closed, self.writes = True, self.writes + 1
             return self.written
 
@@ -186,7 +206,11 @@ class ReplyStream:
         kept = self._kept.take()
         if not kept:
             return None
-        self.written = self._ops.append(self.context_id, self.id, kept, **self._extra)
+        try:
+            self.written = self._ops.append(self.context_id, self.id, kept, **self._extra)
+        except BaseException:
+            self._kept.give_back(kept)
+            raise
         self.writes += 1
         return self.written
 
