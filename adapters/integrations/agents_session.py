@@ -241,8 +241,19 @@ class CtxStoreSession(SessionABC):
         await settled(self._clear)
 
     async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
-        """The compaction wrapper's replacement of the whole history: one compress event."""
+        """The compaction wrapper's replacement of the whole history: one compress event.
+        False (the wrapper then clears and adds, through the subclass) for a subclass that
+        hooks the item methods: one write here would bypass its hooks."""
+        if self._hooked():
+            return False
         return await settled(self._replace_all, list(items))
+
+    def _hooked(self) -> bool:
+        """Whether a subclass overrides how items are added, read or cleared."""
+        return any(
+            getattr(type(self), name) is not getattr(CtxStoreSession, name)
+            for name in ("add_items", "get_items", "clear_session", "pop_item")
+        )
 
     async def _get_compaction_snapshot(
         self, limit: int, *, prune_prefix: Callable[[Any], bool] | None = None
@@ -250,9 +261,9 @@ class CtxStoreSession(SessionABC):
         """The newest `limit` items for the compaction wrapper, with a replacement of any
         suffix of them that fails (False) if the session changed since this read.
         `prune_prefix` (the SDK's encrypted session: expired items) also hides the oldest
-        messages whose items all satisfy it. None for a subclass, whose own hooks on
-        items this would bypass (as the SDK's backends do)."""
-        if type(self) is not CtxStoreSession or limit < 1:
+        messages whose items all satisfy it. None for a subclass that hooks the item
+        methods, which this would bypass (as the SDK's backends do)."""
+        if self._hooked() or limit < 1:
             return None
         tail = await asyncio.to_thread(self._tail, limit)
         items = [i for held in tail.held[tail.first :] for i in held][tail.skip :]

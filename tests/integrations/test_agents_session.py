@@ -353,11 +353,20 @@ def test_the_sdks_encrypted_session_compacts_and_drops_its_expired_prefix(store)
     assert [h.type for h in store.history(inner.context_id)][-2:] == ["compress", "delete"]
 
 
-def test_no_compaction_snapshot_for_a_subclass(store):
+def test_no_compaction_snapshot_or_atomic_replace_for_a_subclass_hooking_items(store):
+    """Its own hooks on items (the SDK's tests fail writes in them) would be bypassed."""
+
     class Transforming(CtxStoreSession):
+        async def add_items(self, items: list[Any]) -> None:
+            await super().add_items(items)
+
+    class Plain(CtxStoreSession):
         pass
 
-    assert run(Transforming("sub", store)._get_compaction_snapshot(5)) is None
+    hooked = Transforming("sub", store)
+    assert run(hooked._get_compaction_snapshot(5)) is None
+    assert run(hooked._atomic_replace_items([ITEMS[0]])) is False
+    assert run(Plain("plain", store)._get_compaction_snapshot(5)) is not None
 
 
 def test_a_cancelled_add_is_reported_once_it_is_stored(store):
