@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from ctxstore.domain.messages import Message, is_record
+from ctxstore.domain.plain import is_record
 from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES
 from ctxstore.domain.stream_repair import repair
+
+if TYPE_CHECKING:
+    from ctxstore.domain.messages import Message
 
 JSON = dict[str, Any]
 

@@ -9,7 +9,8 @@ from uuid import UUID, uuid5
 
 from ctxstore.domain.errors import InvalidOperationError, LimitExceededError
 from ctxstore.domain.json_values import json_problem, json_size_bound
-from ctxstore.domain.messages import Message, as_plain
+from ctxstore.domain.messages import Message
+from ctxstore.domain.plain import as_plain
 
 MAX_ACTOR = 200  # characters of an actor, tenant or model name
 MAX_NAME = 500  # characters of a context's name

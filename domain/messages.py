@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -21,6 +21,7 @@ from pydantic import (
 
 from ctxstore.domain.errors import InvalidMessageError, InvalidOperationError
 from ctxstore.domain.json_values import json_problem
+from ctxstore.domain.plain import as_plain
 from ctxstore.domain.shapes import (
     CHAT,
     NATIVE,
@@ -173,6 +174,7 @@ class Message(BaseModel):
     sends back only what the API takes."""
 
     model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
+    ctxstore_message: ClassVar[bool] = True  # (plain.as_plain leaves it as it is)
 
     id: str | None = Field(default=None, min_length=1, max_length=200)
     role: Role
@@ -321,33 +323,10 @@ class Message(BaseModel):
         return sent
 
 
-RECORD_MARK = {"ctxstore": "record"}  # a message's metadata marking a record (below)
-
-
-def is_record(message: Any) -> bool:
-    """Whether a message (a Message or its JSON) is a record: kept in the context's history
-    and read back with it, never sent to a model (an SDK's transcript line that is not a
-    message: a title, a file snapshot, a boundary). It costs no tokens."""
-    metadata = message.get("metadata") if isinstance(message, dict) else message.metadata
-    return isinstance(metadata, dict) and metadata.get("ctxstore") == "record"
-
-
 def is_one_message(value: Any) -> bool:
     """Whether a value is one message (not a list of them): a dict, a Message, or an SDK's
     pydantic message object."""
     return isinstance(value, Message | dict) or callable(getattr(value, "model_dump", None))
-
-
-def as_plain(value: Any) -> Any:
-    """An SDK's pydantic message object (the OpenAI SDK's ChatCompletionMessage, ...) as the
-    JSON it was made from; anything else unchanged."""
-    if isinstance(value, Message | dict) or not callable(getattr(value, "model_dump", None)):
-        return value
-    try:
-        return value.model_dump(mode="json", exclude_unset=True, by_alias=True)
-    except (TypeError, ValueError) as exc:
-        name = f"{type(value).__module__}.{type(value).__qualname__}"
-        raise InvalidMessageError(f"cannot read a message from a {name}: {exc}") from None
 
 
 def parse_batch(messages: Any, shape: str | None = None) -> list[Message]:

@@ -17,11 +17,13 @@ stands; a request built from the context sends it repaired, so that no provider 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ctxstore.domain.messages import Message
 from ctxstore.domain.shapes import ANTHROPIC, RESPONSES
 from ctxstore.domain.streaming import INCOMPLETE
+
+if TYPE_CHECKING:
+    from ctxstore.domain.messages import Message
 
 JSON = dict[str, Any]
 _TOOL_BLOCKS = ("tool_use", "server_tool_use", "mcp_tool_use")
@@ -111,7 +113,7 @@ def _chat(m: Message, answered: set[str], last: bool, notes: list[JSON]) -> Mess
         data.pop("tool_calls", None)
         if data.get("content") is None:
             data["content"] = ""
-    return Message.model_validate(data)
+    return type(m).model_validate(data)
 
 
 def _responses(m: Message, answered: set[str], last: bool, notes: list[JSON]) -> Message | None:

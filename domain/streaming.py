@@ -28,7 +28,7 @@ from typing import Any
 
 from ctxstore.domain.errors import InvalidMessageError, InvalidOperationError
 from ctxstore.domain.json_values import json_problem
-from ctxstore.domain.messages import as_plain
+from ctxstore.domain.plain import as_plain
 from ctxstore.domain.shapes import ANTHROPIC, RESPONSES
 
 JSON = dict[str, Any]

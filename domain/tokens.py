@@ -29,7 +29,8 @@ from ctxstore.domain.images import (
     price_openai_url,
     size_of_base64,
 )
-from ctxstore.domain.messages import is_record, stored_call_parts
+from ctxstore.domain.messages import stored_call_parts
+from ctxstore.domain.plain import is_record
 from ctxstore.domain.shapes import ANTHROPIC, texts_of
 
 PER_MESSAGE = 3

@@ -39,7 +39,8 @@ from ctxstore.adapters.store.transfer import transcript_messages
 from ctxstore.domain.blobs import BlobRef, parse_ref
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.errors import InvalidOperationError
-from ctxstore.domain.messages import as_plain, is_one_message
+from ctxstore.domain.messages import is_one_message
+from ctxstore.domain.plain import as_plain
 from ctxstore.domain.prompt import Strategy
 from ctxstore.domain.streaming import neutral_deltas
 

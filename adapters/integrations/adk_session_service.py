@@ -53,7 +53,8 @@ from ctxstore.adapters.integrations.keys import named_contexts
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.domain.errors import ContextNotFoundError, VersionConflictError
-from ctxstore.domain.messages import RECORD_MARK, Message
+from ctxstore.domain.messages import Message
+from ctxstore.domain.plain import RECORD_MARK
 
 EVENT = "adk_event"  # metadata: the ADK event, as its JSON
 CREATED = "adk_session"  # metadata of the first record: the state given and when

@@ -71,7 +71,8 @@ from ctxstore.domain.errors import (
     UnknownMessageError,
     VersionConflictError,
 )
-from ctxstore.domain.messages import Message, as_plain
+from ctxstore.domain.messages import Message
+from ctxstore.domain.plain import as_plain
 from ctxstore.domain.shapes import RESPONSES
 from ctxstore.domain.stream_repair import repair
 from ctxstore.domain.streaming import INCOMPLETE

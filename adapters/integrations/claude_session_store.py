@@ -34,7 +34,7 @@ from ctxstore.domain.errors import (
     MissingExtraError,
     VersionConflictError,
 )
-from ctxstore.domain.messages import RECORD_MARK
+from ctxstore.domain.plain import RECORD_MARK
 from ctxstore.domain.shapes import ANTHROPIC, read_native
 
 try:

@@ -33,7 +33,8 @@ from ctxstore.domain.errors import (
     InvalidOperationError,
 )
 from ctxstore.domain.limits import check_text
-from ctxstore.domain.messages import Message, as_plain, is_one_message
+from ctxstore.domain.messages import Message, is_one_message
+from ctxstore.domain.plain import as_plain
 from ctxstore.domain.provider_files import PROVIDERS, with_file_ids
 
 

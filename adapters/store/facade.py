@@ -25,6 +25,7 @@ from ctxstore.adapters.store import (
     compaction,
     reads,
     responses,
+    sweeping,
     usage,
 )
 from ctxstore.adapters.store.attachments import Attachments
@@ -487,7 +488,7 @@ class ContextStore(
         found = list_contexts(
             events, limit=limit, tenant=tenant, search=search, seen=seen, after=start
         )
-        return self._core.retention.unexpired(found)
+        return sweeping.unexpired(self._core, found)
 
     def tenant_of(self, context_id: UUID | str) -> str | None:
         """The tenant that owns a context (None: no tenant); raises ContextNotFoundError."""

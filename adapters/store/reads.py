@@ -18,8 +18,8 @@ from ctxstore.adapters.store.results import (
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
 from ctxstore.domain.limits import check_int, strict_int
-from ctxstore.domain.messages import is_record
 from ctxstore.domain.packing import Resource
+from ctxstore.domain.plain import is_record
 from ctxstore.domain.prompt import (
     OmittedMessage,
     PromptItem,

@@ -13,7 +13,7 @@ from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import InvalidMessageError
 from ctxstore.domain.limits import check_message_sizes
-from ctxstore.domain.messages import as_plain
+from ctxstore.domain.plain import as_plain
 from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES
 from ctxstore.domain.tokens import REPLY_PRIMING
 

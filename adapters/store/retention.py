@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -154,30 +153,6 @@ class Retention:
         """Whether any policy exists (else nothing can expire)."""
         return bool(self.policies())
 
-    def unexpired(self, summaries: list[Any]) -> list[Any]:
-        """Listed contexts without the expired ones (a listing serves none either): their
-        last writes from one grouped read of the audit index, when any policy exists."""
-        policies = self.policies()
-        if not any(p.expire_after is not None for p in policies.values()):
-            return summaries
-        from ctxstore.adapters.store import audit
-
-        audit.catch_up(self.core)
-        newest = {h: us for h, us, _, _ in self.core.storage.audit_index.last_writes()}
-        now = self.clock()
-        kept = []
-        for s in summaries:
-            policy = self.policy_for(s.context_id, s.tenant)
-            last = newest.get(s.context_id.hex)
-            if (
-                policy is None
-                or policy.expire_after is None
-                or last is None
-                or last / 1e6 + policy.expire_after > now
-            ):
-                kept.append(s)
-        return kept
-
     def check(self, ctx: Any) -> None:
         """Raise ContextNotFoundError for an expired context (reads never serve one)."""
         policy = self.expired(ctx.id, ctx.tenant, ctx.modified_on)
@@ -186,98 +161,6 @@ class Retention:
                 f"no context with id {ctx.id} (expired: no writes for {policy.expire_after:g} s, "
                 f"retention policy {policy.scope})"
             )
-
-    def sweep(self, actor: str = ACTOR) -> Sweep:
-        """Erase every expired context, bound the history of those that keep only their
-        latest events; record the sweep."""
-        from ctxstore.adapters.store import audit
-
-        started = datetime.now(UTC)
-        policies = self.policies(fresh=True)
-        expired: list[UUID] = []
-        trimmed: dict[str, int] = {}
-        failed: dict[str, str] = {}
-        if policies:
-            audit.catch_up(self.core)
-            now = self.clock()
-            to_expire, to_trim = self._candidates(policies, now)
-            for cid in to_expire:
-                self._expire(cid, actor, now, expired, failed)
-            for cid, keep in to_trim:
-                if cid in expired:
-                    continue
-                try:
-                    removed = self.core.bounds.trim(cid, keep)
-                except Exception as exc:  # noqa: BLE001 - recorded, tried again next sweep
-                    failed[str(cid)] = f"{type(exc).__name__}: {exc}"[:300]
-                    continue
-                if removed:
-                    trimmed[str(cid)] = removed
-        finished = datetime.now(UTC)
-        sweep = Sweep(id=uuid.uuid4().hex, started=started, finished=finished, actor=actor,
-                      expired=expired, trimmed=trimmed, failed=failed)  # fmt: skip
-        if self.rows is not None:
-            details = json.dumps(
-                {"expired": [c.hex for c in expired], "trimmed": trimmed, "failed": failed}
-            )
-            self.rows.record_sweep(sweep.id, started.timestamp(), finished.timestamp(), actor,
-                                   len(expired), len(trimmed), sum(trimmed.values()), details)  # fmt: skip
-        return sweep
-
-    def _expire(
-        self, cid: UUID, actor: str, now: float, expired: list[UUID], failed: dict[str, str]
-    ) -> None:
-        from ctxstore.adapters.store import erasure
-
-        try:
-            ctx = self.core.storage.get(cid)  # not head(): it hides expired ones
-        except ContextNotFoundError:
-            return
-        except Exception as exc:  # noqa: BLE001 - one damaged context must not stop the sweep
-            failed[str(cid)] = f"{type(exc).__name__}: {exc}"[:300]
-            return
-        policy = self.expired(cid, ctx.tenant, ctx.modified_on, now)
-        if policy is None:
-            return
-        reason = f"retention: no writes for {policy.expire_after:g} s (policy {policy.scope})"
-        try:
-            erasure.erase_context(self.core, cid, actor=actor, reason=reason, with_forks=False)
-            expired.append(cid)
-        except ContextNotFoundError:
-            return  # another instance's sweep erased it first
-        except Exception as exc:  # noqa: BLE001 - recorded, tried again next sweep
-            failed[str(cid)] = f"{type(exc).__name__}: {exc}"[:300]
-
-    def _candidates(
-        self, policies: dict[str, RetentionPolicy], now: float
-    ) -> tuple[list[UUID], list[tuple[UUID, int]]]:
-        """The contexts whose newest indexed write is older than their policy allows, and
-        those holding enough events beyond their `keep_latest` to be worth a trim (each is
-        then judged on its own events): one grouped scan of the audit index."""
-        view = self.core.storage.audit_index
-        by_tenant = {
-            view.hidden_tenant(scope.removeprefix("tenant:") or None): p
-            for scope, p in policies.items()
-            if scope.startswith("tenant:")
-        }
-        origins = {} if self.rows is None else self.rows.checkpoints()
-        expire: list[UUID] = []
-        trim: list[tuple[UUID, int]] = []
-        for context_hex, newest_us, tenant, head in view.last_writes():
-            policy = (
-                policies.get(f"context:{context_hex}") or by_tenant.get(tenant)
-                or policies.get(STORE)
-            )  # fmt: skip
-            if policy is None:
-                continue
-            after, keep = policy.expire_after, policy.keep_latest
-            if after is not None and newest_us / 1e6 + after <= now:
-                expire.append(UUID(context_hex))
-            elif keep is not None:
-                origin = origins[context_hex].version if context_hex in origins else 1
-                if head - keep - origin >= max(TRIM_SLACK, keep // 4):
-                    trim.append((UUID(context_hex), keep))
-        return expire, trim
 
     def sweeps(self, limit: int = 100) -> list[Sweep]:
         if self.rows is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from ctxstore.adapters.store import sweeping
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.retention import ACTOR, RetentionPolicy, Sweep, scope_of
 
@@ -36,7 +37,7 @@ class RetentionSurface:
     def sweep(self, *, actor: str | None = None) -> Sweep:
         """Erase every context its policy has expired (each leaves its erasure record, by
         `ctxstore:retention` unless `actor`); the sweep is recorded."""
-        return self._core.retention.sweep(actor or ACTOR)
+        return sweeping.sweep(self._core, actor or ACTOR)
 
     def sweeps(self, *, limit: int = 100) -> list[Sweep]:
         """The recorded sweeps, newest first."""

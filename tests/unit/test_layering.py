@@ -196,3 +196,83 @@ def test_integrations_depend_on_the_contract_only():
 def test_adapters_has_a_handful_of_top_level_modules():
     modules = sorted(p.name for p in (ROOT / "adapters").glob("*.py"))
     assert modules == ["__init__.py", "settings.py"]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Each ctxstore module -> the ctxstore modules it imports, wherever the import stands
+    (a function-local import counts: it only hides a cycle); imports for type checking
+    only do not run and do not count. `from package import module` names the module."""
+    modules: dict[str, Path] = {}
+    for folder in ("domain", "projections", "adapters"):
+        for path in (ROOT / folder).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(("ctxstore", *parts)).removesuffix(".__init__")
+            modules[name] = path
+
+    def edges(path: Path) -> set[str]:
+        found: set[str] = set()
+
+        class Imports(ast.NodeVisitor):
+            def visit_If(self, node: ast.If) -> None:
+                if "TYPE_CHECKING" in ast.unparse(node.test):
+                    for n in node.orelse:
+                        self.visit(n)
+                    return
+                self.generic_visit(node)
+
+            def visit_Import(self, node: ast.Import) -> None:
+                found.update(a.name for a in node.names)
+
+            def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+                if not node.module:
+                    return
+                subs = {f"{node.module}.{a.name}" for a in node.names} & modules.keys()
+                found.update(subs)
+                if len(subs) < len(node.names):
+                    found.add(node.module)
+
+        Imports().visit(ast.parse(path.read_text(), filename=str(path)))
+        return found & modules.keys()
+
+    return {name: edges(path) for name, path in modules.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle():
+    """Modules import in one direction only, function-local imports included."""
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

@@ -22,6 +22,7 @@ from ctxstore.adapters.store import usage
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.results import ContextSummary, Erasure
+from ctxstore.adapters.store.shards import move as moving
 from ctxstore.adapters.store.shards.merged_audit import MergedAuditPage, merged_page
 from ctxstore.adapters.store.shards.placement import Directory, rendezvous, server_name
 from ctxstore.adapters.store.shards.routed import ShardRouted
@@ -298,8 +299,6 @@ class ShardedStore(ShardRouted):
     def move(self, context_id: UUID | str, to: str) -> str:
         """Move a context to server `to` (a name from `names`); returns where it was.
         Only its own writers wait while it moves (move.py)."""
-        from ctxstore.adapters.store.shards.move import move
-
         if to not in self.stores:
             raise InvalidOperationError(f"no server named {to!r}: one of {self.names}")
-        return move(self, ContextStore.context_uuid(context_id), to)
+        return moving.move(self, ContextStore.context_uuid(context_id), to)

@@ -1,0 +1,35 @@
+"""What a message is before it is parsed: an SDK's object read as its plain JSON, and the
+mark of a record (kept in a context's history, never sent to a model). The modules below
+messages.py (streaming, its repair and the conversions) need these without the model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxstore.domain.errors import InvalidMessageError
+
+RECORD_MARK = {"ctxstore": "record"}  # a message's metadata marking a record (below)
+
+
+def as_plain(value: Any) -> Any:
+    """An SDK's pydantic message object (the OpenAI SDK's ChatCompletionMessage, ...) as the
+    JSON it was made from; anything else (a dict, ctxstore's own Message) unchanged."""
+    if (
+        isinstance(value, dict)
+        or getattr(type(value), "ctxstore_message", False)
+        or not callable(getattr(value, "model_dump", None))
+    ):
+        return value
+    try:
+        return value.model_dump(mode="json", exclude_unset=True, by_alias=True)
+    except (TypeError, ValueError) as exc:
+        name = f"{type(value).__module__}.{type(value).__qualname__}"
+        raise InvalidMessageError(f"cannot read a message from a {name}: {exc}") from None
+
+
+def is_record(message: Any) -> bool:
+    """Whether a message (a Message or its JSON) is a record: kept in the context's history
+    and read back with it, never sent to a model (an SDK's transcript line that is not a
+    message: a title, a file snapshot, a boundary). It costs no tokens."""
+    metadata = message.get("metadata") if isinstance(message, dict) else message.metadata
+    return isinstance(metadata, dict) and metadata.get("ctxstore") == "record"
