@@ -14,9 +14,23 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
+
+# Hypothesis profiles: `ci` (the default: the whole suite, CI) runs every property test at
+# its full count; `dev` (`--hypothesis-profile=dev`, the fast tier) at a fifth.
+hypothesis_settings.register_profile("ci", max_examples=100, deadline=None)
+hypothesis_settings.register_profile("dev", max_examples=20, deadline=None)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def examples(full: int) -> int:
+    """A property test's example count under the loaded profile (`full` under `ci`)."""
+    loaded = hypothesis_settings.default
+    return max(3, full * (100 if loaded is None else loaded.max_examples) // 100)
+
 
 DEFAULT_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 
@@ -55,11 +69,60 @@ def pg_url(pg_admin_dsn: str) -> Iterator[str]:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def make_url(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> str:
+class PgTemplate:
+    """A database migrated once per test session; each test's database is a copy of it
+    (CREATE DATABASE ... TEMPLATE: a file copy, faster than migrating), dropped at the end."""
+
+    def __init__(self, admin: str) -> None:
+        self.admin = admin
+        self.name = f"ctxstore_tpl_{uuid.uuid4().hex[:12]}"
+        self.copies: list[str] = []
+        info = psycopg.conninfo.conninfo_to_dict(admin)
+        password = info.get("password")
+        auth = (
+            f"{info.get('user', 'postgres')}:{password}"
+            if password
+            else info.get("user", "postgres")
+        )
+        self.base = (
+            f"postgresql://{auth}@{info.get('host', '127.0.0.1')}:{info.get('port', '5432')}"
+        )
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.name}"')
+        ContextStore.setup(f"{self.base}/{self.name}?schema=public")
+
+    def copy(self) -> str:
+        name = f"ctxstore_t_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.name}"')
+        self.copies.append(name)
+        return f"{self.base}/{name}?schema=public"
+
+    def drop(self) -> None:
+        with psycopg.connect(self.admin, autocommit=True) as conn:
+            for name in [*self.copies, self.name]:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_admin_dsn: str) -> Iterator[PgTemplate]:
+    template = PgTemplate(pg_admin_dsn)
+    yield template
+    template.drop()
+
+
+def make_url(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, *, migrated: bool = True
+) -> str:
+    """A fresh store's URL: memory, a SQLite file, or on PostgreSQL a copy of the session's
+    migrated template database (`migrated=False`: an empty schema, for migration tests)."""
     if kind == "memory":
         return "memory://"
     if kind == "sqlite":
         return f"sqlite:///{tmp_path / 'events.db'}"
+    if migrated:
+        template: PgTemplate = request.getfixturevalue("pg_template")
+        return template.copy()
     base: str = request.getfixturevalue("pg_url")
     # One schema per test keeps tests independent inside the session's database.
     schema = f"t_{uuid.uuid4().hex[:10]}"

@@ -64,6 +64,14 @@ from ctxstore.projections.listing import list_contexts
 MAX_TRIGGER = 64  # what a compaction's trigger may be called
 
 
+def page_start(after: UUID | str) -> UUID:
+    """The context a listing pages on from; raises InvalidOperationError."""
+    try:
+        return after if isinstance(after, UUID) else UUID(str(after))
+    except ValueError:
+        raise InvalidOperationError(f"after must be a context id, got {after!r:.80}") from None
+
+
 @dataclass(frozen=True)
 class StoreParts:
     """The parts of a store another face drives: shared state, writer, commands, storage."""
@@ -482,7 +490,7 @@ class ContextStore(
         those whose name or id contains it (any case); `after` pages on from the context
         listed last (its id)."""
         check_int(limit, "limit", low=1, high=MAX_PAGE)
-        start = None if after is None else self._core.id(after)
+        start = None if after is None else page_start(after)
         events = self._core.all_of(Context.ContextCreated, Context.ContextForked)
         seen = self._core.cache.remember_tenant
         found = list_contexts(

@@ -24,6 +24,8 @@ from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import CtxStoreError, VersionConflictError
 from ctxstore.domain.messages import Message
 
+from ..conftest import examples
+
 
 class Blocking:
     """An async store driven from test code that is not async: every call runs on one
@@ -77,7 +79,9 @@ def test_the_async_store_has_every_operation_with_the_sync_stores_parameters():
 
 
 @settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(15),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_random_sequences_match_the_reference_model_on_both_stores(

@@ -25,6 +25,8 @@ from ctxstore.domain.errors import (
     UnknownMessageError,
 )
 
+from ..conftest import examples
+
 
 def user(text):
     return {"role": "user", "content": text}
@@ -431,7 +433,7 @@ def test_verify_catches_a_deleted_row(durable_url):
 # ---- properties ---------------------------------------------------------------------------
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
 def test_replay_diff_and_chain_agree_with_time_travel(
     store, reference_model, draw_operation, apply_operation, data

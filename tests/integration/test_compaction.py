@@ -15,6 +15,8 @@ from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.compaction import CompactionConfig
 from ctxstore.domain.errors import NothingToSummarizeError, PromptDoesNotFitError, UnknownBatchError
 
+from ..conftest import examples
+
 
 def agent_turns(store, cid, turns, words=20):
     for t in range(turns):
@@ -120,7 +122,9 @@ def test_proactive_compaction_after_inserts_cross_a_threshold():
 
 
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(turns=st.integers(1, 14), words=st.integers(1, 80), budget=st.integers(60, 4000))
 def test_recover_from_overflow_returns_a_prompt_that_fits(turns, words, budget):

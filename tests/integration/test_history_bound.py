@@ -17,6 +17,8 @@ from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.messages import Message
 
+from ..conftest import examples
+
 
 def _texts(store: ContextStore, cid, version=None) -> list[str]:
     view = store.visible(cid) if version is None else store.visible(cid, at_version=version)
@@ -124,7 +126,9 @@ def test_another_process_with_the_old_state_cached_cannot_break_the_bounded_cont
 
 
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(12),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_random_histories_bounded_anywhere_read_as_the_reference_model(

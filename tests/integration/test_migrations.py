@@ -20,9 +20,17 @@ from ctxstore.adapters.storage.sqlite import SQLiteBackend
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import StoreUnavailableError
 
+from ..conftest import DURABLE_BACKENDS, make_url
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 EXPECTED = json.loads((FIXTURES / "release_0_1.json").read_text())
 TOPIC_PREFIX = "ctxstore.domain.context:Context."
+
+
+@pytest.fixture(params=DURABLE_BACKENDS)
+def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store not yet migrated (on PostgreSQL an empty schema, not the migrated copy)."""
+    return make_url(request.param, tmp_path, request, migrated=False)
 
 
 def latest(url: str) -> int:

@@ -21,6 +21,8 @@ from ctxstore.domain.errors import (
 )
 from ctxstore.domain.messages import Message
 
+from ..conftest import examples
+
 
 def user(text):
     return {"role": "user", "content": text}
@@ -215,7 +217,9 @@ def test_threads_appending_to_one_context_lose_nothing(durable_url):
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_random_sequences_on_storage_match_the_model(
@@ -295,7 +299,9 @@ def test_an_unreachable_database_is_a_typed_error_without_the_password():
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_random_sequences_read_cold_before_every_command_match_the_model(

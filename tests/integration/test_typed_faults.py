@@ -5,6 +5,7 @@ answers); against a service that cannot be reached, every method of the client d
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import sqlite3
 import uuid
@@ -38,7 +39,7 @@ SKIP = {"close"}
 
 
 def calls_of(cls: type, target: Any, cid: Any) -> list[tuple[str, Callable[[], Any]]]:
-    found = []
+    found: list[tuple[str, Callable[[], Any]]] = []
     for name in sorted(public_methods(cls)):
         if name in SKIP:
             continue
@@ -53,7 +54,7 @@ def calls_of(cls: type, target: Any, cid: Any) -> list[tuple[str, Callable[[], A
                 kwargs[p.name] = value
             else:
                 args.append(value)
-        found.append((name, lambda m=method, a=args, k=kwargs: m(*a, **k)))
+        found.append((name, functools.partial(method, *args, **kwargs)))
     return found
 
 
@@ -99,7 +100,7 @@ def test_every_async_store_method_is_typed_when_the_tables_are_gone(tmp_path):
             await s.insert(cid, [USER])
             gone_tables(db)
             s.sync.parts.core.cache.drop(cid)
-            raw = {}
+            raw: dict[str, str | None] = {}
             for name, call in calls_of(AsyncContextStore, s, cid):
                 try:
                     found = call()

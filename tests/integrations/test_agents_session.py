@@ -28,6 +28,8 @@ from openai.types.responses import (
 from ctxstore.adapters.integrations.agents_session import CtxStoreSession
 from ctxstore.adapters.store.facade import ContextStore
 
+from ..conftest import examples
+
 set_tracing_disabled(True)
 
 ITEMS: list[dict[str, Any]] = [
@@ -70,7 +72,9 @@ Ops = st.lists(
 
 
 @settings(
-    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(15),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(ops=Ops, n=st.integers(0, 10**9))
 def test_same_answers_as_the_sdks_sqlite_session(store, ops, n):

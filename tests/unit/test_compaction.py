@@ -13,6 +13,8 @@ from ctxstore.domain.summarize import summarize_with_bisect
 from ctxstore.domain.tokens import ESTIMATE, message_tokens
 from ctxstore.domain.transcript import check_transcript, pairing_closure_violation
 
+from ..conftest import examples
+
 ROLES = {"s": "system", "u": "user", "a": "assistant", "c": "assistant", "t": "tool", "S": "user"}
 
 
@@ -81,7 +83,7 @@ def transcripts(draw):
     return spec
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(spec=transcripts())
 def test_plans_replace_a_contiguous_run_of_whole_rounds_and_keep_the_newest_user(spec):
     es = entries(spec)

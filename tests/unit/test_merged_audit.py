@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from ctxstore.adapters.store.shards.merged_audit import merged_page, parse_cursor
 from ctxstore.projections.audit import AuditEntry, AuditPage
 
+from ..conftest import examples
+
 NAMES = ["a", "b", "c"]
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -41,7 +43,7 @@ def server_reader(streams: dict[str, list[AuditEntry]]):
 stream = st.lists(st.tuples(st.integers(1, 3), st.integers(0, 50)), max_size=25)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     first=st.fixed_dictionaries({n: stream for n in NAMES}),
     later=st.fixed_dictionaries({n: stream for n in NAMES}),

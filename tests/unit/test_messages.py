@@ -13,6 +13,8 @@ from ctxstore.domain.messages import (
     parse_message,
 )
 
+from ..conftest import examples
+
 
 def test_every_role_and_shape_round_trips():
     msgs = [
@@ -177,7 +179,7 @@ def _slow_problem(value: object) -> bool:
     return walk(value, 0)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(_json_like)
 def test_json_size_bound_is_never_below_the_encoded_size(value):
     bound = json_size_bound(value)
@@ -186,7 +188,7 @@ def test_json_size_bound_is_never_below_the_encoded_size(value):
     assert exact <= bound
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(_json_like)
 def test_json_problem_refuses_exactly_lone_surrogates_and_depth(value):
     problem = json_problem(value)

@@ -12,6 +12,8 @@ from ctxstore.domain.conversions import convert
 from ctxstore.domain.errors import CtxStoreError
 from ctxstore.projections.visible import replay, visible_of
 
+from ..conftest import examples
+
 
 class Model:
     """A transcript of abstract messages: (id, kind, calls, answers)."""
@@ -122,7 +124,7 @@ def draw_message(data, model: Model, counter: list[int]) -> tuple:
     return (msg_id, kind, calls, answers, payload)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data(), shape=st.sampled_from(["openai-responses", "anthropic"]))
 def test_native_sequences_match_the_reference_model(data, shape):
     model = Model(shape)

@@ -16,6 +16,8 @@ from ctxstore.domain.prompt import (
 from ctxstore.domain.tokens import ESTIMATE, REPLY_PRIMING, estimate_text_tokens, message_tokens
 from ctxstore.domain.transcript import check_transcript
 
+from ..conftest import examples
+
 
 def item(n, role, text="", **extra):
     message = Message(id=f"m{n}", role=role, content=text or None, **extra)
@@ -88,7 +90,7 @@ def test_priority_breaks_ties_between_equally_full_choices():
     assert [r.id for r in pack(refs, 50).kept] == ["b"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     sizes=st.lists(st.tuples(st.integers(0, 120), st.integers(0, 3)), max_size=12),
     limit=st.integers(0, 300),
@@ -237,7 +239,7 @@ def transcripts(draw):
     return items
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(items=transcripts(), budget=st.integers(1, 3000), strategy=st.sampled_from(STRATEGIES))
 def test_any_context_and_budget_fits_keeps_pairs_and_is_deterministic(items, budget, strategy):
     try:

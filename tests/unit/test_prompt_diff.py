@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 from ctxstore.domain.messages import Message
 from ctxstore.projections.calls import ModelCall, prompt_diff
 
+from ..conftest import examples
+
 CID = uuid4()
 ROLES = ("system", "user", "assistant")
 
@@ -40,7 +42,7 @@ messages = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(before=messages, after=messages)
 def test_every_message_is_accounted_for_once(before, after):
     d = prompt_diff(call(2, after), call(1, before))

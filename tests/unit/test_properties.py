@@ -13,6 +13,8 @@ from ctxstore.domain.tokens import ESTIMATE, message_tokens
 from ctxstore.projections.history import fold_history
 from ctxstore.projections.visible import replay, visible_of
 
+from ..conftest import examples
+
 
 def normal(items):
     return [(i, Message.model_validate(m).model_dump(mode="json")) for i, m in items]
@@ -43,7 +45,9 @@ def apply(ctx: Context, op: tuple) -> None:
 
 
 @settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(300),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
 def test_random_sequences_match_the_reference_model(data, reference_model, draw_operation):

@@ -22,6 +22,8 @@ from ctxstore.domain.stream_repair import repair
 from ctxstore.domain.streaming import INCOMPLETE, incomplete_state, neutral_deltas
 from ctxstore.projections.visible import replay, visible_of
 
+from ..conftest import examples
+
 
 def new_context(shape: str = "openai-chat") -> Context:
     c = Context.start(name="s", metadata=None, actor="a")
@@ -255,7 +257,7 @@ def test_a_rollback_takes_a_reply_begun_in_its_batch():
 pieces = st.lists(st.text(min_size=0, max_size=12), min_size=1, max_size=40)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(text=pieces, cuts=st.lists(st.integers(1, 8), min_size=1, max_size=10), keep=st.booleans())
 def test_however_deltas_are_grouped_the_reply_is_their_concatenation(text, cuts, keep):
     """Any grouping of the same deltas into appends gives the same message, replay agrees,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Literal
+from uuid import UUID
 
 from fastapi import APIRouter, Query, Response
 
@@ -52,7 +53,7 @@ def contexts(
     ctx: Requester,
     search: Annotated[str | None, Query(max_length=200)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 1000,
-    after: Annotated[str | None, Query(max_length=100)] = None,
+    after: UUID | None = None,
 ) -> list[ContextSummary]:
     """The caller's contexts in creation order; `search` matches name or id; `after` pages
     on from the last id listed."""

@@ -31,6 +31,7 @@ from psycopg.sql import SQL, Identifier
 
 from ctxstore.adapters.keys.cipher import key_name
 from ctxstore.adapters.storage.postgres_schema import MOVED_TABLE
+from ctxstore.adapters.storage.retention_rows import CHECKPOINTS_TABLE, RETENTION_TABLE
 from ctxstore.domain.errors import DamagedContextError, StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -42,6 +43,7 @@ CONTEXT_ROWS = (
     ("ctxstore_audit", "context_id"),
     ("ctxstore_idempotency", "context"),
     ("ctxstore_blob_refs", "context_id"),
+    (CHECKPOINTS_TABLE, "context_id"),
 )
 
 
@@ -59,6 +61,7 @@ def move(sharded: ShardedStore, cid: UUID, to: str) -> str:
         target.import_events(lines)
         if list(target.export_events(cid)) != lines:  # events, chains and attachments alike
             raise DamagedContextError(f"context {cid}: the copy on {to} does not match its source")
+        _carry_policy(source, target, cid)
         _remove(source, cid, to)
         keys = source._storage.keys
         if keys is not None and sharded.settings.key_vault is None:
@@ -74,6 +77,19 @@ def move(sharded: ShardedStore, cid: UUID, to: str) -> str:
 def _tables(store: object) -> tuple[Identifier, object]:
     schema = store._storage.backend.schema  # type: ignore[attr-defined]
     return Identifier(schema), store._storage.recorder  # type: ignore[attr-defined]
+
+
+def _carry_policy(source: object, target: object, cid: UUID) -> None:
+    """The context's own retention policy goes with it (the source's row goes with the
+    rest of its rows, below)."""
+    rows = source._storage.retention  # type: ignore[attr-defined]
+    there = target._storage.retention  # type: ignore[attr-defined]
+    if rows is None or there is None:
+        return
+    scope = f"context:{cid.hex}"
+    for found, expire_after, keep_latest, _set_at, actor in rows.policies():
+        if found == scope:
+            there.set(scope, expire_after, keep_latest, actor)
 
 
 def _clear_tombstone(store: object, cid: UUID) -> None:
@@ -105,6 +121,10 @@ def _remove(store: object, cid: UUID, to: str) -> None:
                 ),
                 (cid,),
             )
+        c.execute(
+            SQL("DELETE FROM {0}.{1} WHERE scope = %s").format(schema, Identifier(RETENTION_TABLE)),
+            (f"context:{cid.hex}",),
+        )
         for table, column in CONTEXT_ROWS:
             value = str(cid) if column == "context" else cid.hex
             c.execute(

@@ -19,7 +19,7 @@ from uuid import UUID, uuid4
 
 from ctxstore.adapters.settings import Settings, load_settings
 from ctxstore.adapters.store import usage
-from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.facade import ContextStore, page_start
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.results import ContextSummary, Erasure
 from ctxstore.adapters.store.shards import move as moving
@@ -234,7 +234,7 @@ class ShardedStore(ShardRouted):
         names = self.names
         start: UUID | None = None
         if after is not None:
-            start = ContextStore.context_uuid(after)
+            start = page_start(after)
             names = names[names.index(self.shard_of(start)) :]
         found: list[ContextSummary] = []
         for name in names:
