@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -31,6 +32,12 @@ def examples(full: int) -> int:
     loaded = hypothesis_settings.default
     return max(3, full * (100 if loaded is None else loaded.max_examples) // 100)
 
+
+# Where the environment says PYTHONDONTWRITEBYTECODE, every test process (and each CLI
+# process a test starts) would compile ctxstore and rewrite the test modules anew: keep the
+# bytecode cache for the suite's own processes (it is git-ignored).
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 DEFAULT_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres connect_timeout=3"
 
@@ -152,6 +159,33 @@ def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def store(store_url: str) -> Iterator[ContextStore]:
     with ContextStore.from_url(store_url, Settings(snapshot_interval=5, actor="tester")) as s:
         yield s
+
+
+# ---- tiers: `pytest -m "not slow"` is the everyday run; CI runs everything ----------------
+
+# Where the fast tier still runs PostgreSQL: every surface against one script, and the
+# write ladder's own cases. Every other PostgreSQL variant runs in the whole suite only.
+FAST_ON_POSTGRES = ("test_conformance.py", "test_write_ladder.py", "test_commit_point.py")
+# The SDKs' own suites run on the store over SQLite in the fast tier; over the async store,
+# the HTTP client and PostgreSQL in the whole suite (the conformance script covers those
+# surfaces in both).
+SURFACE_VARIANTS = ("async", "http", "postgres")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    slow = pytest.mark.slow
+    for item in items:
+        if item.get_closest_marker("slow"):
+            continue
+        path = str(item.path)
+        params = item.name.partition("[")[2]
+        if (
+            item.get_closest_marker("postgres")
+            and not path.endswith(FAST_ON_POSTGRES)
+            or ("/tests/integrations/" in path or "/tests/sdk/" in path)
+            and any(v in params for v in SURFACE_VARIANTS)
+        ):
+            item.add_marker(slow)
 
 
 # ---- the service, and each surface over one store -------------------------------------------

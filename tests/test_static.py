@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -20,6 +22,7 @@ def test_ruff_lint_and_format():
     assert fmt.returncode == 0, fmt.stdout + fmt.stderr
 
 
+@pytest.mark.slow  # the type checker over the package, the tests and the benchmarks
 def test_mypy_strict():
     # mypy cannot follow the editable install; it reads a symlink view of the package.
     view = ROOT / ".typecheck" / "ctxstore"

@@ -89,8 +89,6 @@ def test_releasing_a_turn_on_a_dead_connection_reports_the_command_stored(pg_url
         assert store.insert(cid, [{"role": "user", "content": "next"}]).version == 3
 
 
-@pytest.mark.postgres
-@pytest.mark.slow
 def _admin(pg_url: str, pg_admin_dsn: str) -> str:
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -99,6 +97,8 @@ def _admin(pg_url: str, pg_admin_dsn: str) -> str:
     return make_conninfo("", **info)
 
 
+@pytest.mark.postgres
+@pytest.mark.slow  # backends terminated at random moments under four writers
 def test_terminated_backends_never_report_a_stored_command_as_failed(pg_url, pg_admin_dsn):
     import psycopg
 

@@ -17,6 +17,8 @@ from ctxstore.adapters.store import writer as store_module
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import VersionConflictError
 
+pytestmark = pytest.mark.slow  # writers racing on one context
+
 
 def user(text: str) -> dict[str, str]:
     return {"role": "user", "content": text}
@@ -83,6 +85,7 @@ class Holder:
     SCRIPT = """
 import fcntl, os, sys, time
 import psycopg
+
 url, key, offset = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 if url.startswith("postgresql"):
     dsn = url.split("?")[0]

@@ -56,6 +56,7 @@ def _sealed_events(url: str) -> int:
     return int(found[0]) if found else 0
 
 
+@pytest.mark.slow  # a process killed mid-run
 def test_encrypt_in_place_survives_a_kill_and_completes(durable_url):
     plain = Settings(snapshot_interval=4)
     with ContextStore.from_url(durable_url, plain) as store:

@@ -104,6 +104,7 @@ def test_erasure_works_in_a_process_that_never_loaded_the_service(tmp_path):
     assert done.stdout.strip() == "2"
 
 
+@pytest.mark.slow  # retries the WAL checkpoint for seconds
 def test_erasure_says_what_residue_remains(durable_url, tmp_path):
     """SQLite: a reader holding the database open keeps the erased pages in the -wal; the
     erasure sees the checkpoint held up and says so. PostgreSQL: the

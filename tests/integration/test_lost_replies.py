@@ -6,7 +6,7 @@ import pytest
 
 from ctxstore.adapters.store.facade import ContextStore
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # slow: a proxy losing replies
 
 
 def turn(n: int) -> list[dict]:

@@ -20,6 +20,8 @@ from bench_reliability import run_outages
 
 from ctxstore.adapters.storage import postgres_bounds
 
+pytestmark = pytest.mark.slow  # a server of its own stopped and frozen
+
 
 @pytest.mark.postgres
 def test_outages_wait_once_fail_typed_and_recover():

@@ -4,7 +4,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from ctxstore.adapters.store.facade import ContextStore
+
+pytestmark = pytest.mark.slow  # writer processes racing
 
 WRITERS = 3
 APPENDS = 20
@@ -54,6 +58,7 @@ def test_processes_racing_on_one_context(durable_url):
 OPENER = """
 import sys
 from ctxstore.adapters.store.facade import ContextStore
+
 with ContextStore.from_url(sys.argv[1]) as store:
     print(store.create())
 """

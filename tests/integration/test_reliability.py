@@ -12,6 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from bench_reliability import run_crashes, run_lost_replies, run_mixed
 
+pytestmark = pytest.mark.slow  # writer processes racing and killed
+
 
 def test_writer_processes_racing_on_one_context_lose_and_duplicate_nothing(durable_url):
     result = run_mixed(durable_url, writers=4, commands=40, seed=1)

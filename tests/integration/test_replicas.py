@@ -22,7 +22,10 @@ from ctxstore.domain.errors import StoreURLError
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import pg_cluster
 
-pytestmark = pytest.mark.postgres
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.slow,
+]  # slow: servers of its own: a primary and replicas
 
 
 @pytest.fixture(scope="module")

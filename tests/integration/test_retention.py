@@ -134,6 +134,7 @@ def cli_like(tmp_path):
     return run, url
 
 
+@pytest.mark.slow  # waits out the policy cache
 def test_a_write_by_another_store_keeps_the_context_alive_for_a_store_with_it_cached(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     with ContextStore.from_url(url) as a, ContextStore.from_url(url) as b:

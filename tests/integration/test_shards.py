@@ -24,7 +24,7 @@ from ctxstore.domain.errors import ContextNotFoundError, CtxStoreError, InvalidO
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import pg_cluster
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # slow: three servers of its own
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 )

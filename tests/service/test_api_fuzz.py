@@ -24,6 +24,8 @@ from ctxstore.adapters.http import create_app
 from ctxstore.adapters.settings import ServiceConfig
 from ctxstore.adapters.store.facade import ContextStore
 
+pytestmark = pytest.mark.slow  # fuzzing the OpenAPI document
+
 EXAMPLES = int(os.environ.get("CTXSTORE_FUZZ_EXAMPLES", "25"))
 AUTH = {"Authorization": "Bearer fuzz-token"}
 

@@ -140,6 +140,7 @@ def test_two_instances_on_one_database_tail_each_other(durable_url: str):
                 assert [e.version for e in seen] == [2, 3, 4]
 
 
+@pytest.mark.slow  # fills a socket buffer
 def test_a_client_that_stops_reading_is_dropped_and_too_many_are_refused(durable_url: str):
     config = ServiceConfig(tokens=TOKENS)
     with ContextStore.from_url(durable_url) as store:

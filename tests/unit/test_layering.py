@@ -139,6 +139,7 @@ def imports_failing_first(names: list[str], path: str | None = None) -> str:
     return "" if done.returncode == 0 else (done.stdout + done.stderr).strip()
 
 
+@pytest.mark.slow  # an interpreter per module
 def test_every_module_imports_first_in_a_fresh_interpreter():
     """A script may import any module first; an import cycle that only bites in that order
     (erasure -> the service package -> its app -> erasure did) fails here."""

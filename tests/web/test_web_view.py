@@ -27,6 +27,8 @@ from ctxstore.domain.conversions import convert
 from ..conftest import DURABLE_BACKENDS, make_url
 from ..service.conftest import serve
 
+pytestmark = pytest.mark.slow  # the browser
+
 playwright_api = pytest.importorskip("playwright.sync_api")
 
 TOKENS = {"token-alpha": "alpha", "token-beta": "beta", "token-gamma": "gamma"}
