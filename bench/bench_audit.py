@@ -74,7 +74,7 @@ def audit_figures(store: ContextStore, label: str) -> None:
     fill(store, ARGS.events)
     loaded = time.perf_counter() - t
     t = time.perf_counter()
-    store.refresh_audit_index()
+    store.admin.refresh_audit_index()
     indexed = time.perf_counter() - t
     print(
         f"{label}: {ARGS.events:,} events written in {loaded:.1f} s, indexed in {indexed:.1f} s "

@@ -169,7 +169,7 @@ def run_crashes(url: str, kills: int, seed: int = 0) -> dict[str, Any]:
             compactions += h.type == "compress"
             assert h.type != "batch_start", f"a batch opened at version {h.version}"
         assert store.visible(cid).batch == 0
-        position = store.refresh_audit_index()
+        position = store.admin.refresh_audit_index()
         assert position == store._storage.recorder.max_notification_id()
         indexed = store._storage.audit_index.indexed_heads(cid.hex)
         assert indexed == {cid.hex: len(history)}, (indexed, len(history))

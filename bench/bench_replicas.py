@@ -65,7 +65,7 @@ def main() -> None:
                     for n in range(args.events):
                         writer.insert(cid, [{"role": "user", "content": f"turn {n} " * 20}])
                     ids.append(cid)
-                writer.refresh_audit_index()
+                writer.admin.refresh_audit_index()
             replayed(primary, standby)
             reads: dict[str, Callable[[ContextStore, Any], object]] = {
                 "audit page (100 rows)": lambda s, c: s.audit(context_id=c, limit=100),

@@ -146,7 +146,7 @@ def main() -> None:
                 cid = store.contexts(limit=1)[0].context_id
             else:
                 cid = build_history(store, args.events, calls=args.calls)
-            store.refresh_audit_index()  # a running service keeps it caught up
+            store.admin.refresh_audit_index()  # a running service keeps it caught up
             calls = store.calls(cid)
             middle = max(1, len(calls) - 50)  # among the newest listed
             sent = len(store.call(cid, middle).messages or [])

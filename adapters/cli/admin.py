@@ -51,7 +51,7 @@ def serve(
     with open_store(ctx) as store:  # fail here, with a clear message, if it cannot be opened
         config = store.settings.service
         url = store.url
-        stored = store.stored_tokens is not None and store.stored_tokens.any()
+        stored = store.admin.stored_tokens is not None and store.admin.stored_tokens.any()
     if not config.tokens and not stored and not _loopback(host) and not allow_anonymous:
         err.print(
             f"[red]refusing to serve {host} without tokens[/red]: set "
@@ -98,7 +98,7 @@ def migrate(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 
     applied = ContextStore.setup(options(ctx).url)
     with open_store(ctx) as store:
-        version = store.schema_version()
+        version = store.admin.schema_version()
     if as_json:
         print_json({"version": version, "applied": [m.version for m in applied]})
         return

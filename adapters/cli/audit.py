@@ -358,5 +358,5 @@ def erasures(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 def reindex(ctx: typer.Context) -> None:
     """Rebuild the audit index from the events (after it was damaged or edited)."""
     with open_store(ctx) as store:
-        position = store.rebuild_audit_index()
+        position = store.admin.rebuild_audit_index()
     out.print(f"audit index rebuilt up to position {position}", highlight=False)

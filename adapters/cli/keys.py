@@ -23,7 +23,7 @@ keys_app = typer.Typer(
 def status(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """The current KEK, where data keys are kept, and how many each KEK wraps."""
     with open_store(ctx) as store:
-        found = store.key_status()
+        found = store.admin.key_status()
     if as_json:
         print_json(found.model_dump(mode="json"))
         return
@@ -44,7 +44,7 @@ def rotate(
     """Re-wrap every data key under the current KEK (the first in CTXSTORE_KEY_FILE), online;
     run it again to resume. Then the old KEK can be removed from the file."""
     with open_store(ctx) as store:
-        found = store.rotate_kek(batch=batch)
+        found = store.admin.rotate_kek(batch=batch)
     if as_json:
         print_json(found.model_dump(mode="json"))
     else:
@@ -78,7 +78,7 @@ def rekey(
     """A new data key for one context: its events and snapshots sealed anew (the hash chain
     still verifies), the old key dropped."""
     with open_store(ctx) as store:
-        found = store.rekey(context, wait=wait)
+        found = store.admin.rekey(context, wait=wait)
     if as_json:
         print_json(found.model_dump(mode="json"))
         return
@@ -100,7 +100,9 @@ def encrypt(
     every event and snapshot sealed with its context's data key. Safe to stop (Ctrl-C, a
     kill) and run again; the store stays readable throughout."""
     with open_store(ctx) as store:
-        found = store.encrypt_in_place(batch=batch, progress=None if as_json else _every_thousand)
+        found = store.admin.encrypt_in_place(
+            batch=batch, progress=None if as_json else _every_thousand
+        )
     if as_json:
         print_json(found.model_dump(mode="json"))
         return

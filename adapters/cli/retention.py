@@ -54,7 +54,7 @@ def set_(
     most specific applies."""
     after = seconds(expire_after)
     with open_store(ctx) as store:
-        found = store.set_retention(
+        found = store.admin.set_retention(
             after, keep_latest=keep_latest, tenant=tenant, context_id=context,
             everything=all_, actor=actor(ctx),
         )  # fmt: skip
@@ -80,7 +80,7 @@ def _policy_text(policy: RetentionPolicy) -> str:
 def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """The retention policies."""
     with open_store(ctx) as store:
-        found = store.retention_policies()
+        found = store.admin.retention_policies()
     if as_json:
         print_json([p.model_dump(mode="json") for p in found])
         return
@@ -96,7 +96,7 @@ def sweep(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Erase every context its retention policy has expired (each leaves an erasure record);
     the sweep itself is recorded."""
     with open_store(ctx) as store:
-        found = store.sweep(actor=actor(ctx))
+        found = store.admin.sweep(actor=actor(ctx))
     if as_json:
         print_json(found.model_dump(mode="json"))
         return
@@ -119,7 +119,7 @@ def sweeps(
 ) -> None:
     """The recorded sweeps, newest first."""
     with open_store(ctx) as store:
-        found = store.sweeps(limit=limit)
+        found = store.admin.sweeps(limit=limit)
     if as_json:
         print_json([s.model_dump(mode="json") for s in found])
         return

@@ -31,7 +31,7 @@ def create(
 ) -> None:
     """Make a token; its text is printed once (only its hash is kept)."""
     with open_store(ctx) as store:
-        token, found = store.create_token(tenant, scopes, name=name)
+        token, found = store.admin.create_token(tenant, scopes, name=name)
     if as_json:
         print_json({"token": token, **found.model_dump(mode="json")})
         return
@@ -48,7 +48,7 @@ def create(
 def revoke(ctx: typer.Context, token_id: str, as_json: JsonFlag = False) -> None:
     """Revoke a token by its id (every service instance refuses it within 5 s)."""
     with open_store(ctx) as store:
-        found = store.revoke_token(token_id)
+        found = store.admin.revoke_token(token_id)
     if as_json:
         print_json(found.model_dump(mode="json"))
     else:
@@ -60,7 +60,7 @@ def revoke(ctx: typer.Context, token_id: str, as_json: JsonFlag = False) -> None
 def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """The tokens kept in the store (never their secrets)."""
     with open_store(ctx) as store:
-        found = store.tokens()
+        found = store.admin.tokens()
     if as_json:
         print_json([t.model_dump(mode="json") for t in found])
         return

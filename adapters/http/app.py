@@ -90,12 +90,12 @@ def create_app(
 ) -> FastAPI:
     """The service over one store (closed by the caller, or by `on_close` at shutdown)."""
     config = config or store.settings.service
-    keys = store.idempotency_keys(
+    keys = store.admin.idempotency_keys(
         config.idempotency_ttl_seconds, config.idempotency_pending_seconds
     )
     # Routes run on this pool: cheaper per request than the framework's own thread hop.
     pool = ThreadPoolExecutor(max_workers=config.threads, thread_name_prefix="ctxstore-http")
-    service = Service(store, pool, Tokens(config.tokens, store.stored_tokens))
+    service = Service(store, pool, Tokens(config.tokens, store.admin.stored_tokens))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -110,7 +110,7 @@ def create_app(
             )  # fmt: skip
             refresher.start()
         sweeper = None
-        if config.sweep_seconds > 0 and store.stored_tokens is not None:  # a database store
+        if config.sweep_seconds > 0 and store.admin.stored_tokens is not None:  # a database store
             sweeper = threading.Thread(
                 target=_sweep, args=(store, stop, config.sweep_seconds),
                 name="ctxstore-sweep", daemon=True,
@@ -181,8 +181,8 @@ def _sweep(store: ContextStore, stop: threading.Event, every: float) -> None:
     finds it gone the second time)."""
     while not stop.wait(every):
         try:
-            if store.retention_policies():
-                store.sweep()
+            if store.admin.retention_policies():
+                store.admin.sweep()
         except Exception:  # noqa: BLE001 - logged; the next sweep tries again
             problems.log.warning("retention sweep failed", exc_info=True)
 
@@ -190,6 +190,6 @@ def _sweep(store: ContextStore, stop: threading.Event, every: float) -> None:
 def _refresh_audit(store: ContextStore, stop: threading.Event, every: float) -> None:
     while not stop.wait(every):
         try:
-            store.refresh_audit_index()
+            store.admin.refresh_audit_index()
         except Exception:  # noqa: BLE001 - the next audit read catches up and reports it
             problems.log.warning("audit index refresh failed", exc_info=True)

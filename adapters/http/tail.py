@@ -125,7 +125,7 @@ class TailHub:
             return store.audit(tenant=tenant, types=types, actor=actor, after=position, limit=PAGE)
 
         with _woken_by(store, woken, None):
-            at = start if start is not None else await run(store.audit_head)
+            at = start if start is not None else await run(store.admin.audit_head)
             page = await run(page_after, at)
             yield b"retry: 1000\n\n"
             while True:

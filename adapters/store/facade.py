@@ -19,7 +19,6 @@ from ctxstore.adapters.llm.tokenizer import Tokenizers, check_encoding_name, enc
 from ctxstore.adapters.settings import Settings, load_settings, replica_urls
 from ctxstore.adapters.storage.blobs import StoredBlob
 from ctxstore.adapters.storage.events import EventStorage
-from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.store import (
     compaction,
@@ -28,13 +27,13 @@ from ctxstore.adapters.store import (
     sweeping,
     usage,
 )
+from ctxstore.adapters.store.admin import StoreAdmin
 from ctxstore.adapters.store.attachments import Attachments
 from ctxstore.adapters.store.commands import Commands
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.history_surface import HistorySurface
-from ctxstore.adapters.store.keys_surface import KeysSurface
 from ctxstore.adapters.store.replicas import Replicas
 from ctxstore.adapters.store.results import (
     BatchFrame,
@@ -47,9 +46,7 @@ from ctxstore.adapters.store.results import (
     VisibleContext,
     Written,
 )
-from ctxstore.adapters.store.retention_surface import RetentionSurface
 from ctxstore.adapters.store.streaming import StreamingSurface
-from ctxstore.adapters.store.tokens_surface import TokensSurface
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import BlobRef
 from ctxstore.domain.context import JSON, Context, MessageRef
@@ -84,8 +81,7 @@ class StoreParts:
 
 @type_faults
 class ContextStore(
-    HistorySurface, StreamingSurface, KeysSurface, TokensSurface, RetentionSurface,
-    ContextOperations,
+    HistorySurface, StreamingSurface, ContextOperations,
 ):  # fmt: skip
     """Stores contexts as event streams; every public method is one command or one read."""
 
@@ -102,6 +98,9 @@ class ContextStore(
         self._writer = Writer(self._core)
         self._attachments = Attachments(self._core)
         self._commands = Commands(self._core, self._attachments)
+        # What an operator does to the store (tokens, keys, retention, the audit index, the
+        # schema): beside the store's own operations, not among them.
+        self.admin = StoreAdmin(self._core, storage)
 
     @classmethod
     def from_url(
@@ -128,10 +127,6 @@ class ContextStore(
         the migrations applied, none when it was current."""
         with cls.from_url(url, settings) as store:
             return list(store._storage.applied)
-
-    def schema_version(self) -> int:
-        """The schema version this store is at (this release's, once opened)."""
-        return self._storage.schema_version
 
     @property
     def settings(self) -> Settings:
@@ -508,10 +503,6 @@ class ContextStore(
         return StoreCore.id(context_id)
 
     # ---- the service's storage ------------------------------------------------------
-
-    def idempotency_keys(self, ttl_seconds: float, pending_seconds: float) -> IdempotencyKeys:
-        """The HTTP service's idempotency keys, kept in this store's database."""
-        return self._storage.idempotency_keys(ttl_seconds, pending_seconds)
 
     def __enter__(self) -> Self:
         return self

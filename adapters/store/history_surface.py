@@ -76,20 +76,6 @@ class HistorySurface:
             from_version=from_version, to_version=to_version, index=core is self._core,
         ))  # fmt: skip
 
-    def audit_head(self) -> int:
-        """The newest audit position (where a tenant's live tail starts by default)."""
-        return audit.catch_up(self._core)
-
-    def refresh_audit_index(self) -> int:
-        """Index every event stored so far (queries do it first anyway); the position reached."""
-        return audit.catch_up(self._core)
-
-    def rebuild_audit_index(self) -> int:
-        """Rebuild the audit index from the events (after it was damaged); returns the
-        position it reached."""
-        self._core.storage.audit_index.reset()
-        return audit.catch_up(self._core)
-
     def verify(self, context_id: UUID | str | None = None) -> Verification:
         """Check the hash chain of one context, or of all; names each first broken link."""
         if context_id is None:

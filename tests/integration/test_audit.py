@@ -471,13 +471,13 @@ def test_indexing_a_page_another_process_indexed_first_is_skipped(durable_url, m
     with ContextStore.from_url(durable_url) as a, ContextStore.from_url(durable_url) as b:
         cid = a.create(actor="a")
         a.insert(cid, [user("x")], actor="a")
-        reached = a.refresh_audit_index()
+        reached = a.admin.refresh_audit_index()
         stale = [0]  # b believes nothing is indexed yet, as if a indexed while b was reading
         real = b._storage.audit_index.position
         monkeypatch.setattr(
             b._storage.audit_index, "position", lambda: stale.pop() if stale else real()
         )
-        assert b.refresh_audit_index() == reached
+        assert b.admin.refresh_audit_index() == reached
         assert [e.version for e in b.audit(limit=1000).entries] == [1, 2]
 
 

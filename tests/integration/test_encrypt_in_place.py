@@ -1,5 +1,5 @@
 """`ctxstore encrypt`: a store written without encryption sealed in place, killed half-way
-(SIGKILL) and run again; and re-keying one context (`store.rekey`)."""
+(SIGKILL) and run again; and re-keying one context (`store.admin.rekey`)."""
 
 from __future__ import annotations
 
@@ -123,7 +123,7 @@ def test_rekeying_a_context_seals_it_anew_and_drops_the_old_key(durable_url):
         keys = store._core.storage.keys.keys
         old = keys.generations(cid.hex)
         assert list(old) == [1]
-        done = store.rekey(cid, wait=0)
+        done = store.admin.rekey(cid, wait=0)
         assert done.events == 11 and done.snapshots >= 2
         assert list(keys.generations(cid.hex)) == [2]
         rows = store._core.storage.recorder.select_events(cid)
@@ -132,7 +132,7 @@ def test_rekeying_a_context_seals_it_anew_and_drops_the_old_key(durable_url):
         assert store.verify().ok
         assert store.blob(hashlib.sha256(image).hexdigest()).data == image  # its key re-sealed
         with pytest.raises(Exception, match="no context"):
-            store.rekey("00000000000000000000000000000000", wait=0)
+            store.admin.rekey("00000000000000000000000000000000", wait=0)
     with ContextStore.from_url(durable_url, settings) as store:  # cold
         assert store.visible(cid).model_dump() == before
         assert store.visible(other).messages[0].text() == "o"

@@ -50,11 +50,11 @@ def test_keep_latest_removes_old_events_and_the_rest_still_reads_and_verifies(du
         head = store.visible(cid).version
         before = {v: _texts(store, cid, v) for v in range(1, head + 1)}
         history = [(h.version, h.type) for h in store.history(cid)]
-        store.set_retention(None, keep_latest=10, context_id=cid, actor="dpo")
-        sweep = store.sweep()
+        store.admin.set_retention(None, keep_latest=10, context_id=cid, actor="dpo")
+        sweep = store.admin.sweep()
         bound = head - 10
         assert sweep.trimmed == {str(cid): bound - 1} and sweep.expired == []
-        assert store.sweeps()[0].trimmed == {str(cid): bound - 1}
+        assert store.admin.sweeps()[0].trimmed == {str(cid): bound - 1}
 
         assert _texts(store, cid) == before[head]
         for v in [1, *range(bound, head + 1)]:
@@ -70,7 +70,7 @@ def test_keep_latest_removes_old_events_and_the_rest_still_reads_and_verifies(du
         assert [r.originator_version for r in rows] == [1, *range(bound + 1, head + 1)]
         audit = store.audit(context_id=cid, limit=1000).entries
         assert [e.version for e in audit] == [1, *range(bound + 1, head + 1)]
-        assert store.sweep().trimmed == {}  # not worth another trim yet
+        assert store.admin.sweep().trimmed == {}  # not worth another trim yet
 
         store.insert(cid, [{"role": "user", "content": "after the trim"}])
         assert _texts(store, cid)[-1] == "after the trim"
@@ -89,8 +89,8 @@ def test_an_altered_checkpoint_fails_verification(tmp_path):
     with ContextStore.from_url(url, Settings(snapshot_interval=8)) as store:
         cid = store.create(name="c")
         _grow(store, cid, 30)
-        store.set_retention(None, keep_latest=5, context_id=cid)
-        assert store.sweep().trimmed
+        store.admin.set_retention(None, keep_latest=5, context_id=cid)
+        assert store.admin.sweep().trimmed
         assert store.verify(cid).ok
         import sqlite3
 
@@ -109,8 +109,8 @@ def test_another_process_with_the_old_state_cached_cannot_break_the_bounded_cont
         _grow(a, cid, 30)
         head = a.visible(cid).version
         assert b.visible(cid).version == head  # b caches the state from before the trim
-        a.set_retention(None, keep_latest=6, context_id=cid)
-        assert a.sweep().trimmed
+        a.admin.set_retention(None, keep_latest=6, context_id=cid)
+        assert a.admin.sweep().trimmed
         for n in range(12):  # past the snapshot interval: b snapshots what it cached
             b.insert(cid, [{"role": "user", "content": f"late {n}"}])
         expected = _texts(b, cid)
@@ -151,7 +151,7 @@ def test_random_histories_bounded_anywhere_read_as_the_reference_model(
                 seen[version] = [(i, Message.model_validate(m)) for i, m in model.items]
         head = store.visible(cid).version
         keep = data.draw(st.integers(1, max(1, head - 2)), label="keep_latest")
-        store.set_retention(None, keep_latest=keep, context_id=cid)
+        store.admin.set_retention(None, keep_latest=keep, context_id=cid)
         bound = head - keep
         store._core.bounds.trim(cid, keep)  # the sweep's step, whatever the slack
         for version, items in seen.items():

@@ -165,7 +165,7 @@ def test_kek_rotation_rewraps_every_key_online_and_resumes(durable_url, tmp_path
         while not written and thread.is_alive():
             stop.wait(0.01)
         try:
-            rest = store.rotate_kek(batch=7)
+            rest = store.admin.rotate_kek(batch=7)
         finally:
             stop.set()
             thread.join()
@@ -173,7 +173,7 @@ def test_kek_rotation_rewraps_every_key_online_and_resumes(durable_url, tmp_path
         assert written
     only_new = Settings(key_file=_key_file(tmp_path / "k2", k2), snapshot_interval=4)
     with ContextStore.from_url(durable_url, only_new) as store:
-        status = store.key_status()
+        status = store.admin.key_status()
         assert set(status.by_kek) == {status.kek}
         for cid in cids:
             assert store.visible(cid).messages[0].text() == SECRET

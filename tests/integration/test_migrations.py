@@ -44,7 +44,7 @@ def test_a_new_store_records_its_schema_version(durable_url):
         assert [m.version for m in store._storage.applied] == list(
             range(1, latest(durable_url) + 1)
         )
-        assert store.schema_version() == latest(durable_url)
+        assert store.admin.schema_version() == latest(durable_url)
     with ContextStore.from_url(durable_url) as store:
         assert store._storage.applied == []
 
@@ -98,7 +98,7 @@ def test_an_outdated_schema_is_refused_when_migrating_is_not_allowed(durable_url
     applied = ContextStore.setup(durable_url)  # what `ctxstore migrate` runs
     assert [m.version for m in applied] == [version]
     with ContextStore.from_url(durable_url, migrate=False) as store:
-        assert store.schema_version() == version
+        assert store.admin.schema_version() == version
 
 
 def _check_release_store(store: ContextStore, expected: dict) -> None:
@@ -115,7 +115,7 @@ def _check_release_store(store: ContextStore, expected: dict) -> None:
     assert store.verify().ok
     assert [e.context_id for e in store.erasures()] == [uuid.UUID(expected["erased"])]
     assert len(store.audit(limit=1000).entries) == expected["audit_events"]
-    claimed = store.idempotency_keys(10**10, 60).claim("acme", "key-1", "fingerprint")  # kept
+    claimed = store.admin.idempotency_keys(10**10, 60).claim("acme", "key-1", "fingerprint")  # kept
     assert claimed is not None and claimed.status == 200  # the service's stored response
     cid = next(c for c in expected if c not in ("erased", "audit_events"))
     w = store.insert(cid, [{"role": "user", "content": "after the upgrade"}])

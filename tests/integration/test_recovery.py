@@ -72,5 +72,5 @@ def test_edited_rows_are_rebuilt_by_reindex(durable_url):
         before = snapshot(store)
         execute(store, "UPDATE ctxstore_audit SET actor = 'mallory', reverted_by = NULL")
         assert snapshot(store) != before  # the edit is not detected by counting
-        assert store.rebuild_audit_index() == before[-1]["position"]
+        assert store.admin.rebuild_audit_index() == before[-1]["position"]
         assert snapshot(store) == before

@@ -27,8 +27,8 @@ def test_expired_contexts_are_served_to_no_one_and_swept(durable_url, keys):
         pinned = store.create(name="pinned", tenant="acme")
         for c in (old, other, pinned):
             store.insert(c, MSG)
-        store.set_retention(100, tenant="acme", actor="dpo")
-        store.set_retention(3600, context_id=pinned, actor="dpo")  # the most specific wins
+        store.admin.set_retention(100, tenant="acme", actor="dpo")
+        store.admin.set_retention(3600, context_id=pinned, actor="dpo")  # the most specific wins
         assert store.visible(old).version == 2  # written less than 100 s ago
         store._core.retention.clock = lambda: time.time() + 150  # 150 s later
         with pytest.raises(ContextNotFoundError, match="expired"):
@@ -41,23 +41,23 @@ def test_expired_contexts_are_served_to_no_one_and_swept(durable_url, keys):
         assert store.visible(pinned).version == 2
         listed = {c.context_id for c in store.contexts()}
         assert old not in listed and {other, pinned} <= listed  # nor does the listing
-        sweep = store.sweep()
+        sweep = store.admin.sweep()
         assert sweep.expired == [old] and not sweep.failed
         record = next(e for e in store.erasures() if e.context_id == old)
         assert record.actor == "ctxstore:retention" and "tenant:acme" in record.reason
-        assert store.sweeps()[0].id == sweep.id and store.sweeps()[0].expired == [old]
-        assert store.sweep().expired == []  # nothing more to do
-        assert [p.scope for p in store.retention_policies()] == [
+        assert store.admin.sweeps()[0].id == sweep.id and store.admin.sweeps()[0].expired == [old]
+        assert store.admin.sweep().expired == []  # nothing more to do
+        assert [p.scope for p in store.admin.retention_policies()] == [
             f"context:{pinned.hex}",
             "tenant:acme",
         ]
-        store.set_retention(None, tenant="acme")
-        assert [p.scope for p in store.retention_policies()] == [f"context:{pinned.hex}"]
+        store.admin.set_retention(None, tenant="acme")
+        assert [p.scope for p in store.admin.retention_policies()] == [f"context:{pinned.hex}"]
         assert store.verify().ok
         with pytest.raises(InvalidOperationError):
-            store.set_retention(-1, everything=True)
+            store.admin.set_retention(-1, everything=True)
         with pytest.raises(InvalidOperationError):
-            store.set_retention(10, tenant="acme", everything=True)
+            store.admin.set_retention(10, tenant="acme", everything=True)
 
 
 def test_a_tenants_admin_sets_its_policy_and_the_service_sweeps(tmp_path):
@@ -94,7 +94,9 @@ def test_a_tenants_admin_sets_its_policy_and_the_service_sweeps(tmp_path):
                 time.sleep(0.1)
             assert client.get(f"/v1/contexts/{mine}", headers=acme).status_code == 404
             assert client.get(f"/v1/contexts/{theirs}", headers=glob).status_code == 200
-            assert any(mine.replace("-", "") in [c.hex for c in s.expired] for s in store.sweeps())
+            assert any(
+                mine.replace("-", "") in [c.hex for c in s.expired] for s in store.admin.sweeps()
+            )
             seen = client.get("/v1/sweeps", headers=acme).json()
             assert any(mine in s["expired"] for s in seen)
             assert all(not s["expired"] for s in client.get("/v1/sweeps", headers=glob).json())
@@ -140,7 +142,7 @@ def test_a_write_by_another_store_keeps_the_context_alive_for_a_store_with_it_ca
     with ContextStore.from_url(url) as a, ContextStore.from_url(url) as b:
         cid = a.create(name="shared")
         a.insert(cid, MSG)
-        a.set_retention(4, context_id=cid)
+        a.admin.set_retention(4, context_id=cid)
         assert a.visible(cid).version == 2  # a caches it as written now
         time.sleep(2.5)
         b.insert(cid, MSG)  # b writes to it in time

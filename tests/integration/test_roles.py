@@ -74,7 +74,7 @@ def test_a_granted_role_uses_the_store_its_owner_created(owner_url, pg_admin_dsn
         assert [m.content for m in app.visible(cid).messages] == ["hello", "hi there"]
         assert len(app.visible(mine).messages) == 12
         assert app.verify().broken == []
-        app.rebuild_audit_index()
+        app.admin.rebuild_audit_index()
         # The HTTP service over it: its idempotency keys' table is the owner's too.
         with TestClient(create_app(app, ServiceConfig(tokens={"tok": "t"}))) as client:
             assert client.get("/health").status_code == 200

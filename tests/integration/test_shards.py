@@ -246,7 +246,7 @@ def test_a_move_takes_the_contexts_retention_with_it(sharded: ShardedStore) -> N
         sharded.insert(cid, [user(f"m{n}")])
     source = sharded.shard_of(cid)
     home = sharded.stores[source]
-    home.set_retention(None, keep_latest=500, context_id=cid)
+    home.admin.set_retention(None, keep_latest=500, context_id=cid)
     rows = home._storage.retention
     assert rows is not None
     to = next(n for n in sharded.names if n != source)
@@ -254,5 +254,5 @@ def test_a_move_takes_the_contexts_retention_with_it(sharded: ShardedStore) -> N
     assert [m.content for m in sharded.visible(cid).messages][-1] == "m39"
     assert sharded.verify(cid).ok
     assert not [p for p in rows.policies() if p[0] == f"context:{cid.hex}"]
-    moved = sharded.stores[to].retention_policies()
+    moved = sharded.stores[to].admin.retention_policies()
     assert [(p.scope, p.keep_latest) for p in moved] == [(f"context:{cid.hex}", 500)]

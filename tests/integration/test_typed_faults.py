@@ -16,6 +16,7 @@ import pytest
 
 from ctxstore.adapters.http.client import CtxStoreClient
 from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.store.admin import StoreAdmin
 from ctxstore.adapters.store.async_store import AsyncContextStore
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.faults import public_methods
@@ -86,9 +87,18 @@ def test_every_store_method_is_typed_when_the_tables_are_gone(tmp_path):
         gone_tables(db)
         store.parts.core.cache.drop(cid)
         raw = {name: untyped(call) for name, call in calls_of(ContextStore, store, cid)}
+        admin = {name: untyped(call) for name, call in calls_of(StoreAdmin, store.admin, cid)}
     assert {n: e for n, e in raw.items() if e} == {}
-    for admin in ("set_retention", "retention_policies", "sweep", "sweeps", "tokens"):
-        assert admin in raw
+    assert {n: e for n, e in admin.items() if e} == {}
+    for name in (
+        "set_retention",
+        "retention_policies",
+        "sweep",
+        "sweeps",
+        "tokens",
+        "revoke_token",
+    ):
+        assert name in admin
 
 
 def test_every_async_store_method_is_typed_when_the_tables_are_gone(tmp_path):

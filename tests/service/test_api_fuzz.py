@@ -80,7 +80,9 @@ def test_no_request_gets_a_server_error(api_schema):
             before = store.visible(live).version
             response = case.call(headers=AUTH)
             sent[0] += 1
-            for policy in store.retention_policies():  # a policy would expire the live context
+            for (
+                policy
+            ) in store.admin.retention_policies():  # a policy would expire the live context
                 store._core.retention.set(policy.scope, None, None, "fuzz")
             case.validate_response(
                 response,

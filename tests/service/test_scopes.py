@@ -106,7 +106,7 @@ def test_an_auditor_sees_its_tenants_audit_and_writes_nothing(app_store):
 
 def test_tokens_kept_hashed_in_the_database_authenticate_until_revoked(app_store, monkeypatch):
     monkeypatch.setattr(stored_tokens, "CACHE_SECONDS", 0.0)
-    token, listed = app_store.create_token("acme", "read,write", name="sdk")
+    token, listed = app_store.admin.create_token("acme", "read,write", name="sdk")
     assert listed.scopes == ["read", "write"] and token.startswith("ctxs_")
     with TestClient(create_app(app_store, ServiceConfig())) as client:  # none configured
         assert client.get("/v1/contexts").status_code == 401  # a stored token is required now
@@ -116,10 +116,10 @@ def test_tokens_kept_hashed_in_the_database_authenticate_until_revoked(app_store
         assert client.get("/v1/audit", headers=ok).status_code == 403  # no audit scope
         wrong = {"Authorization": f"Bearer {token[:-2]}xx"}
         assert client.get("/v1/contexts", headers=wrong).status_code == 401
-        app_store.revoke_token(listed.id)
+        app_store.admin.revoke_token(listed.id)
         assert client.get("/v1/contexts", headers=ok).status_code == 401
     secret = token.split("_", 2)[2]  # ctxs_<hex id>_<secret>: the secret may hold "_" itself
     assert secret.encode() not in raw_bytes(app_store.url, app_store)
-    assert [t.revoked is not None for t in app_store.tokens()] == [True]
+    assert [t.revoked is not None for t in app_store.admin.tokens()] == [True]
     with pytest.raises(Exception, match="scopes must be"):
-        app_store.create_token("acme", "read,delete")
+        app_store.admin.create_token("acme", "read,delete")

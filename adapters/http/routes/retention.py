@@ -35,10 +35,10 @@ def set_retention(body: RetentionRequest, ctx: Requester) -> RetentionPolicy | N
     tenant = ctx.who.tenant
     after, keep, who = body.expire_after_seconds, body.keep_latest, ctx.who.actor
     if cid is not None:
-        return ctx.store.set_retention(after, keep_latest=keep, context_id=cid, actor=who)
+        return ctx.store.admin.set_retention(after, keep_latest=keep, context_id=cid, actor=who)
     if tenant is None:  # a service without tokens: one shared space, the whole store
-        return ctx.store.set_retention(after, keep_latest=keep, everything=True, actor=who)
-    return ctx.store.set_retention(after, keep_latest=keep, tenant=tenant, actor=who)
+        return ctx.store.admin.set_retention(after, keep_latest=keep, everything=True, actor=who)
+    return ctx.store.admin.set_retention(after, keep_latest=keep, tenant=tenant, actor=who)
 
 
 @router.get("/retention", response_model=list[RetentionPolicy])
@@ -48,7 +48,7 @@ def retention(ctx: Requester) -> list[RetentionPolicy]:
     contexts' own."""
     tenant = ctx.who.tenant
     found = []
-    for policy in ctx.store.retention_policies():
+    for policy in ctx.store.admin.retention_policies():
         if (
             tenant is None
             or policy.scope in ("store", f"tenant:{tenant}")
@@ -72,7 +72,7 @@ def _owns(ctx: Requester, scope: str) -> bool:
 def sweeps(ctx: Requester, limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[Sweep]:
     """The recorded retention sweeps, newest first; with tokens, each names only the
     caller's contexts (what it expired, bounded, or could not)."""
-    found = ctx.store.sweeps(limit=limit)
+    found = ctx.store.admin.sweeps(limit=limit)
     tenant = ctx.who.tenant
     if tenant is None:
         return found

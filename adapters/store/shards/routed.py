@@ -11,7 +11,6 @@ if TYPE_CHECKING:
     from datetime import datetime
     from uuid import UUID
 
-    from ctxstore.adapters.keys.reseal import Resealing
     from ctxstore.adapters.store.reply_stream import ReplyStream, StreamPolicy
     from ctxstore.adapters.store.results import (
         BatchFrame,
@@ -410,9 +409,6 @@ class ShardRouted:
                 "recover_from_overflow", context_id, budget, strategy, actor=actor, prompt=prompt
             ),
         )
-
-    def rekey(self, context_id: UUID | str, *, wait: float | None = None) -> Resealing:
-        return cast("Resealing", self._route("rekey", context_id, wait=wait))
 
     def replace(
         self,

@@ -1,0 +1,201 @@
+"""StoreAdmin: what an operator does to a store, beside what callers do to contexts.
+
+`store.admin` holds it: bearer tokens kept in the database, encryption keys (encrypt in
+place, rekey, rotate the KEK), retention policies and sweeps, the audit index's upkeep,
+the HTTP service's idempotency keys and the schema version. The command line and the
+HTTP service's admin routes use it; the contract (what SDKs and integrations call) does
+not, so the store's own face stays the contract's operations and its reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict
+
+from ctxstore.adapters.keys.cipher import ContextCipher, DataKeys
+from ctxstore.adapters.keys.reseal import BATCH as RESEAL_BATCH
+from ctxstore.adapters.keys.reseal import Resealing, rekey, reseal
+from ctxstore.adapters.keys.rotation import BATCH, KekRotation, rotate_kek
+from ctxstore.adapters.storage.events import EventStorage
+from ctxstore.adapters.storage.idempotency import IdempotencyKeys
+from ctxstore.adapters.storage.tokens import StoredToken, StoredTokens
+from ctxstore.adapters.store import audit, sweeping
+from ctxstore.adapters.store.core import StoreCore
+from ctxstore.adapters.store.faults import type_faults
+from ctxstore.adapters.store.retention import ACTOR, RetentionPolicy, Sweep, scope_of
+from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.domain.scopes import parse_scopes
+
+
+class KeyStatus(BaseModel):
+    """The store's keys: the KEK new wraps use, where data keys live, how many each KEK wraps."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kek: str
+    vault: str
+    apart: bool  # the vault is outside the events database (its WAL and backups)
+    by_kek: dict[str, int]
+
+
+@type_faults
+class StoreAdmin:
+    """Tokens, keys, retention, the audit index and the schema of one store."""
+
+    def __init__(self, core: StoreCore, storage: EventStorage) -> None:
+        self._core = core
+        self._storage = storage
+
+    # ---- schema and the service's keys ---------------------------------------------------
+
+    def schema_version(self) -> int:
+        """The schema version this store is at (this release's, once opened)."""
+        return self._storage.schema_version
+
+    def idempotency_keys(self, ttl_seconds: float, pending_seconds: float) -> IdempotencyKeys:
+        """The HTTP service's idempotency keys, kept in this store's database."""
+        return self._storage.idempotency_keys(ttl_seconds, pending_seconds)
+
+    # ---- the audit index -------------------------------------------------------------------
+
+    def audit_head(self) -> int:
+        """The newest audit position (where a tenant's live tail starts by default)."""
+        return audit.catch_up(self._core)
+
+    def refresh_audit_index(self) -> int:
+        """Index every event stored so far (queries do it first anyway); the position reached."""
+        return audit.catch_up(self._core)
+
+    def rebuild_audit_index(self) -> int:
+        """Rebuild the audit index from the events (after it was damaged); returns the
+        position it reached."""
+        self._core.storage.audit_index.reset()
+        return audit.catch_up(self._core)
+
+    # ---- bearer tokens -----------------------------------------------------------------------
+
+    @property
+    def stored_tokens(self) -> StoredTokens | None:
+        """The tokens table (None on memory://), for the HTTP service."""
+        return self._core.storage.tokens
+
+    def _tokens(self) -> StoredTokens:
+        found = self._core.storage.tokens
+        if found is None:
+            raise InvalidOperationError("tokens are kept in a SQLite or PostgreSQL store")
+        return found
+
+    def create_token(
+        self, tenant: str, scopes: Iterable[str] | str, *, name: str | None = None
+    ) -> tuple[str, StoredToken]:
+        """A new bearer token for `tenant` with `scopes` (read, write, audit, admin): its
+        text (shown once; only a hash is kept) and its listing."""
+        try:
+            granted = parse_scopes(scopes)
+        except ValueError as exc:
+            raise InvalidOperationError(str(exc)) from None
+        return self._tokens().create(tenant, granted, name)
+
+    def revoke_token(self, token_id: str) -> StoredToken:
+        """Revoke a token by its id (every service instance refuses it within 5 s)."""
+        return self._tokens().revoke(token_id)
+
+    def tokens(self) -> list[StoredToken]:
+        """The tokens kept in the database, revoked ones too; never their secrets."""
+        return self._tokens().list()
+
+    # ---- retention ---------------------------------------------------------------------------
+
+    def set_retention(
+        self, expire_after: float | None, *, keep_latest: int | None = None,
+        tenant: str | None = None, context_id: UUID | str | None = None,
+        everything: bool = False, actor: str | None = None,
+    ) -> RetentionPolicy | None:  # fmt: skip
+        """Expire contexts after `expire_after` seconds without a write, and/or keep only
+        the latest `keep_latest` events of each (both None removes the policy): for one
+        context, a tenant's contexts, or every context (`everything`); the most specific
+        policy applies. Raises InvalidOperationError, ContextNotFoundError."""
+        cid = None
+        if context_id is not None:
+            cid = self._core.id(context_id)
+            self._core.tenant_of(cid)  # raises ContextNotFoundError
+        scope = scope_of(tenant=tenant, context_id=cid, everything=everything)
+        retention = self._core.retention
+        retention.set(scope, expire_after, keep_latest, self._core.actor(actor))
+        return retention.policies().get(scope)
+
+    def retention_policies(self) -> list[RetentionPolicy]:
+        """Every retention policy, by scope."""
+        return list(self._core.retention.policies(fresh=True).values())
+
+    def sweep(self, *, actor: str | None = None) -> Sweep:
+        """Erase every context its policy has expired (each leaves its erasure record, by
+        `ctxstore:retention` unless `actor`); the sweep is recorded."""
+        return sweeping.sweep(self._core, actor or ACTOR)
+
+    def sweeps(self, *, limit: int = 100) -> list[Sweep]:
+        """The recorded sweeps, newest first."""
+        return self._core.retention.sweeps(limit)
+
+    # ---- keys --------------------------------------------------------------------------------
+
+    def _cipher(self) -> ContextCipher:
+        keys = self._core.storage.keys
+        if keys is None:
+            raise InvalidOperationError(
+                "this store is not encrypted: set CTXSTORE_ENCRYPTION_KEY, CTXSTORE_KEY_FILE "
+                "or CTXSTORE_KMS"
+            )
+        if self._core.storage.backend.name == "memory":
+            raise InvalidOperationError("a memory:// store holds nothing at rest")
+        return keys
+
+    def _data_keys(self) -> DataKeys:
+        return self._cipher().keys
+
+    def encrypt_in_place(
+        self, *, batch: int = RESEAL_BATCH, progress: Callable[[int], None] | None = None
+    ) -> Resealing:
+        """Seal every stored event and snapshot with its context's data key: a store written
+        without encryption (or with one store-wide key) becomes encrypted in place. Safe to
+        interrupt and to run again; readers and writers go on meanwhile. Raises
+        InvalidOperationError when the store has no key."""
+        cipher = self._cipher()
+        audit.catch_up(self._core)
+        contexts = [UUID(h) for h in sorted(self._core.storage.audit_index.indexed_heads())]
+        storage = self._core.storage
+        done = reseal(storage, cipher, contexts, batch=batch, progress=progress, scrub=False)
+        blobs = storage.blobs.seal_all()  # attachments, each under a key of its own
+        residue = done.residue
+        if done.events or done.snapshots or blobs:  # what the plain states left behind
+            residue = storage.backend.scrub(storage.recorder)
+        return done.model_copy(update={"attachments": blobs, "residue": residue})
+
+    def rekey(self, context_id: UUID | str, *, wait: float | None = None) -> Resealing:
+        """A new data key for a context, its states sealed anew, the old key dropped once
+        every process's cache has had `wait` seconds (default CTXSTORE_KEY_CACHE_SECONDS)
+        to learn of it. Raises ContextNotFoundError, InvalidOperationError."""
+        cipher = self._cipher()
+        cid = self._core.id(context_id)
+        self._core.tenant_of(cid)  # raises ContextNotFoundError
+        return rekey(self._core.storage, cipher, cid, wait=wait)
+
+    def key_status(self) -> KeyStatus:
+        """Where the store's keys are; raises InvalidOperationError when it has none."""
+        keys = self._data_keys()
+        return KeyStatus(
+            kek=keys.kek.current_id, vault=keys.vault.where, apart=keys.vault.apart,
+            by_kek=keys.vault.kek_counts(),
+        )  # fmt: skip
+
+    def rotate_kek(
+        self, *, batch: int = BATCH, progress: Callable[[int], None] | None = None
+    ) -> KekRotation:
+        """Re-wrap every data key under the current KEK, online (adapters/keys/rotation.py);
+        raises InvalidOperationError when the store is not encrypted."""
+        return rotate_kek(self._data_keys(), batch=batch, progress=progress)
+
+
+__all__ = ["KeyStatus", "StoreAdmin"]
