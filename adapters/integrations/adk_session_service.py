@@ -24,11 +24,10 @@ win). Appending an event that is already stored (a retry after a lost reply) is 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import time
 import uuid
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 from ctxstore.domain.errors import MissingExtraError
@@ -49,7 +48,7 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed: say which
     raise MissingExtraError("the Google ADK session service", "adk") from exc
 
-from ctxstore.adapters.integrations.keys import named_contexts
+from ctxstore.adapters.integrations.surface import faces, named_contexts
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.domain.errors import ContextNotFoundError, VersionConflictError
@@ -76,9 +75,8 @@ class CtxStoreSessionService(BaseSessionService):
     ) -> None:
         # An async store (ctxstore.aopen): events appended on the loop; the rest on threads
         # through its sync twin (the same storage and cache).
-        given: Any = store
-        self._async: Any = given if inspect.iscoroutinefunction(given.insert) else None
-        self.store = cast(ContextOperations, given if self._async is None else given.sync)
+        sync, self._async = faces(store)
+        self.store = sync
         self.prefix = key_prefix
 
     # ---- the protocol -------------------------------------------------------------------

@@ -34,12 +34,11 @@ import asyncio
 import contextlib
 import contextvars
 import functools
-import inspect
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 from uuid import UUID
 
 from ctxstore.domain.errors import MissingExtraError
@@ -61,6 +60,7 @@ from ctxstore.adapters.integrations.agents_items import (
     native_message,
     summary_message,
 )
+from ctxstore.adapters.integrations.surface import faces
 from ctxstore.adapters.store.contract import ContextOperations, ReplyStream, StreamPolicy
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.adapters.store.results import VisibleContext
@@ -155,9 +155,8 @@ class CtxStoreSession(SessionABC):
         self.session_id = session_id
         # An async store (ctxstore.aopen): adds and reads awaited on the loop; the rest on
         # threads through its sync twin (the same storage and cache).
-        given: Any = store
-        self._async: Any = given if inspect.iscoroutinefunction(given.insert) else None
-        self.store = cast(ContextBackend, given if self._async is None else given.sync)
+        sync, self._async = faces(store)
+        self.store = sync
         # As the SDK's own sessions: empty settings (no limit) unless given.
         self.session_settings = (
             coerce_session_settings(session_settings)

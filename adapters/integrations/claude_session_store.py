@@ -17,14 +17,13 @@ PostgreSQL).
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import time
 from collections import OrderedDict
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 from uuid import UUID
 
-from ctxstore.adapters.integrations.keys import named_contexts
+from ctxstore.adapters.integrations.surface import faces, named_contexts
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.domain.context import JSON
@@ -62,9 +61,8 @@ class CtxStoreSessionStore:
     ) -> None:  # fmt: skip
         # An async store (ctxstore.aopen): appends awaited on the loop; the rest on threads
         # through its sync twin (the same storage and cache).
-        given: Any = store
-        self._async: Any = given if inspect.iscoroutinefunction(given.insert) else None
-        self.store = cast(ContextOperations, given if self._async is None else given.sync)
+        sync, self._async = faces(store)
+        self.store = sync
         self._contexts: LRU[str, UUID] = LRU(KNOWN)  # a transcript's name -> its context
         self.prefix = key_prefix
         # transcript -> (version, uuids) as this store last wrote it: appends check uuids

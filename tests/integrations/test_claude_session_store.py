@@ -47,9 +47,9 @@ def test_the_sdks_conformance_suite_passes(durable_url, surface):
 
 def test_listing_pages_past_one_request(durable_url, monkeypatch):
     """More sessions than one page: list_sessions and delete page with `after`."""
-    from ctxstore.adapters.integrations import keys
+    from ctxstore.adapters.integrations import surface
 
-    monkeypatch.setattr(keys, "PAGE", 3)
+    monkeypatch.setattr(surface, "PAGE", 3)
     with ContextStore.from_url(durable_url) as store, surface_over("http", store) as client:
         sessions = CtxStoreSessionStore(client)
         for n in range(8):

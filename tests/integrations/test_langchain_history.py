@@ -23,6 +23,8 @@ from ctxstore.adapters.integrations.langchain_history import (
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.messages import Message
 
+from ..conftest import surface_over
+
 CONVERSATION = [
     SystemMessage("You are terse.", id="sys-1"),
     HumanMessage("Weather in Paris and 上海?", id="h-1", name="ana"),
@@ -49,10 +51,11 @@ CONVERSATION = [
 ]
 
 
-@pytest.fixture
-def store(store_url):
-    with ContextStore.from_url(store_url) as s:
-        yield s
+@pytest.fixture(params=["store", "http"])
+def store(request, store_url):
+    """The store, or a tenant's HTTP client of a service over it."""
+    with ContextStore.from_url(store_url) as s, surface_over(request.param, s) as given:
+        yield given
 
 
 def test_messages_round_trip_exactly(store):

@@ -1,7 +1,7 @@
 """The OpenAI Agents SDK's own session tests (tests/memory/test_session.py and
 test_session_limit.py from the openai-agents 0.24.0 sdist, MIT License, Copyright (c) 2025
-OpenAI), run against CtxStoreSession on SQLite and PostgreSQL, over the sync store and over
-the async one.
+OpenAI), run against CtxStoreSession on SQLite and PostgreSQL, over the sync store, over
+the async one and through a tenant's HTTP client.
 
 The files are the SDK's, changed only in their imports. The sessions they make as
 `SQLiteSession(session_id, db_path)` (sdk_helpers.py) are CtxStoreSessions here: on a ctxstore SQLite file at
@@ -48,9 +48,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(
     autouse=True,
     params=[
-        "sqlite", "sqlite-async",
+        "sqlite", "sqlite-async", "sqlite-http",
         pytest.param("postgres", marks=pytest.mark.postgres),
         pytest.param("postgres-async", marks=pytest.mark.postgres),
+        pytest.param("postgres-http", marks=pytest.mark.postgres),
     ],
 )  # fmt: skip
 def sdk_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Any:

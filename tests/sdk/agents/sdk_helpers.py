@@ -41,12 +41,23 @@ class SQLiteSession(CtxStoreSession):
         self._own_store = ContextStore.from_url(url)
         store: Any = self._own_store
         self._events: Any = None
+        self._service: Any = None
         if BACKEND["mode"] == "async":
-            self._events = self._own_store._storage.async_events()
+            self._events = self._own_store.parts.storage.async_events()
             store = AsyncContextStore(self._own_store, self._events)
+        elif BACKEND["mode"] == "http":  # a tenant's client of a service over the store
+            from ctxstore.adapters.http.client import CtxStoreClient
+            from tests.conftest import served
+
+            self._service = served(self._own_store)
+            store = CtxStoreClient(self._service.__enter__(), token="token-acme")
         super().__init__(session_id, store, session_settings=session_settings)
 
     def close(self) -> None:
         if self._events is not None:
             self._events.discard()
+        if self._service is not None:
+            self.store.close()
+            self._service.__exit__(None, None, None)
+            self._service = None
         self._own_store.close()

@@ -1,6 +1,7 @@
-"""What every integration does with its own keys, on any surface: find the context a key
-names without creating it, and list the contexts whose names start with a prefix, page by
-page (a service answers at most MAX_PAGE contexts a request)."""
+"""What every integration does with the surface it is given, whichever it is: the two faces
+it runs on, and its own keys (the context a key names is found through the surface, which
+scopes it to the caller's tenant; listings are paged: a service answers at most MAX_PAGE
+contexts a request)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,14 @@ from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.results import ContextSummary
 
 PAGE = 1000  # contexts read per request
+
+
+def faces(given: Any) -> tuple[ContextOperations, Any]:
+    """(the face an integration calls on threads, the async face it awaits on the loop or
+    None). An async store (ctxstore.aopen) offers its sync twin over the same storage and
+    cache; any other surface (the store, the client, the sharded store) is the sync face."""
+    twin = getattr(given, "sync", None)
+    return (given, None) if twin is None else (twin, given)
 
 
 def named_contexts(store: ContextOperations, prefix: str) -> Iterator[ContextSummary]:
@@ -27,4 +36,4 @@ def named_contexts(store: ContextOperations, prefix: str) -> Iterator[ContextSum
         after = page[-1].context_id
 
 
-__all__ = ["PAGE", "named_contexts"]
+__all__ = ["PAGE", "faces", "named_contexts"]
