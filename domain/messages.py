@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -21,7 +21,7 @@ from pydantic import (
 
 from ctxstore.domain.errors import InvalidMessageError, InvalidOperationError
 from ctxstore.domain.json_values import json_problem
-from ctxstore.domain.plain import as_plain
+from ctxstore.domain.plain import as_plain_tree
 from ctxstore.domain.shapes import (
     CHAT,
     NATIVE,
@@ -58,19 +58,33 @@ class ContentPart(BaseModel):
         return self
 
 
-class FunctionCall(BaseModel):
+class JsonExtras(BaseModel):
+    """A model keeping the fields a server adds (Gemini's `extra_content` in a tool call,
+    a proxy's own keys), as plain JSON: stored, read back and sent back as they came."""
+
+    @model_validator(mode="after")
+    def _extras_are_json(self) -> Self:
+        for name, value in (self.model_extra or {}).items():
+            try:
+                _JSON.validate_python(value)
+            except ValidationError:
+                raise ValueError(f"{name} must be plain JSON") from None
+        return self
+
+
+class FunctionCall(JsonExtras):
     """The function a tool call invokes; arguments stay the JSON string the model wrote."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
 
     name: str = Field(min_length=1)
     arguments: str = ""
 
 
-class ToolCall(BaseModel):
+class ToolCall(JsonExtras):
     """A function tool call made by an assistant message."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)
 
     id: str = Field(min_length=1)
     type: Literal["function"] = "function"
@@ -86,19 +100,19 @@ class ToolCall(BaseModel):
         return self.function.arguments
 
 
-class CustomCall(BaseModel):
+class CustomCall(JsonExtras):
     """The tool a custom tool call invokes, and its free-form input."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     name: str = Field(min_length=1)
     input: str
 
 
-class CustomToolCall(BaseModel):
+class CustomToolCall(JsonExtras):
     """A custom tool call (free-form input instead of JSON arguments)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True)
 
     id: str = Field(min_length=1)
     type: Literal["custom"]
@@ -351,8 +365,10 @@ def parse_message(data: Message | dict[str, Any], shape: str | None = None) -> M
     ...}, as visible contexts return it) is accepted too."""
     if isinstance(data, Message):
         return data
-    data = as_plain(data)
+    given = data
+    data = as_plain_tree(data)
     if not isinstance(data, dict):
+        data = given
         name = type(data).__qualname__
         where = type(data).__module__
         kind = name if where == "builtins" else f"{where}.{name}"

@@ -9,6 +9,7 @@ from typing import Any
 from ctxstore.domain.errors import InvalidMessageError
 
 RECORD_MARK = {"ctxstore": "record"}  # a message's metadata marking a record (below)
+MAX_DEPTH = 100  # levels as_plain_tree converts (json_values refuses far less deep nesting)
 
 
 def as_plain(value: Any) -> Any:
@@ -25,6 +26,21 @@ def as_plain(value: Any) -> Any:
     except (TypeError, ValueError) as exc:
         name = f"{type(value).__module__}.{type(value).__qualname__}"
         raise InvalidMessageError(f"cannot read a message from a {name}: {exc}") from None
+
+
+def as_plain_tree(value: Any, depth: int = 0) -> Any:
+    """`value` with an SDK's objects read as their plain JSON at any depth (the Anthropic
+    SDK's content blocks in a dict's list, the OpenAI SDK's tool calls in a dict): as the
+    SDKs themselves accept them. Past MAX_DEPTH levels it stops converting (the checks
+    of plain JSON refuse what is nested that deep)."""
+    if depth > MAX_DEPTH:
+        return value
+    value = as_plain(value)
+    if isinstance(value, dict):
+        return {k: as_plain_tree(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [as_plain_tree(v, depth + 1) for v in value]
+    return value
 
 
 def is_record(message: Any) -> bool:

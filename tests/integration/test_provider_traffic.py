@@ -1,0 +1,99 @@
+"""What real provider traffic sends (issue: SDK objects at any depth, fields servers add):
+accepted on every backend, stored exactly, read back and sent back."""
+
+from __future__ import annotations
+
+import pytest
+
+anthropic = pytest.importorskip("anthropic")
+openai = pytest.importorskip("openai")
+
+from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.store.facade import ContextStore
+
+SIGNATURE = "CiQB0e2Kb-thought-signature=="
+COMPLETION = {
+    "id": "chatcmpl-g", "object": "chat.completion", "created": 1, "model": "gemini-2.5-flash",
+    "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+        "role": "assistant", "content": None,
+        "tool_calls": [{
+            "id": "call_w", "type": "function",
+            "function": {"name": "weather", "arguments": '{"city": "Paris"}'},
+            "extra_content": {"google": {"thought_signature": SIGNATURE}},
+        }],
+    }}],
+    "usage": {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25},
+}  # fmt: skip
+
+
+@pytest.fixture
+def store(store_url):
+    with ContextStore.from_url(store_url, Settings(actor="t")) as s:
+        yield s
+
+
+def test_anthropic_sdk_blocks_inside_a_plain_message_are_accepted(store):
+    """Anthropic's documented tool loop: {"role": "assistant", "content": message.content}."""
+    from anthropic.types import TextBlock, ToolUseBlock
+
+    content = [
+        TextBlock(type="text", text="Let me check."),
+        ToolUseBlock(type="tool_use", id="toolu_1", name="weather", input={"city": "巴黎"}),
+    ]
+    cid = store.create()
+    store.insert(cid, [{"role": "user", "content": "Weather in Paris?"}], format="anthropic")
+    store.insert(cid, {"role": "assistant", "content": content}, format="anthropic")
+    store.insert(cid, {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "14°C"}]})  # fmt: skip
+    sent = store.visible(cid).to_anthropic()["messages"]
+    assert sent[1] == {"role": "assistant", "content": [
+        {"type": "text", "text": "Let me check."},
+        {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "巴黎"}},
+    ]}  # fmt: skip
+
+
+def test_openai_sdk_tool_calls_inside_a_plain_message_are_accepted(store):
+    """The chat cookbook: {"role": "assistant", "content": None, "tool_calls": msg.tool_calls}."""
+    from openai.types.chat import ChatCompletion
+
+    msg = ChatCompletion.model_validate(COMPLETION).choices[0].message
+    cid = store.create()
+    store.insert(cid, [{"role": "user", "content": "Weather in Paris?"}])
+    store.insert(cid, {"role": "assistant", "content": None, "tool_calls": msg.tool_calls})
+    store.insert(cid, {"role": "tool", "tool_call_id": "call_w", "content": "14°C"})
+    call = store.visible(cid).to_openai()[1]["tool_calls"][0]
+    assert call["function"] == {"name": "weather", "arguments": '{"city": "Paris"}'}
+    assert call["extra_content"] == {"google": {"thought_signature": SIGNATURE}}
+
+
+def test_fields_a_server_adds_to_tool_calls_are_kept_and_sent_back(store):
+    """Gemini's OpenAI-compatible endpoint needs extra_content.google.thought_signature
+    sent back on the next turn; unknown fields at the call and function level are kept."""
+    cid = store.create()
+    store.insert(cid, [{"role": "user", "content": "Weather in Paris?"}])
+    store.record_response(cid, COMPLETION)
+    assistant = {
+        "role": "assistant", "content": None,
+        "tool_calls": [{"id": "c2", "type": "function", "x_call": {"n": 1},
+                        "function": {"name": "f", "arguments": "{}", "x_fn": [1, "二"]}}],
+    }  # fmt: skip
+    store.insert(cid, [{"role": "tool", "tool_call_id": "call_w", "content": "14°C"}, assistant])
+    store.insert(cid, {"role": "tool", "tool_call_id": "c2", "content": "ok"})
+    sent = store.visible(cid).to_openai()
+    assert sent[1]["tool_calls"][0]["extra_content"] == {"google": {"thought_signature": SIGNATURE}}
+    assert sent[3]["tool_calls"] == assistant["tool_calls"]
+    if not store.url.startswith("memory"):
+        with ContextStore.from_url(store.url) as again:  # read back from storage, not a cache
+            assert again.visible(cid).to_openai()[3]["tool_calls"] == assistant["tool_calls"]
+
+
+def test_a_field_a_server_adds_must_be_plain_json(store):
+    from ctxstore.domain.errors import InvalidMessageError
+
+    cid = store.create()
+    bad = {"role": "assistant", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"},
+         "x": float("nan")}]}  # fmt: skip
+    with pytest.raises(InvalidMessageError):
+        store.insert(cid, bad)
+    assert store.visible(cid).version == 1
