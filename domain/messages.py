@@ -385,10 +385,32 @@ def parse_message(data: Message | dict[str, Any], shape: str | None = None) -> M
     if found in NATIVE:
         seen = read_native(data, found)
         data = {"role": seen.role, "format": found, "native": data}
+    elif not stored_form:
+        unknown = _unrecognised(data)
+        if unknown is not None:
+            raise InvalidMessageError(unknown)
     try:
         return Message.model_validate(data)
     except ValidationError as exc:
-        raise InvalidMessageError(f"invalid message: {_describe(exc)}") from exc
+        what = "stored" if stored_form else found
+        raise InvalidMessageError(f"invalid {what} message: {_describe(exc)}") from exc
+
+
+def _unrecognised(data: dict[str, Any]) -> str | None:
+    """Why a dict read as a chat message is no message of a shape this store keeps, naming
+    what was seen; None when it has a chat message's role."""
+    keys = ", ".join(repr(k) for k in list(data)[:8]) or "none"
+    if data.get("role") == "model" or "parts" in data:
+        return (
+            f"a Gemini Content (role {data.get('role')!r}, 'parts') is not one of the shapes "
+            f"kept: {CHAT}, {', '.join(NATIVE)}"
+        )
+    if "role" not in data:
+        return (
+            "not a message of any shape kept: no 'role' (openai-chat, anthropic) and no item "
+            f"'type' (openai-responses); keys seen: {keys}"
+        )
+    return None
 
 
 def parse_json_object(value: Any, what: str) -> dict[str, Any]:

@@ -3,6 +3,8 @@ accepted on every backend, stored exactly, read back and sent back."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 anthropic = pytest.importorskip("anthropic")
@@ -96,4 +98,23 @@ def test_a_field_a_server_adds_must_be_plain_json(store):
          "x": float("nan")}]}  # fmt: skip
     with pytest.raises(InvalidMessageError):
         store.insert(cid, bad)
+    assert store.visible(cid).version == 1
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ({"kind": "wibble", "body": "x"}, "no 'role' (openai-chat, anthropic) and no item 'type'"),
+        ({"kind": "wibble", "body": "x"}, "keys seen: 'kind', 'body'"),
+        ({"role": "model", "parts": [{"text": "hi"}]}, "a Gemini Content (role 'model', 'parts')"),
+        ({"role": "robot", "content": "x"}, "invalid openai-chat message: role:"),
+        ({"type": "wibble"}, "type 'wibble'"),
+    ],
+)
+def test_a_refusal_names_the_shape_it_saw_and_what_is_wrong(store, given, says):
+    from ctxstore.domain.errors import InvalidMessageError
+
+    cid = store.create()
+    with pytest.raises(InvalidMessageError, match=re.escape(says)):
+        store.insert(cid, given)
     assert store.visible(cid).version == 1
