@@ -44,8 +44,9 @@ def convert(
     of input items; with `store=False` the items' ids are dropped and reasoning items
     without encrypted_content left out, as a request that stores nothing needs) or
     anthropic ({"system", "messages"}). Chat messages read back in the form Chat
-    Completions takes; with `exact`, key for key as they were given (a provider's extras
-    such as `reasoning_content` or `annotations` included, which some APIs refuse)."""
+    Completions takes, Anthropic messages as the Messages API takes them (role and content:
+    the rest is reported); with `exact`, key for key as they were given (a provider's extras
+    such as `reasoning_content`, `annotations` or a response's `usage`, which APIs refuse)."""
     messages, repaired = repair([m for m in messages if not is_record(m)])  # records: never sent
     done = _convert(messages, shape, store, exact)
     done.omitted[:0] = repaired
@@ -67,7 +68,7 @@ def _convert(messages: list[Message], shape: str, store: bool, exact: bool) -> C
             done.payload.extend(_to_responses(m, done, store))
         return done
     if shape == ANTHROPIC:
-        return _to_anthropic(messages)
+        return _to_anthropic(messages, exact)
     raise ValueError(f"unknown shape {shape!r}")
 
 
@@ -205,7 +206,12 @@ def _responses_content(chat: JSON) -> Any:
 # ---- to Anthropic ---------------------------------------------------------------------------
 
 
-def _to_anthropic(messages: Sequence[Message]) -> Conversion:
+# What the Messages API takes of a message; the rest of a stored Anthropic message (a
+# response's id, type, model, stop_reason, usage; a caller's own keys) is reported.
+ANTHROPIC_REQUEST = ("role", "content")
+
+
+def _to_anthropic(messages: Sequence[Message], exact: bool = False) -> Conversion:
     done = Conversion(ANTHROPIC, {})
     system: list[str] = []
     turns: list[JSON] = []
@@ -215,6 +221,10 @@ def _to_anthropic(messages: Sequence[Message]) -> Conversion:
             system.append(m.text())
             continue
         native = m.format == ANTHROPIC
+        if exact and native and m.native is not None:
+            turns.append(dict(_native(m)))  # key for key as it came
+            merged = False
+            continue
         for role, blocks in _anthropic_turns(m, done):
             if turns and turns[-1]["role"] == role and merged and not native:
                 # Converted turns of one role join (a turn's tool results in one message);
@@ -230,6 +240,13 @@ def _to_anthropic(messages: Sequence[Message]) -> Conversion:
 def _anthropic_turns(m: Message, done: Conversion) -> list[tuple[str, Any]]:
     if m.format == ANTHROPIC and m.native is not None:
         native = _native(m)
+        extra = [k for k in native if k not in ANTHROPIC_REQUEST]
+        if extra:
+            done.omit(
+                m, f"message fields {extra}",
+                "the Messages API takes a message's role and content: read the message "
+                "exactly with to_anthropic(exact=True)",
+            )  # fmt: skip
         return [(native["role"], native["content"])]
     chat = _to_chat(m, done) if m.native is not None else [m.to_openai()]
     out: list[tuple[str, Any]] = []
@@ -349,7 +366,9 @@ class ShapedMessages:
         payload: list[JSON] = convert(self.messages, RESPONSES, store=store).payload
         return payload
 
-    def to_anthropic(self) -> JSON:
-        """{"system": ..., "messages": [...]} as Anthropic's Messages API takes them."""
-        payload: JSON = convert(self.messages, ANTHROPIC).payload
+    def to_anthropic(self, *, exact: bool = False) -> JSON:
+        """{"system": ..., "messages": [...]} as Anthropic's Messages API takes them
+        (`exact`: each stored Anthropic message key for key as it came, a response's id,
+        model, stop_reason and usage included, which the API refuses in a request)."""
+        payload: JSON = convert(self.messages, ANTHROPIC, exact=exact).payload
         return payload

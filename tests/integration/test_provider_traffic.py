@@ -118,3 +118,28 @@ def test_a_refusal_names_the_shape_it_saw_and_what_is_wrong(store, given, says):
     with pytest.raises(InvalidMessageError, match=re.escape(says)):
         store.insert(cid, given)
     assert store.visible(cid).version == 1
+
+
+def test_an_anthropic_message_reads_back_exactly_and_its_extra_fields_are_reported(store):
+    """to_anthropic() sends what the Messages API takes (role, content) and names the rest;
+    to_anthropic(exact=True) gives each stored Anthropic message key for key."""
+    response = {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "晴れ、14度です。"}], "stop_reason": "end_turn",
+        "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 9},
+    }  # fmt: skip
+    asked = {"role": "user", "content": "天気は?", "x_trace": {"span": "a1"}}
+    cid = store.create()
+    store.insert(cid, [asked], format="anthropic")
+    store.insert(cid, response)
+    seen = store.visible(cid)
+    assert seen.to_anthropic()["messages"] == [
+        {"role": "user", "content": "天気は?"},
+        {"role": "assistant", "content": response["content"]},
+    ]
+    omitted = seen.conversion("anthropic").omitted
+    assert [o["what"] for o in omitted] == [
+        "message fields ['x_trace']",
+        "message fields ['id', 'type', 'model', 'stop_reason', 'stop_sequence', 'usage']",
+    ]
+    assert seen.to_anthropic(exact=True)["messages"] == [asked, response]
