@@ -68,15 +68,22 @@ def _follow(url: str, seen: list[tuple[int, str, int]], stop: threading.Event) -
     told to stop and nothing new arrives."""
     with ContextStore.from_url(url, Settings(actor="reader")) as s:
         after = 0
+        quiet_since: float | None = None  # since when pages came back empty, once stopped
         while True:
             page = s.audit(after=after, limit=37)
             for e in page.entries:
                 seen.append((e.position, str(e.context_id), e.version))
             after = page.cursor
-            if not page.entries:
-                if stop.is_set():
+            if page.entries:
+                quiet_since = None
+                continue
+            if stop.is_set():
+                # An empty page can come while another transaction (the other reader's
+                # indexing) holds the horizon back: only a quiet half second means done.
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since > 0.5:
                     return
-                time.sleep(0.005)
+            time.sleep(0.005)
 
 
 def _follow_ids(url: str, seen: set[tuple[str, int]], stop: threading.Event) -> None:

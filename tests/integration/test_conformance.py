@@ -220,7 +220,7 @@ def script(face: Any) -> list[tuple[str, Any]]:
     step("usage_report", lambda: face.usage_report())
     step("verify", lambda: face.verify(cid), lambda v: v.ok)
     step("audit", lambda: face.audit(context_id=cid, limit=500), lambda p: len(p.entries))
-    step("follow", lambda: list(face.follow(cid, after=0, idle=1.5)))
+    step("follow", lambda: list(face.follow(cid, after=0, idle=5)))
     lines = step("export_events", lambda: list(face.export_events(cid)), lambda x: len(x))
     copy = step("import_events", lambda: face.import_events(lines, new_id=True))
     step("imported", lambda: face.visible(copy))
