@@ -30,6 +30,9 @@ from ..service.conftest import serve
 pytestmark = pytest.mark.slow  # the browser
 
 playwright_api = pytest.importorskip("playwright.sync_api")
+# An assertion waits up to 15 s (Playwright's default: 5 s): the whole suite runs beside the
+# browser on this machine's few cores.
+playwright_api.expect.set_options(timeout=15_000)
 
 TOKENS = {"token-alpha": "alpha", "token-beta": "beta", "token-gamma": "gamma"}
 PRICES = {"gpt-4o": {"input": 2.5, "output": 10.0}}
