@@ -196,3 +196,15 @@ def tenant_scoped_id(tenant: str, chosen: UUID) -> UUID:
     """The id of the context a tenant creates under an id of its choosing: derived from both,
     so one tenant's ids never meet another's and cannot be probed from another tenant."""
     return uuid5(CHOSEN_NAMESPACE, f"{tenant}\x00{chosen}")
+
+
+def check_page(limit: Any, after: Any) -> UUID | None:
+    """A listing's page: `limit` contexts (1..MAX_PAGE) after the context `after` names
+    (None: from the first); raises InvalidOperationError."""
+    check_int(limit, "limit", low=1, high=MAX_PAGE)
+    if after is None or isinstance(after, UUID):
+        return after
+    try:
+        return UUID(str(after))
+    except ValueError:
+        raise InvalidOperationError(f"after must be a context id, got {after!r:.80}") from None

@@ -442,3 +442,23 @@ __all__ = [
     "PromptUnits", "SemanticConfig", "Similarity", "Strategy", "build_prompt", "lexical_similarity",
     "prompt_units",
 ]  # fmt: skip
+
+
+def sent_with(
+    prompt: Any, version: int | None, counted_tokens: int | None, sent: Any
+) -> tuple[int | None, int | None, Any]:
+    """A usage record's (version, counted_tokens, sent) when the caller gave the `prompt`
+    it sent (from build_prompt): its version, its total and its messages, unless given
+    outright. Raises InvalidOperationError for what is not a Prompt, or for both a prompt
+    and the messages sent."""
+    if prompt is None:
+        return version, counted_tokens, sent
+    if not isinstance(prompt, Prompt):
+        raise InvalidOperationError(f"prompt must be a Prompt, got {type(prompt).__name__}")
+    if sent is not None:
+        raise InvalidOperationError("give a prompt or the messages sent, not both")
+    return (
+        prompt.version if version is None else version,
+        prompt.tokens if counted_tokens is None else counted_tokens,
+        list(prompt.messages),
+    )

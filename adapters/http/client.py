@@ -8,46 +8,30 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from ctxstore.adapters.http.schemas import Step
-from ctxstore.adapters.http.transport import ServiceTransport
+from ctxstore.adapters.http.client_reads import ServiceReads
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.reply_stream import ReplyStream, StreamPolicy
 from ctxstore.adapters.store.results import (
-    AuditPage,
-    BatchFrame,
     Compaction,
     ContextSummary,
-    Diff,
     Erasure,
-    HistoryEntry,
-    ModelCall,
-    ModelUsage,
     Prompt,
-    PromptDiff,
-    ReplayStep,
     TailEvent,
-    TokenSeries,
-    Verification,
-    VisibleContext,
     Written,
 )
 from ctxstore.adapters.store.transfer import transcript_messages
 from ctxstore.domain.blobs import BlobRef, parse_ref
 from ctxstore.domain.context import JSON, MessageRef
-from ctxstore.domain.errors import InvalidOperationError
-from ctxstore.domain.messages import is_one_message
+from ctxstore.domain.messages import Message, is_one_message
 from ctxstore.domain.plain import as_plain
-from ctxstore.domain.prompt import Strategy
+from ctxstore.domain.prompt import sent_with
 from ctxstore.domain.streaming import neutral_deltas
 
-REPLAY_PAGE = 500  # versions a replay request asks for
 
-
-class CtxStoreClient(ServiceTransport, ContextOperations):
+class CtxStoreClient(ServiceReads, ContextOperations):
     """ctxstore over HTTP: `CtxStoreClient("http://127.0.0.1:8080", token="...")`."""
 
     # ---- contexts -----------------------------------------------------------------------
@@ -107,16 +91,6 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
     def blob(self, sha256: str) -> bytes:
         """An attachment's bytes; raises BlobNotFoundError."""
         return self._send("GET", f"/v1/blobs/{sha256}").content
-
-    def visible(
-        self, context_id: UUID | str, *, at_version: int | None = None,
-        at_time: datetime | None = None, inline: bool = False, files: str | None = None,
-    ) -> VisibleContext:  # fmt: skip
-        at = None if at_time is None else at_time.isoformat()
-        return self._get(
-            self._ctx(context_id), VisibleContext, at_version=at_version, at_time=at,
-            inline="true" if inline else None, files=files,
-        )  # fmt: skip
 
     def record_file_id(self, sha256: str, provider: str, file_id: str) -> None:
         """Note the id a provider's Files API gave an attachment (see the store's)."""
@@ -232,18 +206,12 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
         latency: float | None = None,
         idempotency_key: str | None = None,
     ) -> Written:
-        if prompt is not None:  # what the store takes from a prompt, sent as the service takes it
-            if not isinstance(prompt, Prompt):
-                raise InvalidOperationError(f"prompt must be a Prompt, got {type(prompt).__name__}")
-            if sent is not None:
-                raise InvalidOperationError("give a prompt or the messages sent, not both")
-            version = prompt.version if version is None else version
-            counted_tokens = prompt.tokens if counted_tokens is None else counted_tokens
-            sent = [m.model_dump(mode="json") for m in prompt.messages]
+        version, counted_tokens, sent = sent_with(prompt, version, counted_tokens, sent)
         body = {
             "model": model, "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens, "version": version,
-            "counted_tokens": counted_tokens, "sent": None if sent is None else list(sent),
+            "counted_tokens": counted_tokens,
+            "sent": None if sent is None else [_json_of(s) for s in sent],
             "latency": latency,
         }  # fmt: skip
         return self._post(f"{self._ctx(context_id)}/usage", body, Written, key=idempotency_key)
@@ -361,112 +329,7 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
             Compaction, key=idempotency_key,
         )  # fmt: skip
 
-    # ---- reads --------------------------------------------------------------------------
-
-    def build_prompt(
-        self,
-        context_id: UUID | str,
-        budget: int,
-        strategy: Strategy | None = None,
-        *,
-        query: str | None = None,
-        resources: Sequence[JSON] = (),
-        safety: float | None = None,
-        at_version: int | None = None,
-    ) -> Prompt:
-        body = {
-            "budget": budget, "strategy": strategy, "query": query,
-            "resources": list(resources), "safety": safety, "at_version": at_version,
-        }  # fmt: skip
-        return self._post(f"{self._ctx(context_id)}/prompt", body, Prompt)
-
-    def history(
-        self,
-        context_id: UUID | str,
-        *,
-        types: Sequence[str] | None = None,
-        actor: str | None = None,
-        from_version: int | None = None,
-        to_version: int | None = None,
-        changes: bool = False,
-    ) -> list[HistoryEntry]:
-        return self._get_list(
-            f"{self._ctx(context_id)}/history", HistoryEntry,
-            types=None if types is None else list(types), actor=actor,
-            from_version=from_version, to_version=to_version, changes=changes,
-        )  # fmt: skip
-
-    def batches(self, context_id: UUID | str) -> list[BatchFrame]:
-        return self._get_list(f"{self._ctx(context_id)}/batches", BatchFrame)
-
-    def diff(self, context_id: UUID | str, from_version: int, to_version: int) -> Diff:
-        return self._get(
-            f"{self._ctx(context_id)}/diff", Diff,
-            from_version=from_version, to_version=to_version,
-        )  # fmt: skip
-
-    def calls(self, context_id: UUID | str) -> list[ModelCall]:
-        return self._get_list(f"{self._ctx(context_id)}/calls", ModelCall)
-
-    def verify(self, context_id: UUID | str) -> Verification:
-        return self._get(f"{self._ctx(context_id)}/verify", Verification)
-
-    def audit(
-        self,
-        *,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        types: Sequence[str] | None = None,
-        actor: str | None = None,
-        context_id: UUID | str | None = None,
-        after: int = 0,
-        limit: int = 100,
-        from_version: int | None = None,
-        to_version: int | None = None,
-    ) -> AuditPage:
-        return self._get(
-            "/v1/audit", AuditPage,
-            since=None if since is None else since.isoformat(),
-            until=None if until is None else until.isoformat(),
-            types=None if types is None else list(types), actor=actor,
-            context_id=None if context_id is None else str(context_id),
-            after=after, limit=limit, from_version=from_version, to_version=to_version,
-        )  # fmt: skip
-
-    def token_series(self, context_id: UUID | str, *, points: int = 500) -> TokenSeries:
-        return self._get(f"{self._ctx(context_id)}/tokens", TokenSeries, points=points)
-
-    def call(self, context_id: UUID | str, number: int) -> ModelCall:
-        return self._get(f"{self._ctx(context_id)}/calls/{number}", ModelCall)
-
-    def call_diff(self, context_id: UUID | str, number: int) -> PromptDiff:
-        return self._get(f"{self._ctx(context_id)}/calls/{number}/diff", PromptDiff)
-
-    def replay(
-        self, context_id: UUID | str, *, from_version: int = 1, to_version: int | None = None
-    ) -> Iterator[ReplayStep]:
-        """Steps fetched a page (REPLAY_PAGE versions) at a time, as they are consumed."""
-        start = from_version
-        while to_version is None or start <= to_version:
-            end = start + REPLAY_PAGE - 1 if to_version is None else min(
-                to_version, start + REPLAY_PAGE - 1
-            )  # fmt: skip
-            if to_version is None:
-                end = min(end, self.visible(context_id).version)
-                if end < start:
-                    return
-            steps = self._get_list(
-                f"{self._ctx(context_id)}/replay", Step, from_version=start, to_version=end
-            )
-            for s in steps:
-                yield ReplayStep(s.event, s.visible, s.calls)
-            start = end + 1
-
-    def usage_report(
-        self, *, model: str | None = None, context_id: UUID | str | None = None
-    ) -> list[ModelUsage]:
-        cid = None if context_id is None else str(context_id)
-        return self._get_list("/v1/usage", ModelUsage, model=model, context_id=cid)
+    # ---- erasure and imports ------------------------------------------------------------------
 
     def erase(
         self, context_id: UUID | str, *, reason: str, with_forks: bool | None = None
@@ -476,13 +339,6 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
             params["with_forks"] = "true" if with_forks else "false"
         response = self._send("DELETE", self._ctx(context_id), params=params)
         return Erasure.model_validate(response.json())
-
-    def erasures(self) -> list[Erasure]:
-        return self._get_list("/v1/erasures", Erasure)
-
-    def export_events(self, context_id: UUID | str) -> Iterator[str]:
-        response = self._send("GET", f"{self._ctx(context_id)}/export")
-        return iter(response.text.splitlines())
 
     def import_events(
         self, lines: Iterable[str], *, new_id: bool = False, without_trailer: bool = False,
@@ -508,6 +364,7 @@ class CtxStoreClient(ServiceTransport, ContextOperations):
         )  # fmt: skip
         return UUID(response.json()["context_id"])
 
-    def health(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._send("GET", "/health").json()
-        return result
+
+def _json_of(sent: Any) -> Any:
+    """A message id, or a message as JSON (ctxstore's own Message, an SDK's object, a dict)."""
+    return sent.model_dump(mode="json") if isinstance(sent, Message) else as_plain(sent)

@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
-import functools
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -60,6 +58,7 @@ from ctxstore.adapters.integrations.agents_items import (
     native_message,
     summary_message,
 )
+from ctxstore.adapters.integrations.settled import settled, settled_await
 from ctxstore.adapters.integrations.surface import faces
 from ctxstore.adapters.store.contract import ContextOperations, ReplyStream, StreamPolicy
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
@@ -85,38 +84,6 @@ T = TypeVar("T")
 
 # What the session needs: the one contract, which ContextStore and CtxStoreClient satisfy.
 ContextBackend = ContextOperations
-
-
-async def settled(fn: Callable[..., T], *args: Any) -> T:
-    """`fn(*args)` run on a worker thread (as `asyncio.to_thread`), awaited through
-    cancellations: a write on a thread cannot be stopped halfway, so the caller learns of
-    its cancellation once the write has ended. The executor's future is awaited as it is:
-    a task wrapping `asyncio.to_thread` cost ~30 µs more per call."""
-    loop = asyncio.get_running_loop()
-    return await settled_await(
-        loop.run_in_executor(None, functools.partial(contextvars.copy_context().run, fn, *args))
-    )
-
-
-async def settled_await(awaitable: Awaitable[T]) -> T:
-    """An awaited write (a future or a coroutine), run to its end through cancellations:
-    the caller learns of a cancellation once the write is stored or refused."""
-    task = asyncio.ensure_future(awaitable)
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError as exc:
-            cancelled = cancelled or exc
-    try:
-        result = task.result()
-    except BaseException:
-        if cancelled is not None:
-            raise cancelled from None
-        raise
-    if cancelled is not None:
-        raise cancelled
-    return result
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import suppress
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Self
 from uuid import UUID
@@ -34,6 +33,7 @@ from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.history_surface import HistorySurface
+from ctxstore.adapters.store.parts import StoreParts
 from ctxstore.adapters.store.replicas import Replicas
 from ctxstore.adapters.store.results import (
     BatchFrame,
@@ -51,7 +51,7 @@ from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import BlobRef
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import BlobNotFoundError, ContextExistsError, InvalidOperationError
-from ctxstore.domain.limits import MAX_PAGE, check_int, chosen_id, key_context_id
+from ctxstore.domain.limits import check_page, chosen_id, key_context_id
 from ctxstore.domain.messages import Message
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import Similarity, Strategy
@@ -59,24 +59,6 @@ from ctxstore.domain.summarize import Summarizer
 from ctxstore.projections.listing import list_contexts
 
 MAX_TRIGGER = 64  # what a compaction's trigger may be called
-
-
-def page_start(after: UUID | str) -> UUID:
-    """The context a listing pages on from; raises InvalidOperationError."""
-    try:
-        return after if isinstance(after, UUID) else UUID(str(after))
-    except ValueError:
-        raise InvalidOperationError(f"after must be a context id, got {after!r:.80}") from None
-
-
-@dataclass(frozen=True)
-class StoreParts:
-    """The parts of a store another face drives: shared state, writer, commands, storage."""
-
-    core: StoreCore
-    writer: Writer
-    commands: Commands
-    storage: EventStorage
 
 
 @type_faults
@@ -484,8 +466,7 @@ class ContextStore(
         """Contexts in the order they were created; `tenant` keeps one tenant's, `search`
         those whose name or id contains it (any case); `after` pages on from the context
         listed last (its id)."""
-        check_int(limit, "limit", low=1, high=MAX_PAGE)
-        start = None if after is None else page_start(after)
+        start = check_page(limit, after)
         events = self._core.all_of(Context.ContextCreated, Context.ContextForked)
         seen = self._core.cache.remember_tenant
         found = list_contexts(

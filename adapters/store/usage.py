@@ -10,8 +10,8 @@ from ctxstore.adapters.store.debug import sent_items
 from ctxstore.adapters.store.results import ModelUsage, Prompt, Written
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.context import JSON, Context
-from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.domain.messages import Message
+from ctxstore.domain.prompt import sent_with
 from ctxstore.domain.tokens import REPLY_PRIMING
 from ctxstore.projections.usage import usage_by_model
 
@@ -33,17 +33,13 @@ def record(
     """Record one call's usage (see ContextStore.record_usage)."""
     core = writer.core
     who = actor
-    if prompt is not None:
-        if not isinstance(prompt, Prompt):
-            raise InvalidOperationError(f"prompt must be a Prompt, got {type(prompt).__name__}")
-        version = prompt.version if version is None else version
-        counted_tokens = prompt.tokens if counted_tokens is None else counted_tokens
+    version, counted_tokens, sent = sent_with(prompt, version, counted_tokens, sent)
     at_sent = None if version is None else core.context_at(cid, version)
     items = None
-    if prompt is not None or sent is not None:
+    if sent is not None:
         # The named messages are checked against the version that was sent.
         at_sent = at_sent or core.head(cid)
-        items = sent_items(at_sent, prompt, sent)
+        items = sent_items(at_sent, None, sent)
 
     def command(c: Context) -> list[str]:
         at = at_sent or c

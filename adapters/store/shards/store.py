@@ -19,7 +19,7 @@ from uuid import UUID, uuid4
 
 from ctxstore.adapters.settings import Settings, load_settings
 from ctxstore.adapters.store import usage
-from ctxstore.adapters.store.facade import ContextStore, page_start
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.results import ContextSummary, Erasure
 from ctxstore.adapters.store.shards import move as moving
@@ -34,7 +34,7 @@ from ctxstore.domain.errors import (
     ContextNotFoundError,
     InvalidOperationError,
 )
-from ctxstore.domain.limits import MAX_PAGE, check_int, chosen_id, key_context_id
+from ctxstore.domain.limits import check_page, chosen_id, key_context_id
 from ctxstore.projections.audit import AuditPage
 from ctxstore.projections.usage import ModelUsage, usage_by_model
 
@@ -230,11 +230,9 @@ class ShardedStore(ShardRouted):
     ) -> list[ContextSummary]:  # fmt: skip
         """Every server's contexts, server after server, each server's in its order;
         `after` pages on from the context listed last."""
-        check_int(limit, "limit", low=1, high=MAX_PAGE)
+        start = check_page(limit, after)
         names = self.names
-        start: UUID | None = None
-        if after is not None:
-            start = page_start(after)
+        if start is not None:
             names = names[names.index(self.shard_of(start)) :]
         found: list[ContextSummary] = []
         for name in names:
