@@ -16,8 +16,9 @@ that statement all its rows are visible (committed) or never will be (aborted); 
 such an xid can appear later. The reader's mark (x, n) was taken below an earlier xmin, so
 every event ordered before the mark was complete and read then; every event after it is
 read now or, being at or above the horizon, later. Events are numbered by the index as it
-takes them (position = the tracked position + 1, ...), so positions are gap-free when
-written and only ever grow. The price: an append becomes visible to audit cursors once
+takes them (position = the tracked position + 1, ...), so positions only ever grow, and
+are gap-free but where a context moved back to this server brings copies of events
+indexed here before (their first rows stay). The price: an append becomes visible to audit cursors once
 every transaction older than it has ended, so a long-running writing transaction on the
 same database holds cursors back (never writers).
 """
@@ -196,7 +197,10 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
             curs.executemany(
                 SQL(
                     "INSERT INTO {0} (position, context_id, version, type, actor, ts, batch, "
-                    "facts, tenant) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                    "facts, tenant) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    # A context moved back to a server it left: its events indexed here
+                    # then keep their rows (shards/arrivals.py); their copies leave a gap.
+                    "ON CONFLICT (context_id, version) DO NOTHING"
                 ).format(self.table),
                 [audit_params(r) for r in self.sealed(rows)],
             )

@@ -48,6 +48,7 @@ STORE_TABLES = (
     "ctxstore_blob_refs", "ctxstore_keys", "ctxstore_tokens", "ctxstore_retention",
     "ctxstore_sweeps", "ctxstore_checkpoints", "ctxstore_audit_cursor",
     "ctxstore_listeners", "ctxstore_shard", "ctxstore_placement", "ctxstore_moved",
+    "ctxstore_arrivals",
 )  # fmt: skip
 ERASURES_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (context_id text NOT NULL, tenant text, "
@@ -167,6 +168,13 @@ SHARD_DDL = (
 MOVED_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (context_id uuid PRIMARY KEY, shard text NOT NULL, "
     "moved_at timestamptz NOT NULL DEFAULT now())"
+)
+ARRIVALS_TABLE = "ctxstore_arrivals"  # contexts moved here: where their events were seen before
+# `seen`: {server: {version: audit position}} of the context's events on the servers it
+# left; `complete` is false while the move that brings it is under way (merged_audit.py).
+ARRIVALS_DDL = (
+    "CREATE TABLE IF NOT EXISTS {0} (context_id uuid PRIMARY KEY, seen jsonb NOT NULL, "
+    "complete boolean NOT NULL DEFAULT false, arrived_at timestamptz NOT NULL DEFAULT now())"
 )
 LISTENERS_TABLE = "ctxstore_listeners"
 LISTENERS_DDL = (
@@ -430,6 +438,15 @@ def _shards(backend: Any, events: Any, snapshots: Any) -> None:
     _insert_function(events)
 
 
+def _arrivals(backend: Any, events: Any, snapshots: Any) -> None:
+    """A moved context's events are shown once by the merged audit (shards/arrivals.py)."""
+    schema = Identifier(events.datastore.schema)
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(
+            SQL(ARRIVALS_DDL).format(SQL("{0}.{1}").format(schema, Identifier(ARRIVALS_TABLE)))
+        )
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
@@ -443,4 +460,5 @@ MIGRATIONS = (
         9, "appends without the table lock; the audit index in commit order", _lock_free_appends
     ),
     Migration(10, "contexts spread over servers: names, placement, tombstones", _shards),
+    Migration(11, "moved contexts remember where their events were seen", _arrivals),
 )

@@ -256,3 +256,71 @@ def test_a_move_takes_the_contexts_retention_with_it(sharded: ShardedStore) -> N
     assert not [p for p in rows.policies() if p[0] == f"context:{cid.hex}"]
     moved = sharded.stores[to].admin.retention_policies()
     assert [(p.scope, p.keep_latest) for p in moved] == [(f"context:{cid.hex}", 500)]
+
+
+def read_all(
+    sharded: ShardedStore, after: str | int, limit: int = 5
+) -> tuple[list[Any], str | int]:
+    seen: list[tuple[str, int]] = []
+    while True:
+        page = sharded.audit(after=after, limit=limit)
+        seen.extend((str(e.context_id), e.version) for e in page.entries)
+        after = page.cursor
+        if not page.more and not page.entries:
+            return seen, after
+
+
+def test_a_moved_contexts_events_are_audited_once(sharded: ShardedStore) -> None:
+    """A cursor that read part of a context's events before it moved (there and back, and
+    on again) reads the rest after, each event once; a fresh cursor reads every event once."""
+    cid = sharded.create(name="travels")
+    others = [sharded.create(name=f"o{i}") for i in range(4)]
+    for n in range(6):
+        sharded.insert(cid, [user(f"m{n}")])
+    page = sharded.audit(limit=3)  # some events read before the move
+    seen = [(str(e.context_id), e.version) for e in page.entries]
+    after: str | int = page.cursor
+    first = sharded.shard_of(cid)
+    route = [n for n in sharded.names if n != first] + [first]
+    for hop, to in enumerate(route):
+        more, after = read_all(sharded, after, limit=2) if hop == 1 else ([], after)
+        seen += more
+        sharded.move(cid, to)
+        sharded.insert(cid, [user(f"after hop {hop}")])
+        sharded.insert(others[hop], [user("elsewhere")])
+    more, after = read_all(sharded, after)
+    seen += more
+    expected = {(str(cid), v) for v in range(1, 8 + len(route))} | {(str(o), 1) for o in others}
+    expected |= {(str(o), 2) for o in others[: len(route)]}
+    assert sorted(seen) == sorted(expected), "an event was skipped or read twice"
+    assert len(seen) == len(set(seen))
+    everything, _ = read_all(sharded, "")
+    assert sorted(everything) == sorted(expected)
+    own = sharded.audit(context_id=cid, limit=100).entries
+    assert sorted(e.version for e in own) == list(range(1, 8 + len(route)))
+    sharded.erase(cid, reason="the user asked")
+    for store in sharded.stores.values():  # its audit rows go from every server it was on
+        assert not store.audit(context_id=cid).entries
+
+
+def test_a_failed_copy_leaves_the_context_where_it_was(
+    sharded: ShardedStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cid = sharded.create(name="stays")
+    sharded.insert(cid, [user("kept")])
+    source = sharded.shard_of(cid)
+    to = next(n for n in sharded.names if n != source)
+    target = sharded.stores[to]
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise CtxStoreError("the copy failed")
+
+    monkeypatch.setattr(target, "export_events", broken)
+    with pytest.raises(CtxStoreError):
+        sharded.move(cid, to)
+    monkeypatch.undo()
+    assert sharded.shard_of(cid) == source
+    assert rows_of(target, cid) == 0
+    sharded.insert(cid, [user("still here")])
+    seen, _ = read_all(sharded, "")
+    assert sorted(v for c, v in seen if c == str(cid)) == [1, 2, 3]

@@ -1,9 +1,9 @@
 """The audit across shards: each server's audit stream read after its own position, merged
 by time, with one cursor holding a position per server.
 
-Each server's positions only grow and are gap-free where written (postgres_audit.py), so a
-cursor that records, per server, the last position taken sees every event of every server
-exactly once, whatever order the servers' events interleave in. A page takes up to `limit`
+Each server's positions only grow (postgres_audit.py), so a cursor that records, per
+server, the last position taken sees every event of every server exactly once, whatever
+order the servers' events interleave in. A page takes up to `limit`
 entries after the cursor from each server, merges them by time keeping each server's own
 order, and keeps the first `limit`; the cursor advances only past what the page returned.
 """
@@ -53,9 +53,12 @@ def format_cursor(positions: dict[str, int]) -> str:
 
 
 def merged_page(
-    read: Callable[[str, int, int], AuditPage], names: list[str], after: str | int, limit: int
-) -> MergedAuditPage:
-    """`read(server, after, limit)` on each server, merged into one page."""
+    read: Callable[[str, int, int], AuditPage], names: list[str], after: str | int, limit: int,
+    copied: Callable[[str, AuditEntry], bool] | None = None,
+) -> MergedAuditPage:  # fmt: skip
+    """`read(server, after, limit)` on each server, merged into one page. An entry for
+    which `copied(server, entry)` holds (a moved context's event shown on a server it
+    left: arrivals.py) is passed over, not returned."""
     positions = parse_cursor(after, names)
     pages: list[list[tuple[datetime, int, int, str, AuditEntry]]] = []
     more = False
@@ -67,12 +70,19 @@ def merged_page(
     # earlier time), so what a page takes from a server is a prefix of its page: the
     # cursor passes exactly what was returned.
     merged = list(heapq.merge(*pages, key=lambda f: (f[0], f[1])))
-    taken = merged[:limit]
-    for _, _, position, name, _ in taken:
+    taken: list[tuple[datetime, int, int, str, AuditEntry]] = []
+    left = False
+    for found in merged:
+        _, _, position, name, entry = found
+        if copied is None or not copied(name, entry):
+            if len(taken) == limit:
+                left = True
+                break
+            taken.append(found)
         positions[name] = position
     return MergedAuditPage(
         entries=[f[4] for f in taken],
         shards=[f[3] for f in taken],
         cursor=format_cursor(positions),
-        more=more or len(merged) > limit,
+        more=more or left,
     )

@@ -8,8 +8,8 @@
    copy exports exactly as the source does.
 3. On the source, in one transaction: a tombstone (`ctxstore_moved`, which the insert
    function checks, so a writer holding an old placement is refused, re-reads it and
-   goes to the target) and the deletion of the context's events, snapshots, audit rows,
-   idempotency keys and attachment references. In an encrypted store whose servers keep
+   goes to the target) and the deletion of the context's events, snapshots, idempotency
+   keys and attachment references (its audit rows stay: the record of what happened there). In an encrypted store whose servers keep
    their own vaults, the source's copy of the context's data key is destroyed (its old
    rows in that server's WAL and backups stay unreadable). Then the placement names the
    target.
@@ -17,8 +17,9 @@
 
 Reads go on from the source until step 3, then from the target: a router whose cached
 placement is stale finds the context missing (or moved) and reads the placement again.
-The merged audit shows the moved context's events once more, at the target's positions
-(the same context ids and versions: a consumer that keeps them can tell).
+The merged audit shows each of the moved context's events once, where it was indexed first:
+the source keeps their audit rows and the target records where they are (arrivals.py). A copy that fails (the target stops, or the
+copy does not match) is removed from the target and the context stays on its source.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from psycopg.sql import SQL, Identifier
 from ctxstore.adapters.keys.cipher import key_name
 from ctxstore.adapters.storage.postgres_schema import MOVED_TABLE
 from ctxstore.adapters.storage.retention_rows import CHECKPOINTS_TABLE, RETENTION_TABLE
+from ctxstore.adapters.store.shards import arrivals
 from ctxstore.domain.errors import DamagedContextError, StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -39,8 +41,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 # Tables holding a context's rows besides events and snapshots: (table, column, as hex).
-CONTEXT_ROWS = (
-    ("ctxstore_audit", "context_id"),
+CONTEXT_ROWS = (  # (its arrival row: arrivals.departed)
     ("ctxstore_idempotency", "context"),
     ("ctxstore_blob_refs", "context_id"),
     (CHECKPOINTS_TABLE, "context_id"),
@@ -58,11 +59,19 @@ def move(sharded: ShardedStore, cid: UUID, to: str) -> str:
             raise StoreUnavailableError(f"context {cid}: its writers did not let it move in time")
         lines = list(source.export_events(cid))
         _clear_tombstone(target, cid)
-        target.import_events(lines)
-        if list(target.export_events(cid)) != lines:  # events, chains and attachments alike
-            raise DamagedContextError(f"context {cid}: the copy on {to} does not match its source")
-        _carry_policy(source, target, cid)
-        _remove(source, cid, to)
+        arrivals.begin(target, cid)
+        try:
+            target.import_events(lines)
+            if list(target.export_events(cid)) != lines:  # events, chains, attachments alike
+                raise DamagedContextError(
+                    f"context {cid}: the copy on {to} does not match its source"
+                )
+            _carry_policy(source, target, cid)
+        except BaseException:
+            _remove(target, cid, None)  # the context stays where it was, whole
+            raise
+        seen = _remove(source, cid, to, source_name)
+        arrivals.complete(target, cid, seen)
         keys = source._storage.keys
         if keys is not None and sharded.settings.key_vault is None:
             # Each server keeps its own vault: the source's copy of the context's data key
@@ -104,16 +113,20 @@ def _clear_tombstone(store: object, cid: UUID) -> None:
         )
 
 
-def _remove(store: object, cid: UUID, to: str) -> None:
-    """Tombstone and remove the context's rows on the server it leaves, in one transaction."""
+def _remove(store: object, cid: UUID, to: str | None, name: str = "") -> arrivals.Seen:
+    """Tombstone (naming server `to`; none for a failed copy's removal) and remove the
+    context's rows on the server it leaves, in one transaction; returns where its events
+    were seen (arrivals.py)."""
     schema, recorder = _tables(store)
     snapshots = store._storage.snapshots.recorder  # type: ignore[attr-defined]
     with recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
-        c.execute(
-            SQL("INSERT INTO {0}.{1} (context_id, shard) VALUES (%s, %s) ON CONFLICT "
-                "(context_id) DO UPDATE SET shard = excluded.shard, moved_at = now()")
-            .format(schema, Identifier(MOVED_TABLE)), (cid, to),
-        )  # fmt: skip
+        if to is not None:
+            c.execute(
+                SQL("INSERT INTO {0}.{1} (context_id, shard) VALUES (%s, %s) ON CONFLICT "
+                    "(context_id) DO UPDATE SET shard = excluded.shard, moved_at = now()")
+                .format(schema, Identifier(MOVED_TABLE)), (cid, to),
+            )  # fmt: skip
+        seen = arrivals.departed(c, store, cid, name)
         for table in (recorder.events_table_name, snapshots.events_table_name):  # type: ignore[attr-defined]
             c.execute(
                 SQL("DELETE FROM {0}.{1} WHERE originator_id = %s").format(
@@ -133,3 +146,4 @@ def _remove(store: object, cid: UUID, to: str) -> None:
                 ),
                 (value,),
             )
+    return seen

@@ -22,6 +22,7 @@ from ctxstore.adapters.store import usage
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.results import ContextSummary, Erasure
+from ctxstore.adapters.store.shards import arrivals
 from ctxstore.adapters.store.shards import move as moving
 from ctxstore.adapters.store.shards.merged_audit import MergedAuditPage, merged_page
 from ctxstore.adapters.store.shards.placement import Directory, rendezvous, server_name
@@ -35,7 +36,7 @@ from ctxstore.domain.errors import (
     InvalidOperationError,
 )
 from ctxstore.domain.limits import check_page, chosen_id, key_context_id
-from ctxstore.projections.audit import AuditPage
+from ctxstore.projections.audit import AuditEntry, AuditPage
 from ctxstore.projections.usage import ModelUsage, usage_by_model
 
 
@@ -140,14 +141,30 @@ class ShardedStore(ShardRouted):
     def audit(self, *, after: str | int = "", limit: int = 100, **filters: Any) -> MergedAuditPage:
         """Events across every server, merged by time; pass `cursor` back as `after`."""
         only = filters.get("context_id")
-        home = None if only is None else self.shard_of(only)
+        homes = None
+        if only is not None:  # where it is, and where its events were shown before it came
+            home = self.shard_of(only)
+            homes = {home} | arrivals.servers_of(self.stores[home], ContextStore.context_uuid(only))
+        moved: dict[str, dict[UUID, arrivals.Arrival]] = {}
 
         def read(name: str, after: int, lim: int) -> AuditPage:
-            if home is not None and name != home:
+            if homes is not None and name not in homes:
                 return AuditPage(entries=[], cursor=after, more=False)
-            return self.stores[name].audit(after=after, limit=lim, **filters)
+            page = self.stores[name].audit(after=after, limit=lim, **filters)
+            found = moved[name] = arrivals.arrivals(
+                self.stores[name], (e.context_id for e in page.entries)
+            )
+            for i, e in enumerate(page.entries):
+                arrival = found.get(e.context_id)
+                if arrival is not None and not arrival.complete:  # a move under way
+                    return AuditPage(entries=page.entries[:i], cursor=after, more=True)
+            return page
 
-        return merged_page(read, self.names, after, limit)
+        def copied(name: str, entry: AuditEntry) -> bool:
+            arrival = moved[name].get(entry.context_id)
+            return arrival is not None and arrival.shown_elsewhere(entry.version)
+
+        return merged_page(read, self.names, after, limit, copied)
 
     def context_for_key(
         self, key: str, *, tenant: str | None = None, name: str | None = None,
@@ -261,7 +278,12 @@ class ShardedStore(ShardRouted):
 
     def erase(self, context_id: UUID | str, **kwargs: Any) -> Any:
         cid = ContextStore.context_uuid(context_id)
-        done = self.store_of(cid).erase(cid, **kwargs)
+        home = self.store_of(cid)
+        earlier = arrivals.servers_of(home, cid)
+        done = home.erase(cid, **kwargs)
+        for name in earlier:  # its audit rows on servers it moved away from
+            if name in self.stores and self.stores[name] is not home:
+                arrivals.forget(self.stores[name], cid)
         self.directory.drop(cid)
         return done
 
