@@ -76,7 +76,9 @@ class AuditPage(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     entries: list[AuditEntry]
-    cursor: int  # position of the last entry, or the `after` given when the page is empty
+    # Position of the last entry, or the `after` given when the page is empty; over shards,
+    # the merged cursor (text): pass it back as `after`.
+    cursor: int | str
     more: bool  # a full page: more entries may follow right away
 
 

@@ -43,12 +43,17 @@ def serve(
         typer.Option(help="Serve without tokens on a non-loopback address (anyone can read)."),
     ] = False,
 ) -> None:
-    """Serve the store over HTTP (OpenAPI at /openapi.json). Tokens: CTXSTORE_SERVICE__TOKENS."""
+    """Serve the store over HTTP (OpenAPI at /openapi.json), or the servers of
+    CTXSTORE_SHARDS when it is set and --url is not. Tokens: CTXSTORE_SERVICE__TOKENS."""
     import uvicorn
 
-    from ctxstore.adapters.settings import redact
+    from ctxstore import open_sharded
+    from ctxstore.adapters.settings import load_settings, redact
 
-    with open_store(ctx) as store:  # fail here, with a clear message, if it cannot be opened
+    named = options(ctx).url
+    sharded = not named and bool(load_settings().shards)
+    # Fail here, with a clear message, if it cannot be opened.
+    with open_sharded() if sharded else open_store(ctx) as store:
         config = store.settings.service
         url = store.url
         stored = store.admin.stored_tokens is not None and store.admin.stored_tokens.any()
@@ -62,9 +67,9 @@ def serve(
     err.print(
         f"ctxstore serving {redact(url)} on http://{host}:{port} ({mode}, {workers} worker(s))"
     )
-    named = options(ctx).url
     if named:
         os.environ["CTXSTORE_URL"] = named  # the workers open the store the option named
+        os.environ["CTXSTORE_SHARDS"] = ""  # (and it alone)
     uvicorn.run(
         "ctxstore.adapters.http.app:app_from_settings",
         factory=True,

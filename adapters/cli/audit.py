@@ -133,7 +133,7 @@ def audit(
                     )
             elif page.entries or not follow:
                 out.print(audit_table(page.entries))
-            cursor = page.cursor
+            cursor = int(page.cursor)  # one store's: a position
             if page.more:
                 if not follow:
                     break

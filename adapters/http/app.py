@@ -25,7 +25,7 @@ from starlette.types import Scope
 
 from ctxstore.adapters.http import problems
 from ctxstore.adapters.http.auth import Tokens
-from ctxstore.adapters.http.deps import Service, Unauthorized
+from ctxstore.adapters.http.deps import Served, Service, Unauthorized
 from ctxstore.adapters.http.guard import RequestGuard
 from ctxstore.adapters.http.openapi import document_headers
 from ctxstore.adapters.http.routes import (
@@ -41,8 +41,9 @@ from ctxstore.adapters.http.routes import (
 )
 from ctxstore.adapters.http.schemas import Health
 from ctxstore.adapters.http.tail import TailHub
-from ctxstore.adapters.settings import ServiceConfig
+from ctxstore.adapters.settings import ServiceConfig, load_settings
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.shards.store import ShardedStore
 
 ROUTERS = (
     contexts.router, commands.router, streams.router, reads.router, transfer.router,
@@ -54,8 +55,13 @@ NO_TELEMETRY: TelemetryConfig = {
 
 
 def app_from_settings() -> FastAPI:
-    """The service over the store CTXSTORE_URL names (uvicorn's factory: one per worker)."""
-    store = ContextStore.from_url()
+    """The service over the store CTXSTORE_URL names, or over the servers CTXSTORE_SHARDS
+    names (uvicorn's factory: one per worker)."""
+    settings = load_settings()
+    store: Served = (
+        ShardedStore.from_urls(settings.shards, settings) if settings.shards
+        else ContextStore.from_url(settings=settings)
+    )  # fmt: skip
     return create_app(store, on_close=store.close)
 
 
@@ -82,7 +88,7 @@ class WebFiles(StaticFiles):
 
 
 def create_app(
-    store: ContextStore,
+    store: Served,
     config: ServiceConfig | None = None,
     *,
     on_close: Callable[[], None] | None = None,
@@ -175,7 +181,7 @@ def create_app(
     return app
 
 
-def _sweep(store: ContextStore, stop: threading.Event, every: float) -> None:
+def _sweep(store: Served, stop: threading.Event, every: float) -> None:
     """Apply the retention policies now and then (each sweep is recorded when it finds
     policies; instances sharing a database may sweep the same context: erasing it twice
     finds it gone the second time)."""
@@ -187,7 +193,7 @@ def _sweep(store: ContextStore, stop: threading.Event, every: float) -> None:
             problems.log.warning("retention sweep failed", exc_info=True)
 
 
-def _refresh_audit(store: ContextStore, stop: threading.Event, every: float) -> None:
+def _refresh_audit(store: Served, stop: threading.Event, every: float) -> None:
     while not stop.wait(every):
         try:
             store.admin.refresh_audit_index()

@@ -9,6 +9,8 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from pydantic import TypeAdapter
+
 from ctxstore.adapters.http.schemas import Step
 from ctxstore.adapters.http.transport import ServiceTransport
 from ctxstore.adapters.store.results import (
@@ -26,9 +28,11 @@ from ctxstore.adapters.store.results import (
     Verification,
     VisibleContext,
 )
+from ctxstore.adapters.store.shards.merged_audit import MergedAuditPage
 from ctxstore.domain.context import JSON
 from ctxstore.domain.prompt import Strategy
 
+AUDIT_PAGE: TypeAdapter[AuditPage] = TypeAdapter(MergedAuditPage | AuditPage)
 REPLAY_PAGE = 500  # versions a replay request asks for
 
 
@@ -101,19 +105,21 @@ class ServiceReads(ServiceTransport):
         types: Sequence[str] | None = None,
         actor: str | None = None,
         context_id: UUID | str | None = None,
-        after: int = 0,
+        after: int | str = 0,
         limit: int = 100,
         from_version: int | None = None,
         to_version: int | None = None,
     ) -> AuditPage:
-        return self._get(
-            "/v1/audit", AuditPage,
-            since=None if since is None else since.isoformat(),
-            until=None if until is None else until.isoformat(),
-            types=None if types is None else list(types), actor=actor,
-            context_id=None if context_id is None else str(context_id),
-            after=after, limit=limit, from_version=from_version, to_version=to_version,
-        )  # fmt: skip
+        """A page of the audit; from a service over shards, a merged page (its cursor is
+        text: pass it back as `after`)."""
+        params = {
+            "since": None if since is None else since.isoformat(),
+            "until": None if until is None else until.isoformat(),
+            "types": None if types is None else list(types), "actor": actor,
+            "context_id": None if context_id is None else str(context_id),
+            "after": after, "limit": limit, "from_version": from_version, "to_version": to_version,
+        }  # fmt: skip
+        return AUDIT_PAGE.validate_python(self._send("GET", "/v1/audit", params=params).json())
 
     def token_series(self, context_id: UUID | str, *, points: int = 500) -> TokenSeries:
         return self._get(f"{self._ctx(context_id)}/tokens", TokenSeries, points=points)

@@ -19,10 +19,12 @@ from ctxstore.adapters.http.auth import ACTOR_HEADER, Caller, NotAuthenticatedEr
 from ctxstore.adapters.http.schemas import Command
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.results import Written
+from ctxstore.adapters.store.shards.store import ShardedStore
 from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
 from ctxstore.domain.limits import tenant_scoped_id
 
 API = "/v1"
+Served = ContextStore | ShardedStore  # what a service serves: one store, or one over shards
 ETAG = re.compile(r'^\s*(?:W/)?"?(\d{1,18})"?\s*$')
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -36,7 +38,7 @@ class Unauthorized(Exception):
 class Service:
     """One app's store, the pool its routes run on, and its tokens."""
 
-    store: ContextStore
+    store: Served
     pool: ThreadPoolExecutor
     tokens: Tokens
 
@@ -83,7 +85,7 @@ class Target:
     _checked: UUID | None = field(default=None, repr=False)
 
     @property
-    def store(self) -> ContextStore:
+    def store(self) -> Served:
         return self.svc.store
 
     @property

@@ -23,9 +23,11 @@ from uuid import UUID
 from fastapi.responses import StreamingResponse
 from starlette.types import Send
 
-from ctxstore.adapters.http.deps import Target
-from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.http.deps import Served, Target
 from ctxstore.adapters.store.results import AuditPage
+from ctxstore.adapters.store.shards.merged_audit import PREFIX as MERGED
+from ctxstore.adapters.store.shards.merged_audit import MergedAuditPage, entry_cursors
+from ctxstore.adapters.store.shards.store import ShardedStore
 from ctxstore.adapters.store.tail import PAGE
 from ctxstore.domain.errors import (
     ContextNotFoundError,
@@ -56,10 +58,16 @@ class TailHub:
         return await asyncio.get_running_loop().run_in_executor(ctx.pool, lambda: ctx.cid)
 
     @staticmethod
-    def resume_point(last_event_id: str | None, after: int | None) -> int | None:
+    def resume_point(
+        last_event_id: str | None, after: int | None, *, merged: bool = False
+    ) -> int | str | None:
+        """Where a tail starts: after Last-Event-ID, else `after`; `merged`: a service over
+        shards, whose audit tail's ids are merged cursors."""
         if last_event_id is None or not last_event_id.strip():
             return after
         text = last_event_id.strip()
+        if merged and text.startswith(MERGED) and len(text) <= 4000:
+            return text
         if not text.isdigit() or len(text) > 18:
             raise InvalidOperationError(f"Last-Event-ID must be an event's id, got {text!r:.40}")
         return int(text)
@@ -75,7 +83,7 @@ class TailHub:
         self.clients -= 1
 
     async def context_events(
-        self, store: ContextStore, pool: ThreadPoolExecutor, cid: UUID, start: int | None
+        self, store: Served, pool: ThreadPoolExecutor, cid: UUID, start: int | None
     ) -> AsyncIterator[bytes]:
         run = _runner(pool)
         woken = asyncio.Event()
@@ -96,7 +104,7 @@ class TailHub:
                     yield b": keep-alive\n\n"
 
     async def _page(
-        self, run: Callable[..., Any], store: ContextStore, cid: UUID, at: int
+        self, run: Callable[..., Any], store: Served, cid: UUID, at: int
     ) -> list[tuple[int, bytes]]:
         """The context's events after `at`, encoded: read once for every follower that
         asks for the same page while it is being read."""
@@ -115,22 +123,29 @@ class TailHub:
         return await asyncio.shield(shared)
 
     async def tenant_events(
-        self, store: ContextStore, pool: ThreadPoolExecutor, tenant: str | None,
-        start: int | None, types: list[str] | None, actor: str | None,
+        self, store: Served, pool: ThreadPoolExecutor, tenant: str | None,
+        start: int | str | None, types: list[str] | None, actor: str | None,
     ) -> AsyncIterator[bytes]:  # fmt: skip
+        """The audit entries of a tenant's contexts as they are indexed, `id:` the cursor
+        after each (a position; over shards, the merged cursor)."""
         run = _runner(pool)
         woken = asyncio.Event()
 
-        def page_after(position: int) -> AuditPage:
+        def page_after(position: Any) -> AuditPage | MergedAuditPage:
             return store.audit(tenant=tenant, types=types, actor=actor, after=position, limit=PAGE)
+
+        def ids(at: Any, page: AuditPage | MergedAuditPage) -> list[int | str]:
+            if isinstance(page, MergedAuditPage) and isinstance(store, ShardedStore):
+                return list(entry_cursors(at, page, store.names))
+            return [e.position for e in page.entries]
 
         with _woken_by(store, woken, None):
             at = start if start is not None else await run(store.admin.audit_head)
             page = await run(page_after, at)
             yield b"retry: 1000\n\n"
             while True:
-                for entry in page.entries:
-                    yield _event(entry.position, entry.type, entry.model_dump_json())
+                for event_id, entry in zip(ids(at, page), page.entries, strict=True):
+                    yield _event(event_id, entry.type, entry.model_dump_json())
                 at = page.cursor
                 if not page.more and not await _wait(woken, self.keepalive):
                     yield b": keep-alive\n\n"
@@ -183,7 +198,7 @@ async def _body(send: Send, body: bytes) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": True})
 
 
-def _event(event_id: int | None, kind: str, data: str) -> bytes:
+def _event(event_id: int | str | None, kind: str, data: str) -> bytes:
     head = "" if event_id is None else f"id: {event_id}\n"
     return f"{head}event: {kind}\ndata: {data}\n\n".encode()
 
@@ -209,7 +224,7 @@ class _woken_by:
     """Subscribes to the store's wake-ups for one context (or any), setting `woken` on the
     event loop; unsubscribes on exit."""
 
-    def __init__(self, store: ContextStore, woken: asyncio.Event, hex_id: str | None) -> None:
+    def __init__(self, store: Served, woken: asyncio.Event, hex_id: str | None) -> None:
         self.loop = asyncio.get_running_loop()
         self.store, self.woken, self.hex_id = store, woken, hex_id
         self.unsubscribe: Callable[[], None] | None = None

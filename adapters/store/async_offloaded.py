@@ -316,7 +316,7 @@ class AsyncOffloaded:
         actor: str | None = None,
         context_id: UUID | str | None = None,
         tenant: str | None = None,
-        after: int = 0,
+        after: int | str = 0,
         limit: int = 100,
         from_version: int | None = None,
         to_version: int | None = None,

@@ -31,7 +31,7 @@ def call_entries(core: StoreCore, cid: UUID, *, index: bool = True) -> list[Audi
         found += page.entries
         if not page.more:
             break
-        after = page.cursor
+        after = int(page.cursor)  # one store's: a position
     if not found:
         core.require(cid)
     return found

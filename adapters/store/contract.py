@@ -193,7 +193,7 @@ class ContextOperations(Protocol):
     def audit(
         self, *, since: datetime | None = None, until: datetime | None = None,
         types: Sequence[str] | None = None, actor: str | None = None,
-        context_id: UUID | str | None = None, after: int = 0, limit: int = 100,
+        context_id: UUID | str | None = None, after: int | str = 0, limit: int = 100,
         from_version: int | None = None, to_version: int | None = None,
     ) -> AuditPage: ...  # fmt: skip
 

@@ -60,10 +60,11 @@ class HistorySurface:
     def audit(
         self, *, since: datetime | None = None, until: datetime | None = None,
         types: Sequence[str] | None = None, actor: str | None = None,
-        context_id: UUID | str | None = None, tenant: str | None = None, after: int = 0,
+        context_id: UUID | str | None = None, tenant: str | None = None, after: int | str = 0,
         limit: int = 100, from_version: int | None = None, to_version: int | None = None,
     ) -> AuditPage:  # fmt: skip
-        """Events across contexts after position `after`, in the order recorded.
+        """Events across contexts after position `after` (a page's cursor), in the order
+        recorded.
 
         Filters: a time range (since inclusive, until exclusive), event types, actor and
         context, and with a context a window of its versions (both inclusive). Pass the

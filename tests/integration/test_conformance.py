@@ -1,6 +1,7 @@
 """One script of every contract operation, run on every surface: the in-process store
 (memory, SQLite, PostgreSQL), the async store (SQLite, PostgreSQL), the HTTP client with a
-tenant's token (SQLite, PostgreSQL) and the sharded store (two PostgreSQL schemas). Each
+tenant's token (SQLite, PostgreSQL), the sharded store (two PostgreSQL schemas) and the
+HTTP client of a tenant's token to a service over the sharded store. Each
 surface must see what the in-process store on memory sees — the same visible contexts,
 versions, histories, prompts, calls, exports — and raise the same error class for the
 same bad input."""
@@ -18,13 +19,14 @@ from typing import Any
 
 import pytest
 
+from ctxstore.adapters.http.client import CtxStoreClient
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.reply_stream import StreamPolicy
 from ctxstore.domain.errors import CtxStoreError
 
-from ..conftest import make_url, surface_over
+from ..conftest import make_url, served, surface_over
 
 SETTINGS = Settings(snapshot_interval=4, actor="tester")
 FACES = [
@@ -41,6 +43,7 @@ FACES = [
     "sqlite-http",
     pytest.param("postgres-http", marks=pytest.mark.postgres),
     pytest.param("postgres-sharded", marks=pytest.mark.postgres),
+    pytest.param("postgres-shardedhttp", marks=pytest.mark.postgres),  # served over shards
 ]
 
 
@@ -78,12 +81,16 @@ class Awaited:
 @contextmanager
 def face_of(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Any]:
     backend, surface = kind.split("-")
-    if surface == "sharded":
+    if surface.startswith("sharded"):
         from ctxstore.adapters.store.shards.store import ShardedStore
 
         urls = [make_url("postgres", tmp_path / str(n), request) for n in range(2)]
         with ShardedStore.from_urls(urls, SETTINGS) as sharded:
-            yield sharded
+            if surface == "sharded":
+                yield sharded
+                return
+            with served(sharded) as url, CtxStoreClient(url, token="token-acme") as client:
+                yield client
         return
     with ContextStore.from_url(make_url(backend, tmp_path, request), SETTINGS) as store:
         if surface != "async":

@@ -10,6 +10,7 @@ from fastapi.responses import StreamingResponse
 
 from ctxstore.adapters.http.deps import API, Owned, Requester
 from ctxstore.adapters.http.tail import TailHub, event_stream
+from ctxstore.adapters.store.shards.store import ShardedStore
 from ctxstore.projections.history import event_type_filter
 
 router = APIRouter(prefix=API, tags=["live tail"])
@@ -39,6 +40,7 @@ async def context_events(
     hub = _hub(request)
     cid = await hub.checked(ctx)
     start = hub.resume_point(last_event_id, after)
+    assert not isinstance(start, str)  # a context's tail resumes after a version
     return event_stream(hub, hub.context_events(ctx.store, ctx.pool, cid, start))
 
 
@@ -53,7 +55,7 @@ async def tenant_events(
     """Every new event of the caller's contexts (filtered by type and actor) as audit
     entries: Server-Sent Events, `id:` the audit position."""
     hub = _hub(request)
-    start = hub.resume_point(last_event_id, after)
+    start = hub.resume_point(last_event_id, after, merged=isinstance(ctx.store, ShardedStore))
     event_type_filter(types)  # refused now (422), not once the stream has started
     return event_stream(
         hub, hub.tenant_events(ctx.store, ctx.pool, ctx.who.tenant, start, types, actor)

@@ -14,23 +14,17 @@ import heapq
 from collections.abc import Callable
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict
-
 from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.projections.audit import AuditEntry, AuditPage
 
 PREFIX = "s1:"  # the cursor's format
 
 
-class MergedAuditPage(BaseModel):
-    """A page of the merged audit: entries from every server, and the cursor to go on."""
+class MergedAuditPage(AuditPage):
+    """A page of the merged audit: entries from every server, the server each came from,
+    and the cursor to go on (text)."""
 
-    model_config = ConfigDict(frozen=True)
-
-    entries: list[AuditEntry]
-    shards: list[str]  # the server each entry came from
-    cursor: str  # pass back as `after`
-    more: bool
+    shards: list[str]
 
 
 def parse_cursor(after: str | int, names: list[str]) -> dict[str, int]:
@@ -50,6 +44,17 @@ def parse_cursor(after: str | int, names: list[str]) -> dict[str, int]:
 
 def format_cursor(positions: dict[str, int]) -> str:
     return PREFIX + ",".join(f"{n}={p}" for n, p in sorted(positions.items()))
+
+
+def entry_cursors(after: str | int, page: MergedAuditPage, names: list[str]) -> list[str]:
+    """The cursor after each entry of a page read after `after`: where a reader that
+    stopped at that entry goes on (a live tail's event ids)."""
+    positions = parse_cursor(after, names)
+    found = []
+    for entry, name in zip(page.entries, page.shards, strict=True):
+        positions[name] = entry.position
+        found.append(format_cursor(positions))
+    return found
 
 
 def merged_page(

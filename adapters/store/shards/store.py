@@ -17,13 +17,16 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Self
 from uuid import UUID, uuid4
 
+from ctxstore.adapters.llm.tokenizer import Tokenizers
 from ctxstore.adapters.settings import Settings, load_settings
+from ctxstore.adapters.storage.notifications import Wake
 from ctxstore.adapters.store import usage
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.results import ContextSummary, Erasure
 from ctxstore.adapters.store.shards import arrivals
 from ctxstore.adapters.store.shards import move as moving
+from ctxstore.adapters.store.shards.admin import ShardedAdmin
 from ctxstore.adapters.store.shards.merged_audit import MergedAuditPage, merged_page
 from ctxstore.adapters.store.shards.placement import Directory, rendezvous, server_name
 from ctxstore.adapters.store.shards.routed import ShardRouted
@@ -74,6 +77,36 @@ class ShardedStore(ShardRouted):
         self.names = list(self.stores)
         first = stores[0]
         self.directory = Directory(_connector(first), first._storage.backend.schema)  # type: ignore[attr-defined]
+
+    # ---- what the HTTP service and the command line need of a store ---------------------
+
+    @property
+    def admin(self) -> ShardedAdmin:
+        return ShardedAdmin(self)
+
+    @property
+    def url(self) -> str:
+        """The servers' URLs, comma-separated."""
+        return ",".join(s.url for s in self.stores.values())
+
+    @property
+    def tokenizers(self) -> Tokenizers:
+        return self.stores[self.names[0]].tokenizers
+
+    context_uuid = staticmethod(ContextStore.context_uuid)
+
+    def watch(self, wake: Wake, context_id: UUID | str | None = None) -> Callable[[], None]:
+        """Call `wake` whenever events are stored on any server (or on the server holding
+        `context_id`, for its events) until the returned function is called."""
+        if context_id is not None:
+            return self.store_of(context_id).watch(wake, context_id)
+        stops = [s.watch(wake) for s in self.stores.values()]
+
+        def stop() -> None:
+            for each in stops:
+                each()
+
+        return stop
 
     @classmethod
     def from_urls(cls, urls: Sequence[str], settings: Settings | None = None) -> ShardedStore:
@@ -272,6 +305,13 @@ class ShardedStore(ShardRouted):
         """Stored on every server: a context on any of them may refer to it."""
         refs = [s.put_blob(data, media_type, tenant=tenant) for s in self.stores.values()]
         return refs[0]
+
+    def record_file_id(
+        self, sha256: str, provider: str, file_id: str, *, tenant: str | None = None
+    ) -> None:
+        """Noted on every server, as the attachment is stored on every server."""
+        for s in self.stores.values():
+            s.record_file_id(sha256, provider, file_id, tenant=tenant)
 
     def blob(self, sha256: str, *, tenant: str | None = None) -> Any:
         return next(iter(self.stores.values())).blob(sha256, tenant=tenant)

@@ -1,0 +1,117 @@
+"""ShardedAdmin: what an operator does to a sharded store, and what the HTTP service needs
+of it (`ShardedStore.admin`).
+
+What is kept once for the whole store lives on the first server, beside the placement:
+bearer tokens and the service's idempotency keys. What belongs to contexts is done on every
+server: retention policies for a tenant or for everything are set on each (a context's own
+policy where the context is), sweeps run on each, and the audit index is kept current on
+each. The audit head is a merged cursor (merged_audit.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+from uuid import UUID
+
+from ctxstore.adapters.storage.idempotency import IdempotencyKeys
+from ctxstore.adapters.storage.tokens import StoredToken, StoredTokens
+from ctxstore.adapters.store.faults import type_faults
+from ctxstore.adapters.store.retention import RetentionPolicy, Sweep
+from ctxstore.adapters.store.shards.merged_audit import format_cursor
+
+if TYPE_CHECKING:
+    from ctxstore.adapters.store.shards.store import ShardedStore
+
+
+@type_faults
+class ShardedAdmin:
+    """Tokens and idempotency keys on the first server; retention, sweeps and the audit
+    index on every server."""
+
+    def __init__(self, sharded: ShardedStore) -> None:
+        self._sharded = sharded
+
+    def schema_version(self) -> int:
+        """The lowest schema version of the servers (each is upgraded when opened)."""
+        return min(s.admin.schema_version() for s in self._sharded.stores.values())
+
+    def idempotency_keys(self, ttl_seconds: float, pending_seconds: float) -> IdempotencyKeys:
+        first = self._sharded.stores[self._sharded.names[0]]
+        return first.admin.idempotency_keys(ttl_seconds, pending_seconds)
+
+    # ---- the audit index -------------------------------------------------------------------
+
+    def audit_head(self) -> str:
+        """The merged cursor of every server's newest audit position."""
+        return format_cursor({n: s.admin.audit_head() for n, s in self._sharded.stores.items()})
+
+    def refresh_audit_index(self) -> int:
+        """Index every server's events; the number of servers."""
+        for s in self._sharded.stores.values():
+            s.admin.refresh_audit_index()
+        return len(self._sharded.stores)
+
+    # ---- bearer tokens -----------------------------------------------------------------------
+
+    @property
+    def stored_tokens(self) -> StoredTokens | None:
+        return self._sharded.stores[self._sharded.names[0]].admin.stored_tokens
+
+    def create_token(
+        self, tenant: str, scopes: Iterable[str] | str, *, name: str | None = None
+    ) -> tuple[str, StoredToken]:
+        first = self._sharded.stores[self._sharded.names[0]]
+        return first.admin.create_token(tenant, scopes, name=name)
+
+    def revoke_token(self, token_id: str) -> StoredToken:
+        return self._sharded.stores[self._sharded.names[0]].admin.revoke_token(token_id)
+
+    def tokens(self) -> list[StoredToken]:
+        return self._sharded.stores[self._sharded.names[0]].admin.tokens()
+
+    # ---- retention ---------------------------------------------------------------------------
+
+    def set_retention(
+        self, expire_after: float | None, *, keep_latest: int | None = None,
+        tenant: str | None = None, context_id: UUID | str | None = None,
+        everything: bool = False, actor: str | None = None,
+    ) -> RetentionPolicy | None:  # fmt: skip
+        """As StoreAdmin.set_retention: a context's policy where the context is, a tenant's
+        or everything's on every server (a move carries a context's own policy)."""
+        if context_id is not None:
+            home = self._sharded.store_of(context_id)
+            return home.admin.set_retention(
+                expire_after, keep_latest=keep_latest, context_id=context_id, actor=actor
+            )
+        found = None
+        for s in self._sharded.stores.values():
+            found = s.admin.set_retention(
+                expire_after, keep_latest=keep_latest, tenant=tenant, everything=everything,
+                actor=actor,
+            )  # fmt: skip
+        return found
+
+    def retention_policies(self) -> list[RetentionPolicy]:
+        """Every server's policies, one per scope (a context's where it is)."""
+        by_scope: dict[str, RetentionPolicy] = {}
+        for s in self._sharded.stores.values():
+            for p in s.admin.retention_policies():
+                by_scope.setdefault(p.scope, p)
+        return sorted(by_scope.values(), key=lambda p: p.scope)
+
+    def sweep(self, *, actor: str | None = None) -> Sweep:
+        """Sweep every server (each records its own sweep); what they did together."""
+        done = [s.admin.sweep(actor=actor) for s in self._sharded.stores.values()]
+        return Sweep(
+            id=done[0].id, started=min(d.started for d in done),
+            finished=max(d.finished for d in done), actor=done[0].actor,
+            expired=[c for d in done for c in d.expired],
+            trimmed={k: v for d in done for k, v in d.trimmed.items()},
+            failed={k: v for d in done for k, v in d.failed.items()},
+        )  # fmt: skip
+
+    def sweeps(self, *, limit: int = 100) -> list[Sweep]:
+        """Every server's recorded sweeps, newest first."""
+        found = [w for s in self._sharded.stores.values() for w in s.admin.sweeps(limit=limit)]
+        return sorted(found, key=lambda w: w.started, reverse=True)[:limit]
