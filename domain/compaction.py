@@ -21,6 +21,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxstore.domain.errors import NothingToSummarizeError
+from ctxstore.domain.shapes import RESULT_ROLES
 
 MIN_ROUNDS = 4  # half-window needs at least this many rounds
 MIN_KEEP = 2  # MIN_OVERLAP + 1 rounds are always kept
@@ -52,7 +53,7 @@ def rounds_of(entries: Sequence[Entry], start: int = 0) -> list[Round]:
         role = roles[pos]
         if role == "assistant":
             end = pos + 1
-            while end < n and roles[end] == "tool":
+            while end < n and roles[end] in RESULT_ROLES:
                 end += 1
             rounds.append(Round(pos, end, turn))
             pos = end

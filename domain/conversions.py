@@ -11,6 +11,7 @@ what was dropped reported the same way.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -32,6 +33,7 @@ class Conversion:
     shape: str
     payload: Any
     omitted: list[JSON] = field(default_factory=list)
+    legacy: dict[str, str] = field(default_factory=dict)  # function name -> its call's id
 
     def omit(self, message: Message, what: str, why: str) -> None:
         self.omitted.append({"id": message.id, "what": what, "why": why})
@@ -162,7 +164,7 @@ def _to_responses(m: Message, done: Conversion, store: bool) -> list[JSON]:
             if item.get("type") != "item_reference":
                 item.pop("id", None)
         return [item]
-    chat = _to_chat(m, Conversion(CHAT, [])) if m.native is not None else [m.to_openai()]
+    chat = _to_chat(m, Conversion(CHAT, [])) if m.native is not None else _modern(m, done)
     if m.native is not None and m.format == ANTHROPIC:
         content = _native(m)["content"]
         for block in content if isinstance(content, list) else []:
@@ -248,7 +250,7 @@ def _anthropic_turns(m: Message, done: Conversion) -> list[tuple[str, Any]]:
                 "exactly with to_anthropic(exact=True)",
             )  # fmt: skip
         return [(native["role"], native["content"])]
-    chat = _to_chat(m, done) if m.native is not None else [m.to_openai()]
+    chat = _to_chat(m, done) if m.native is not None else _modern(m, done)
     out: list[tuple[str, Any]] = []
     for c in chat:
         if c["role"] == "tool":
@@ -279,6 +281,24 @@ def _anthropic_turns(m: Message, done: Conversion) -> list[tuple[str, Any]]:
 
 
 # ---- shared --------------------------------------------------------------------------------
+
+
+def _modern(m: Message, done: Conversion) -> list[JSON]:
+    """A chat message as the other shapes' converters read it: a legacy `function_call` as
+    a tool call, and the `function` message answering it as a tool result, paired by an id
+    made from the calling message's id (the legacy form has none)."""
+    chat = m.to_openai()
+    legacy = chat.pop("function_call", None)
+    if legacy is not None:
+        call_id = "call_" + re.sub(r"[^A-Za-z0-9_-]", "_", m.id or legacy["name"])
+        done.legacy[legacy["name"]] = call_id
+        call = {"id": call_id, "type": "function", "function": legacy}
+        chat["tool_calls"] = [*chat.get("tool_calls", []), call]
+    if chat["role"] == "function":
+        name = chat.pop("name")
+        call_id = done.legacy.pop(name, "call_" + re.sub(r"[^A-Za-z0-9_-]", "_", name))
+        chat = {"role": "tool", "tool_call_id": call_id, "content": chat.get("content") or ""}
+    return [chat]
 
 
 def _native(m: Message) -> JSON:

@@ -38,7 +38,9 @@ _JSON_OBJECT: TypeAdapter[dict[str, JsonValue]] = TypeAdapter(
     dict[str, JsonValue], config=ConfigDict(allow_inf_nan=False)
 )
 
-Role = Literal["system", "developer", "user", "assistant", "tool"]
+# `function` is the legacy result of an assistant's `function_call` (before tool calls had
+# ids): the API still takes both, and the SDK still types them.
+Role = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
 class ContentPart(BaseModel):
@@ -245,6 +247,10 @@ class Message(BaseModel):
                 raise ValueError("a tool message needs content")
         elif self.tool_call_id is not None:
             raise ValueError(f"only tool messages carry tool_call_id, not {self.role}")
+        if self.role == "function":
+            if not self.name:
+                raise ValueError("a function message needs the name of the function it answers")
+            return self  # (its content may be null, as the API takes it)
         if self.audio is not None and self.role != "assistant":
             raise ValueError(f"only assistant messages carry audio, not {self.role}")
         if self.function_call is not None and self.role != "assistant":

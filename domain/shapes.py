@@ -63,6 +63,7 @@ ANTHROPIC_BLOCKS = {
 # Blocks only Anthropic's shape has (a list of only `text` blocks is a chat message too).
 ANTHROPIC_ONLY = ANTHROPIC_BLOCKS - {"text", "image"}
 ROLES = ("system", "developer", "user", "assistant")
+RESULT_ROLES = ("tool", "function")  # chat messages answering a call (function: legacy)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from ctxstore.domain.errors import (
     UnknownMessageError,
 )
 from ctxstore.domain.messages import Message, parse_message
+from ctxstore.domain.shapes import RESULT_ROLES
 from ctxstore.domain.transcript import check_transcript, pairing_closure_violation
 
 MAX_HOPS = 1000  # replacements, expansions and forks followed before giving up
@@ -87,7 +88,7 @@ def covered_run(ctx: Any, ids: Sequence[str]) -> list[str]:
 def summary_payload(summary: Message | JSON) -> Message:
     """A summary as a message; raises for a tool message or one making tool calls."""
     parsed = parse_message(summary)
-    if parsed.role == "tool" or parsed.tool_calls:
+    if parsed.role in RESULT_ROLES or parsed.tool_calls or parsed.function_call:
         raise InvalidOperationError("a summary cannot be a tool message or make tool calls")
     return parsed
 

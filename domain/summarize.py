@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 from ctxstore.domain.errors import ContextOverflowError
 from ctxstore.domain.messages import Message
+from ctxstore.domain.shapes import RESULT_ROLES
 
 ALGORITHM = "bisect_v1"
 
@@ -153,7 +154,7 @@ def split_for_summary(messages: Sequence[Message]) -> tuple[list[Message], list[
     cuts = [
         i
         for i in range(1, len(messages))
-        if messages[i].role != "tool"  # a tool result stays with the call before it
+        if messages[i].role not in RESULT_ROLES  # a tool result stays with its call
     ]
     if not cuts:
         return None

@@ -137,6 +137,9 @@ def message_texts(message: dict[str, Any]) -> list[str]:
         texts.append(message["name"])
     for call in message.get("tool_calls") or []:
         texts.extend(stored_call_parts(call))
+    legacy = message.get("function_call")
+    if legacy:
+        texts.extend((legacy["name"], legacy.get("arguments", "")))
     return texts
 
 
@@ -214,5 +217,7 @@ def message_tokens(message: dict[str, Any], counter: TextCounter) -> int:
         return framing + sum(counter.count(t) for t in message_texts(message) if t)
     if message.get("name"):
         framing += PER_NAME
-    framing += PER_TOOL_CALL * len(message.get("tool_calls") or [])
+    framing += PER_TOOL_CALL * (
+        len(message.get("tool_calls") or []) + bool(message.get("function_call"))
+    )
     return framing + sum(counter.count(t) for t in message_texts(message) if t)

@@ -2,7 +2,7 @@
 
 A block is a message making calls followed by the messages that answer them, by each
 shape's own pairing (domain/shapes.py): chat `tool_calls[].id` answered by tool messages
-right after it; Responses `call_id` answered by `*_output` items (more calls and reasoning
+right after it (a legacy `function_call` by the `function` message naming its function); Responses `call_id` answered by `*_output` items (more calls and reasoning
 items of the same turn may come between); Anthropic `tool_use.id` answered, all of them,
 by the tool_result blocks of the very next user message. A block may still wait for
 results only while it is the transcript's tail (mid-turn); any other message after it
@@ -18,6 +18,8 @@ from typing import Any
 
 from ctxstore.domain.errors import MalformedTranscriptError
 from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES, read_native
+
+LEGACY_CALL = "function:"  # the pairing id of a legacy function_call, before its name
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,14 @@ def pairing(message: Mapping[str, Any]) -> Pairing:
         return Pairing(seen.format, seen.role, seen.calls, seen.answers, seen.reasoning)
     role = message["role"]
     calls = tuple(c["id"] for c in message.get("tool_calls") or ())
-    answers = (message["tool_call_id"],) if role == "tool" else ()
-    return Pairing(CHAT, role, calls, answers, False)
+    legacy = message.get("function_call")
+    if legacy:  # the legacy call has no id: its function's name pairs it with its result
+        calls += (LEGACY_CALL + legacy["name"],)
+    if role == "tool":
+        return Pairing(CHAT, role, calls, (message["tool_call_id"],), False)
+    if role == "function":
+        return Pairing(CHAT, role, calls, (LEGACY_CALL + message["name"],), False)
+    return Pairing(CHAT, role, calls, (), False)
 
 
 @dataclass
@@ -86,8 +94,8 @@ class TranscriptScanner:
         block = self.block
         if block is None:
             raise MalformedTranscriptError(
-                f"tool message {msg_id!r} (answering {list(seen.answers)}) does not follow "
-                "the message that made the call"
+                f"{seen.role} message {msg_id!r} (answering {list(seen.answers)}) does not "
+                "follow the message that made the call"
             )
         for call_id in seen.answers:
             if call_id not in block.calls:

@@ -12,6 +12,7 @@ openai = pytest.importorskip("openai")
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.domain.errors import CtxStoreError
 
 SIGNATURE = "CiQB0e2Kb-thought-signature=="
 COMPLETION = {
@@ -143,3 +144,64 @@ def test_an_anthropic_message_reads_back_exactly_and_its_extra_fields_are_report
         "message fields ['id', 'type', 'model', 'stop_reason', 'stop_sequence', 'usage']",
     ]
     assert seen.to_anthropic(exact=True)["messages"] == [asked, response]
+
+
+LEGACY = [
+    {"role": "user", "content": "What time is it in Tokyo?"},
+    {"role": "assistant", "content": None,
+     "function_call": {"name": "get_time", "arguments": '{"tz": "Asia/Tokyo"}'}},
+    {"role": "function", "name": "get_time", "content": "15:04"},
+    {"role": "assistant", "content": "東京は15時04分です。"},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["store", "http"])
+def test_legacy_function_messages_are_kept_paired_and_converted(store, kind):
+    """`function_call` answered by a `function` message (ChatCompletionFunctionMessageParam):
+    accepted, sent back as they came, paired like a tool call, converted with one id."""
+    from ..conftest import surface_over
+
+    with surface_over(kind, store) as face:
+        cid = face.create()
+        face.insert(cid, LEGACY)
+        seen = face.visible(cid)
+        assert seen.to_openai() == LEGACY[:1] + [
+            {"role": "assistant", "function_call": LEGACY[1]["function_call"]},
+            *LEGACY[2:],
+        ]
+        items = seen.to_responses()
+        call, output = items[1], items[2]
+        assert (call["type"], call["name"], call["arguments"]) == (
+            "function_call",
+            "get_time",
+            '{"tz": "Asia/Tokyo"}',
+        )
+        assert (output["type"], output["call_id"], output["output"]) == (
+            "function_call_output",
+            call["call_id"],
+            "15:04",
+        )
+        turns = seen.to_anthropic()["messages"]
+        use, result = turns[1]["content"][0], turns[2]["content"][0]
+        assert (use["type"], use["input"]) == ("tool_use", {"tz": "Asia/Tokyo"})
+        assert (result["tool_use_id"], result["content"]) == (use["id"], "15:04")
+        ids = [m.id for m in seen.messages]
+        # The call and its result go together: neither is taken alone.
+        for alone in (ids[1], ids[2]):
+            with pytest.raises(CtxStoreError, match="together|separate|follow"):
+                face.delete(cid, [alone])
+        face.delete(cid, ids[1:3])
+        with pytest.raises(CtxStoreError, match="follow"):
+            face.insert(cid, {"role": "function", "name": "get_time", "content": "15:05"})
+        with pytest.raises(CtxStoreError, match="name"):
+            face.insert(cid, {"role": "function", "content": "15:05"})
+
+
+def test_a_legacy_function_call_is_counted(store):
+    cid = store.create()
+    store.insert(cid, LEGACY[:1])
+    before = store.visible(cid).tokens
+    store.insert(cid, LEGACY[1:3])
+    grown = store.visible(cid).tokens - before
+    # framing of two messages and the call, the name twice, the arguments, the result
+    assert grown >= 3 * 3 + 10, grown
