@@ -16,6 +16,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+from ctxstore.domain.conversion_losses import describe, missing
+from ctxstore.domain.conversion_parts import (
+    chat_file_to_anthropic,
+    chat_file_to_responses,
+    document_to_chat,
+    document_to_responses,
+    image_to_responses,
+    responses_file_to_chat,
+)
 from ctxstore.domain.plain import is_record
 from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES
 from ctxstore.domain.stream_repair import repair
@@ -37,6 +46,14 @@ class Conversion:
 
     def omit(self, message: Message, what: str, why: str) -> None:
         self.omitted.append({"id": message.id, "what": what, "why": why})
+
+    def check(self, message: Message, source: Any, converted: Any) -> None:
+        """Name what of `source` (one message, in its own shape) the conversion did not
+        carry and did not report already (conversion_losses.py)."""
+        reported = {o["what"] for o in self.omitted if o["id"] == message.id}
+        lost = missing(source, converted, reported)
+        if lost:
+            self.omit(message, describe(lost), f"no field of {self.shape} carries it")
 
 
 def convert(
@@ -61,13 +78,19 @@ def _convert(messages: list[Message], shape: str, store: bool, exact: bool) -> C
         for m in messages:
             if exact and m.native is None:
                 done.payload.append(m.as_given())
-            else:
-                done.payload.extend(_to_chat(m, done))
+                continue
+            converted = _to_chat(m, done)
+            if m.native is not None:
+                done.check(m, m.native, converted)
+            done.payload.extend(converted)
         return done
     if shape == RESPONSES:
         done = Conversion(RESPONSES, [])
         for m in messages:
-            done.payload.extend(_to_responses(m, done, store))
+            items = _to_responses(m, done, store)
+            if m.format != RESPONSES:
+                done.check(m, m.native if m.native is not None else m.to_openai(), items)
+            done.payload.extend(items)
         return done
     if shape == ANTHROPIC:
         return _to_anthropic(messages, exact)
@@ -132,6 +155,8 @@ def _anthropic_to_chat(m: Message, message: JSON, done: Conversion) -> list[JSON
                 done.omit(m, "image", "an image given by a file id has no chat form")
             else:
                 parts.append({"type": "image_url", "image_url": {"url": url}})
+        elif kind == "document" and document_to_chat(block) is not None:
+            parts.append(cast(JSON, document_to_chat(block)))
         elif kind == "tool_use":
             arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
             calls.append({"id": block["id"], "type": "function",
@@ -164,12 +189,9 @@ def _to_responses(m: Message, done: Conversion, store: bool) -> list[JSON]:
             if item.get("type") != "item_reference":
                 item.pop("id", None)
         return [item]
-    chat = _to_chat(m, Conversion(CHAT, [])) if m.native is not None else _modern(m, done)
     if m.native is not None and m.format == ANTHROPIC:
-        content = _native(m)["content"]
-        for block in content if isinstance(content, list) else []:
-            if block.get("type") not in ("text", "image", "tool_use", "tool_result"):
-                done.omit(m, block["type"], _WHY.get(block["type"], "no Responses form"))
+        return _anthropic_to_responses(m, _native(m), done)
+    chat = _to_chat(m, Conversion(CHAT, [])) if m.native is not None else _modern(m, done)
     items: list[JSON] = []
     for c in chat:
         if c["role"] == "tool":
@@ -202,7 +224,64 @@ def _responses_content(chat: JSON) -> Any:
             image = part["image_url"]
             parts.append({"type": "input_image", "image_url": image.get("url"),
                           "detail": image.get("detail", "auto")})  # fmt: skip
+        elif part.get("type") == "file" and chat_file_to_responses(part) is not None:
+            parts.append(cast(JSON, chat_file_to_responses(part)))
     return parts
+
+
+def _anthropic_to_responses(m: Message, message: JSON, done: Conversion) -> list[JSON]:
+    """An Anthropic message as Responses items: its tool results first (function_call_output,
+    images and documents kept as output parts), then its text, images and documents as one
+    message, then its tool uses as function_call items."""
+    role, content = message["role"], message["content"]
+    if isinstance(content, str):
+        return [{"role": role, "content": content}]
+    results: list[JSON] = []
+    parts: list[JSON] = []
+    calls: list[JSON] = []
+    text_type = "output_text" if role == "assistant" else "input_text"
+    for block in content:
+        kind = block["type"]
+        if kind == "tool_result":
+            results.append({"type": "function_call_output", "call_id": block["tool_use_id"],
+                            "output": _responses_output(block.get("content", ""))})  # fmt: skip
+        elif kind == "tool_use":
+            calls.append({"type": "function_call", "call_id": block["id"], "name": block["name"],
+                          "arguments": json.dumps(block.get("input", {}), ensure_ascii=False)})  # fmt: skip
+        elif kind == "text":
+            parts.append({"type": text_type, "text": block["text"]})
+        elif kind in ("image", "document") and _responses_part(block) is not None:
+            parts.append(cast(JSON, _responses_part(block)))
+        else:
+            done.omit(m, kind, _WHY.get(kind, f"an Anthropic {kind} block has no Responses form"))
+    body = [{"role": role, "content": parts}] if parts else []
+    return results + body + calls
+
+
+def _responses_part(block: JSON) -> JSON | None:
+    if block.get("type") == "image":
+        return image_to_responses(block)
+    if block.get("type") == "document":
+        return document_to_responses(block)
+    return None
+
+
+def _responses_output(content: Any) -> Any:
+    """A tool result's content as a function_call_output's output: its text, or its parts
+    when it holds images or documents (as input_text, input_image, input_file)."""
+    if isinstance(content, str) or not isinstance(content, list):
+        return _text(content)
+    if all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+        return _text(content)
+    out: list[JSON] = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text":
+            out.append({"type": "input_text", "text": block.get("text", "")})
+        elif _responses_part(block) is not None:
+            out.append(cast(JSON, _responses_part(block)))
+    return out
 
 
 # ---- to Anthropic ---------------------------------------------------------------------------
@@ -219,15 +298,20 @@ def _to_anthropic(messages: Sequence[Message], exact: bool = False) -> Conversio
     turns: list[JSON] = []
     merged = False  # whether the last turn was converted (not an Anthropic message as is)
     for m in messages:
+        given = m.native if m.native is not None else m.to_openai()
         if m.role in ("system", "developer"):
             system.append(m.text())
+            done.check(m, given, m.text())
             continue
         native = m.format == ANTHROPIC
         if exact and native and m.native is not None:
             turns.append(dict(_native(m)))  # key for key as it came
             merged = False
             continue
-        for role, blocks in _anthropic_turns(m, done):
+        converted = _anthropic_turns(m, done)
+        if not native:
+            done.check(m, given, [blocks for _, blocks in converted])
+        for role, blocks in converted:
             if turns and turns[-1]["role"] == role and merged and not native:
                 # Converted turns of one role join (a turn's tool results in one message);
                 # Anthropic messages stay as they came (the API joins such turns itself).
@@ -267,13 +351,18 @@ def _anthropic_turns(m: Message, done: Conversion) -> list[tuple[str, Any]]:
                     blocks.append({"type": "text", "text": part["text"]})
                 elif part.get("type") == "image_url":
                     blocks.append(_anthropic_image(part["image_url"].get("url", "")))
+                elif part.get("type") == "file" and chat_file_to_anthropic(part) is not None:
+                    blocks.append(cast(JSON, chat_file_to_anthropic(part)))
         for call in c.get("tool_calls") or []:
-            fn = call.get("function") or {"name": call["custom"]["name"], "arguments": "{}"}
-            try:
-                arguments = json.loads(fn["arguments"] or "{}")
-            except json.JSONDecodeError:
-                arguments = {"input": fn["arguments"]}
-            blocks.append({"type": "tool_use", "id": call["id"], "name": fn["name"],
+            if call.get("type") == "custom":  # free-form input: a tool_use input is an object
+                name, arguments = call["custom"]["name"], {"input": call["custom"]["input"]}
+            else:
+                name = call["function"]["name"]
+                try:
+                    arguments = json.loads(call["function"]["arguments"] or "{}")
+                except json.JSONDecodeError:
+                    arguments = {"input": call["function"]["arguments"]}
+            blocks.append({"type": "tool_use", "id": call["id"], "name": name,
                            "input": arguments})  # fmt: skip
         if blocks:
             out.append((c["role"], blocks))
@@ -335,6 +424,8 @@ def _chat_content(content: Any) -> Any:
             parts.append({"type": "text", "text": part["text"]})
         elif kind == "input_image" and part.get("image_url"):
             parts.append({"type": "image_url", "image_url": {"url": part["image_url"]}})
+        elif kind == "input_file" and responses_file_to_chat(part) is not None:
+            parts.append(cast(JSON, responses_file_to_chat(part)))
         elif kind == "refusal":
             parts.append({"type": "text", "text": part.get("refusal", "")})
     return _flatten(parts)

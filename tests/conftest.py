@@ -200,7 +200,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def served(store: ContextStore, config: Any = None, tail: Any = None) -> Iterator[str]:
+def served(
+    store: Any, config: Any = None, tail: Any = None
+) -> Iterator[str]:  # a ContextStore or a ShardedStore
     """The HTTP service over `store` on a loopback port (uvicorn in a thread): its URL."""
     import uvicorn
 

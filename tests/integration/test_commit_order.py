@@ -73,7 +73,7 @@ def _follow(url: str, seen: list[tuple[int, str, int]], stop: threading.Event) -
             page = s.audit(after=after, limit=37)
             for e in page.entries:
                 seen.append((e.position, str(e.context_id), e.version))
-            after = page.cursor
+            after = int(page.cursor)
             if page.entries:
                 quiet_since = None
                 continue

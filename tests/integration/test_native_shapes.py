@@ -137,7 +137,10 @@ def test_conversions_across_shapes_report_what_cannot_cross(store):
         {"role": "tool", "tool_call_id": "call_1", "content": '{"temp": 21}'},
         {"role": "assistant", "content": "Sunny, 21°C."},
     ]  # fmt: skip
-    assert {o["what"] for o in chat.omitted} == {"reasoning", "web_search_call"}
+    assert {o["what"] for o in chat.omitted} == {"reasoning", "web_search_call", "id, status"}
+    ids = store.visible(cid).messages
+    # The items' own ids and statuses (the Responses API's bookkeeping) are named too.
+    assert [o["id"] for o in chat.omitted if o["what"] == "id, status"] == [ids[2].id, ids[4].id]
     claude = store.visible(cid).conversion("anthropic")
     turns = claude.payload["messages"]
     assert [t["role"] for t in turns] == ["user", "assistant", "user", "assistant"]

@@ -205,3 +205,60 @@ def test_a_legacy_function_call_is_counted(store):
     grown = store.visible(cid).tokens - before
     # framing of two messages and the call, the name twice, the arguments, the result
     assert grown >= 3 * 3 + 10, grown
+
+
+PDF_URL = "data:application/pdf;base64,JVBERi0xLjQKJcfs"
+
+
+def test_conversions_carry_inputs_errors_images_and_files_or_name_them(store):
+    """The losses found in real traffic: each value crosses, or is named with a reason."""
+    cid = store.create()
+    store.insert(cid, [
+        {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "Run it"},
+            {"type": "input_file", "file_data": PDF_URL, "filename": "spec.pdf"}]},
+        {"type": "custom_tool_call", "call_id": "c1", "name": "python", "input": "print(1+1)"},
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "2"},
+    ])  # fmt: skip
+    claude = store.visible(cid).conversion("anthropic")
+    user, use = claude.payload["messages"][0], claude.payload["messages"][1]["content"][0]
+    assert user["content"][1] == {"type": "document", "title": "spec.pdf", "source": {
+        "type": "base64", "media_type": "application/pdf", "data": "JVBERi0xLjQKJcfs"}}  # fmt: skip
+    assert use["input"] == {"input": "print(1+1)"}
+    assert claude.omitted == []
+
+    other = store.create()
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB"}}  # fmt: skip
+    store.insert(other, [
+        {"role": "user", "content": "Plot it"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "plot", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": True,
+                                      "content": [{"type": "text", "text": "boom"}, image]}]},
+    ], format="anthropic")  # fmt: skip
+    seen = store.visible(other)
+    result_id = seen.messages[2].id
+    items = seen.conversion("openai-responses")
+    output = items.payload[-1]["output"]
+    assert output[0] == {"type": "input_text", "text": "boom"}
+    assert output[1]["type"] == "input_image" and output[1]["image_url"].startswith(
+        "data:image/png"
+    )
+    assert [(o["id"], o["what"]) for o in items.omitted] == [(result_id, "content[0].is_error")]
+    chat = seen.conversion("openai-chat")
+    assert chat.payload[-1] == {"role": "tool", "tool_call_id": "t1", "content": "boom"}
+    [lost] = chat.omitted
+    assert lost["id"] == result_id and "is_error" in lost["what"] and "source.data" in lost["what"]
+
+    files = store.create()
+    store.insert(files, {"role": "user", "content": [
+        {"type": "text", "text": "Summarise"},
+        {"type": "file", "file": {"file_data": PDF_URL, "filename": "a.pdf"}},
+        {"type": "file", "file": {"file_id": "file-abc"}}]})  # fmt: skip
+    seen = store.visible(files)
+    parts = seen.to_responses()[0]["content"]
+    assert parts[1] == {"type": "input_file", "file_data": PDF_URL, "filename": "a.pdf"}
+    assert parts[2] == {"type": "input_file", "file_id": "file-abc"}
+    to_claude = seen.conversion("anthropic")
+    assert to_claude.payload["messages"][0]["content"][1]["type"] == "document"
+    assert [o["what"] for o in to_claude.omitted] == ["content[2].file.file_id"]

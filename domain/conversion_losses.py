@@ -1,0 +1,93 @@
+"""What a conversion between shapes did not carry: every value of the source message that
+appears nowhere in what it became is named, so no conversion loses data silently.
+
+The check is by value, not by field name (each shape names things its own way): a text,
+an id, a number or a true flag of the source must occur in the converted message, inside
+one of its strings (texts joined, arguments serialised) or as its own value. A string
+that is JSON (a function's arguments) is checked by the values inside it, a `data:` URL by
+its media type and data (another shape splits them). What is structure rather than data
+is not checked: `type` and `role` tags (each shape has its own), false flags and empty
+strings (the defaults), and the parts a converter already reported by their kind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+STRUCTURE = ("type", "role")
+LIMIT = 12  # paths named per message (the rest are counted)
+
+
+def missing(source: Any, converted: Any, reported: set[str]) -> list[str]:
+    """Paths of the values of `source` not found in `converted` (see the module); a part
+    whose `type` is in `reported` is skipped whole."""
+    texts: list[str] = []
+    flags: set[tuple[str, Any]] = set()
+    for path, value in _leaves(converted, ""):
+        if isinstance(value, str):
+            texts.append(value)
+        else:
+            flags.add((_key(path), value))
+            texts.append(json.dumps(value))
+    haystack = "\x00".join(texts)
+    lost: list[str] = []
+    for path, value in _leaves(source, "", reported, expand=True):
+        if isinstance(value, bool):
+            if value and (_key(path), True) not in flags:
+                lost.append(path)
+        elif isinstance(value, int | float):
+            if (_key(path), value) not in flags and json.dumps(value) not in haystack:
+                lost.append(path)
+        elif value and value not in haystack:
+            lost.append(path)
+    return lost
+
+
+def describe(paths: list[str]) -> str:
+    shown = ", ".join(paths[:LIMIT])
+    more = len(paths) - LIMIT
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def _key(path: str) -> str:
+    return path.rsplit(".", 1)[-1].split("[", 1)[0]
+
+
+def _leaves(
+    value: Any, path: str, skip: set[str] | None = None, *, expand: bool = False
+) -> Iterator[tuple[str, Any]]:
+    if isinstance(value, dict):
+        if skip and value.get("type") in skip:
+            return
+        for key, item in value.items():
+            if key in STRUCTURE and isinstance(item, str):
+                continue
+            yield from _leaves(item, f"{path}.{key}" if path else str(key), skip, expand=expand)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _leaves(item, f"{path}[{i}]", skip, expand=expand)
+    elif isinstance(value, str) and expand:
+        inner = _inside(value)
+        if inner is None:
+            yield path, value
+        else:
+            yield from _leaves(inner, path, skip, expand=expand)
+    elif value is not None:
+        yield path, value
+
+
+def _inside(text: str) -> Any:
+    """The values a string holds when another shape may carry them apart: a JSON object or
+    array's, a data URL's media type and data; None for a plain string."""
+    if text.startswith("data:") and ";base64," in text:
+        media, data = text[5:].split(";base64,", 1)
+        return [media, data]
+    if text[:1] in "{[":
+        try:
+            found = json.loads(text)
+        except ValueError:
+            return None
+        return found if isinstance(found, dict | list) else None
+    return None
