@@ -128,8 +128,10 @@ def _payloads(node: Any) -> Iterator[tuple[Any, Any, str | None, str]]:
     if isinstance(node, dict):
         if node.get("type") == "base64" and isinstance(node.get("media_type"), str):
             yield node, "data", node["media_type"], "base64"  # an Anthropic source
-        elif isinstance(node.get("mime_type"), str) and isinstance(node.get("data"), str):
-            yield node, "data", node["mime_type"], "base64url"  # Gemini's inline_data (ADK)
+        elif isinstance(node.get("data"), str) and isinstance(
+            mime := node.get("mime_type", node.get("mimeType")), str
+        ):
+            yield node, "data", mime, "base64url"  # Gemini's inline_data (either spelling)
         for key, value in node.items():
             if key == "input_audio" and isinstance(value, dict):
                 fmt = value.get("format")
@@ -163,6 +165,9 @@ def lift(message: Any, min_bytes: int = LIFT_BYTES) -> list[Blob]:
         if not MEDIA_TYPE.fullmatch(mt):
             continue
         data = _decoded(body, form)
+        if data is None and form == "base64url":  # Gemini's REST form: standard base64
+            form = "base64"
+            data = _decoded(body, form)
         if data is None or len(data) < min_bytes:
             continue
         ref = describe(data, mt, form)

@@ -14,15 +14,41 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from ctxstore.domain.messages import Message
+
+JSON = dict[str, Any]
 STRUCTURE = ("type", "role")
 LIMIT = 12  # paths named per message (the rest are counted)
 
 
+@dataclass
+class Conversion:
+    """A context in one shape, and what could not be carried over (id, what, why)."""
+
+    shape: str
+    payload: Any
+    omitted: list[JSON] = field(default_factory=list)
+    legacy: dict[str, str] = field(default_factory=dict)  # function name -> its call's id
+
+    def omit(self, message: Message, what: str, why: str) -> None:
+        self.omitted.append({"id": message.id, "what": what, "why": why})
+
+    def check(self, message: Message, source: Any, converted: Any) -> None:
+        """Name what of `source` (one message, in its own shape) the conversion did not
+        carry and did not report already (conversion_losses.py)."""
+        reported = {o["what"] for o in self.omitted if o["id"] == message.id}
+        lost = missing(source, converted, reported)
+        if lost:
+            self.omit(message, describe(lost), f"no field of {self.shape} carries it")
+
+
 def missing(source: Any, converted: Any, reported: set[str]) -> list[str]:
-    """Paths of the values of `source` not found in `converted` (see the module); a part
-    whose `type` is in `reported` is skipped whole."""
+    """Paths of the values of `source` not found in `converted` (see the module); what is
+    under a path in `reported`, or in a part whose `type` is in it, is skipped."""
     texts: list[str] = []
     flags: set[tuple[str, Any]] = set()
     for path, value in _leaves(converted, ""):
@@ -34,6 +60,8 @@ def missing(source: Any, converted: Any, reported: set[str]) -> list[str]:
     haystack = "\x00".join(texts)
     lost: list[str] = []
     for path, value in _leaves(source, "", reported, expand=True):
+        if any(path == r or path.startswith((r + ".", r + "[")) for r in reported):
+            continue
         if isinstance(value, bool):
             if value and (_key(path), True) not in flags:
                 lost.append(path)

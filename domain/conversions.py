@@ -1,4 +1,4 @@
-"""Reading a context back in any of the three shapes (domain/shapes.py).
+"""Reading a context back in any of the four shapes (domain/shapes.py).
 
 A message read in its own shape is its payload exactly as it came. Across shapes the
 conversion is field by field (docs/messages.md lists it); what cannot cross — reasoning
@@ -13,10 +13,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from ctxstore.domain.conversion_losses import describe, missing
+from ctxstore.domain.conversion_gemini import gemini_to_chat, to_gemini
+from ctxstore.domain.conversion_losses import JSON, Conversion
 from ctxstore.domain.conversion_parts import (
     chat_file_to_anthropic,
     chat_file_to_responses,
@@ -25,6 +25,7 @@ from ctxstore.domain.conversion_parts import (
     image_to_responses,
     responses_file_to_chat,
 )
+from ctxstore.domain.gemini import GEMINI
 from ctxstore.domain.plain import is_record
 from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES
 from ctxstore.domain.stream_repair import repair
@@ -32,37 +33,14 @@ from ctxstore.domain.stream_repair import repair
 if TYPE_CHECKING:
     from ctxstore.domain.messages import Message
 
-JSON = dict[str, Any]
-
-
-@dataclass
-class Conversion:
-    """A context in one shape, and what could not be carried over (id, what, why)."""
-
-    shape: str
-    payload: Any
-    omitted: list[JSON] = field(default_factory=list)
-    legacy: dict[str, str] = field(default_factory=dict)  # function name -> its call's id
-
-    def omit(self, message: Message, what: str, why: str) -> None:
-        self.omitted.append({"id": message.id, "what": what, "why": why})
-
-    def check(self, message: Message, source: Any, converted: Any) -> None:
-        """Name what of `source` (one message, in its own shape) the conversion did not
-        carry and did not report already (conversion_losses.py)."""
-        reported = {o["what"] for o in self.omitted if o["id"] == message.id}
-        lost = missing(source, converted, reported)
-        if lost:
-            self.omit(message, describe(lost), f"no field of {self.shape} carries it")
-
 
 def convert(
     messages: Sequence[Message], shape: str, *, store: bool = True, exact: bool = False
 ) -> Conversion:
     """The messages in `shape`: openai-chat (a list of messages), openai-responses (a list
     of input items; with `store=False` the items' ids are dropped and reasoning items
-    without encrypted_content left out, as a request that stores nothing needs) or
-    anthropic ({"system", "messages"}). Chat messages read back in the form Chat
+    without encrypted_content left out, as a request that stores nothing needs),
+    anthropic ({"system", "messages"}) or gemini ({"system_instruction", "contents"}). Chat messages read back in the form Chat
     Completions takes, Anthropic messages as the Messages API takes them (role and content:
     the rest is reported); with `exact`, key for key as they were given (a provider's extras
     such as `reasoning_content`, `annotations` or a response's `usage`, which APIs refuse)."""
@@ -94,7 +72,13 @@ def _convert(messages: list[Message], shape: str, store: bool, exact: bool) -> C
         return done
     if shape == ANTHROPIC:
         return _to_anthropic(messages, exact)
+    if shape == GEMINI:
+        return to_gemini(messages, _as_chat)
     raise ValueError(f"unknown shape {shape!r}")
+
+
+def _as_chat(m: Message, done: Conversion) -> list[JSON]:
+    return _to_chat(m, done) if m.native is not None else _modern(m, done)
 
 
 # ---- to Chat Completions ----------------------------------------------------------------
@@ -106,6 +90,8 @@ def _to_chat(m: Message, done: Conversion) -> list[JSON]:
     native = _native(m)
     if m.format == RESPONSES:
         return _responses_to_chat(m, native, done)
+    if m.format == GEMINI:
+        return gemini_to_chat(m, native, done)
     return _anthropic_to_chat(m, native, done)
 
 
@@ -191,7 +177,7 @@ def _to_responses(m: Message, done: Conversion, store: bool) -> list[JSON]:
         return [item]
     if m.native is not None and m.format == ANTHROPIC:
         return _anthropic_to_responses(m, _native(m), done)
-    chat = _to_chat(m, Conversion(CHAT, [])) if m.native is not None else _modern(m, done)
+    chat = _as_chat(m, done)  # (a Gemini Content's or a chat message's)
     items: list[JSON] = []
     for c in chat:
         if c["role"] == "tool":
@@ -334,7 +320,7 @@ def _anthropic_turns(m: Message, done: Conversion) -> list[tuple[str, Any]]:
                 "exactly with to_anthropic(exact=True)",
             )  # fmt: skip
         return [(native["role"], native["content"])]
-    chat = _to_chat(m, done) if m.native is not None else _modern(m, done)
+    chat = _as_chat(m, done)
     out: list[tuple[str, Any]] = []
     for c in chat:
         if c["role"] == "tool":
@@ -475,6 +461,12 @@ class ShapedMessages:
     def to_responses(self, *, store: bool = True) -> list[JSON]:
         """The messages as Responses API input items (`store=False`: see `convert`)."""
         payload: list[JSON] = convert(self.messages, RESPONSES, store=store).payload
+        return payload
+
+    def to_gemini(self) -> JSON:
+        """{"system_instruction": ..., "contents": [...]} as Gemini's generate_content takes
+        them (each stored Gemini Content as it came)."""
+        payload: JSON = convert(self.messages, GEMINI).payload
         return payload
 
     def to_anthropic(self, *, exact: bool = False) -> JSON:

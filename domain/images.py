@@ -49,6 +49,14 @@ def anthropic_image_tokens(width: int, height: int) -> int:
     return math.ceil(width * scale * height * scale / 750)
 
 
+def gemini_image_tokens(width: int, height: int) -> int:
+    """Gemini's documented count: 258 for an image at most 384 pixels both ways, else 258
+    per 768x768 tile it is cut into."""
+    if width <= 384 and height <= 384:
+        return 258
+    return 258 * math.ceil(width / 768) * math.ceil(height / 768)
+
+
 def price_openai_url(url: str, detail: str = "auto") -> Priced:
     """An `image_url` part's cost; the size is read from a data: URL's bytes."""
     if detail == "low":
@@ -79,7 +87,7 @@ def size_of_reference(uri: str) -> tuple[int, int] | None:
 def size_of_base64(data: str) -> tuple[int, int] | None:
     if data.startswith(REFERENCE):
         return size_of_reference(data)
-    head = data[: MAX_HEADER * 4 // 3]
+    head = data[: MAX_HEADER * 4 // 3].replace("-", "+").replace("_", "/")  # (URL-safe too)
     head = head[: len(head) - len(head) % 4]
     try:
         return image_size(base64.b64decode(head, validate=False))

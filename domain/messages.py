@@ -203,9 +203,9 @@ class Message(BaseModel):
     annotations: list[dict[str, JsonValue]] | None = None
     function_call: FunctionCall | None = None  # the legacy single call (before tool_calls)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
-    # A Responses item or an Anthropic message, exactly as it came (domain/shapes.py); the
-    # chat fields above stay unset and `role` is derived from it.
-    format: Literal["openai-responses", "anthropic"] | None = None
+    # A Responses item, an Anthropic message or a Gemini Content, exactly as it came
+    # (domain/shapes.py); the chat fields above stay unset and `role` is derived from it.
+    format: Literal["openai-responses", "anthropic", "gemini"] | None = None
     native: dict[str, JsonValue] | None = None
 
     @model_serializer(mode="wrap")
@@ -408,13 +408,13 @@ def _unrecognised(data: dict[str, Any]) -> str | None:
     keys = ", ".join(repr(k) for k in list(data)[:8]) or "none"
     if data.get("role") == "model" or "parts" in data:
         return (
-            f"a Gemini Content (role {data.get('role')!r}, 'parts') is not one of the shapes "
-            f"kept: {CHAT}, {', '.join(NATIVE)}"
+            f"not a Gemini Content: role {data.get('role')!r} (user or model) with 'parts' "
+            f"(a list of parts); keys seen: {keys}"
         )
     if "role" not in data:
         return (
-            "not a message of any shape kept: no 'role' (openai-chat, anthropic) and no item "
-            f"'type' (openai-responses); keys seen: {keys}"
+            "not a message of any shape kept: no 'role' (openai-chat, anthropic), no 'parts' "
+            f"(gemini) and no item 'type' (openai-responses); keys seen: {keys}"
         )
     return None
 

@@ -21,8 +21,12 @@ def as_plain(value: Any) -> Any:
         or not callable(getattr(value, "model_dump", None))
     ):
         return value
+    # Google's SDK aliases its fields in camelCase (the REST API's); its own dicts, and
+    # ctxstore's Gemini messages, use the field names (snake_case). Other SDKs' aliases
+    # are their wire names.
+    by_alias = not type(value).__module__.startswith("google.genai")
     try:
-        return value.model_dump(mode="json", exclude_unset=True, by_alias=True)
+        return value.model_dump(mode="json", exclude_unset=True, by_alias=by_alias)
     except (TypeError, ValueError) as exc:
         name = f"{type(value).__module__}.{type(value).__qualname__}"
         raise InvalidMessageError(f"cannot read a message from a {name}: {exc}") from None

@@ -1,10 +1,11 @@
-"""The three native message shapes, as the SDKs send and return them.
+"""The four native message shapes, as the SDKs send and return them.
 
 - `openai-chat`: Chat Completions messages (domain/messages.py's Message fields).
 - `openai-responses`: Responses API items (`message`, `function_call`, `reasoning`, ...).
 - `anthropic`: Anthropic Messages (`system`, user/assistant with content blocks).
+- `gemini`: Gemini `Content` (user/model with parts: domain/gemini.py).
 
-A chat message is stored as its fields. A message of the other two is stored as
+A chat message is stored as its fields. A message of the other three is stored as
 `{"id", "format", "role", "native": <the payload exactly as it came>, "metadata"}`: `role`
 is derived (what the item is in a conversation: user, assistant, system, developer, or
 tool for the result of a call) and the payload is never rewritten. What the transcript
@@ -17,11 +18,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ctxstore.domain import gemini
 from ctxstore.domain.errors import InvalidMessageError
+from ctxstore.domain.gemini import GEMINI
 
 CHAT, RESPONSES, ANTHROPIC = "openai-chat", "openai-responses", "anthropic"
-FORMATS = (CHAT, RESPONSES, ANTHROPIC)
-NATIVE = (RESPONSES, ANTHROPIC)
+FORMATS = (CHAT, RESPONSES, ANTHROPIC, GEMINI)
+NATIVE = (RESPONSES, ANTHROPIC, GEMINI)
+# Shapes whose next user turn answers every call of a turn at once.
+ANSWERED_AT_ONCE = (ANTHROPIC, GEMINI)
 
 # Responses items that make a call answered by a later item, and the field naming it.
 RESPONSES_CALLS = {
@@ -81,6 +86,8 @@ def detect(data: dict[str, Any]) -> str:
     """The shape of a message dict: native shapes by what only they have, chat otherwise
     (a plain {"role", "content"} reads the same in every shape)."""
     kind = data.get("type")
+    if kind is None and gemini.looks_like(data):
+        return GEMINI
     if kind == "message" and ("stop_reason" in data or "model" in data):
         return ANTHROPIC  # an Anthropic response's message
     if isinstance(kind, str) and kind in RESPONSES_TYPES:
@@ -120,6 +127,8 @@ def detect_batch(messages: list[Any]) -> list[str | None]:
 
 def _plain(message: dict[str, Any], shape: str) -> bool:
     """Whether a chat-looking message is also a valid message of `shape` as it is."""
+    if shape == GEMINI:
+        return False  # a Content has parts, never content
     if shape == ANTHROPIC:
         return set(message) <= {"role", "content"} and message.get("role") in ("user", "assistant")
     return set(message) <= {"role", "content", "type"} and message.get("role") in ROLES
@@ -132,6 +141,10 @@ def read_native(payload: dict[str, Any], shape: str) -> Native:
         return _responses(payload)
     if shape == ANTHROPIC:
         return _anthropic(payload)
+    if shape == GEMINI:
+        role, calls, answers, _thought = gemini.read(payload)
+        # (thoughts live inside their turn, as Anthropic's thinking blocks do)
+        return Native(GEMINI, role, calls, answers, False)
     raise InvalidMessageError(f"format must be one of {', '.join(FORMATS)}, not {shape!r}")
 
 
@@ -203,6 +216,8 @@ def _check_id(value: Any, what: str) -> None:
 
 def texts_of(payload: dict[str, Any], shape: str) -> list[str]:
     """The texts of a native payload a model reads (for counting and previews)."""
+    if shape == GEMINI:
+        return gemini.texts(payload)
     found: list[str] = []
     _collect(payload, found, shape)
     return found

@@ -9,7 +9,7 @@ stands; a request built from the context sends it repaired, so that no provider 
 - a tool call is dropped unless a later message answers it (a half-written call was never
   run, and a call without its result is refused);
 - reasoning goes only with its turn: a Responses reasoning item or an Anthropic thinking
-  block that did not finish (no signature) is dropped, and so is a finished reasoning item
+  block that did not finish (no signature) is dropped (a Gemini turn of thoughts only is), and so is a finished reasoning item
   whose following item was dropped;
 - what is left with nothing to send is dropped whole; every drop is reported.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctxstore.domain.gemini import GEMINI, field
 from ctxstore.domain.shapes import ANTHROPIC, RESPONSES
 from ctxstore.domain.streaming import INCOMPLETE
 
@@ -90,7 +91,36 @@ def _repaired(m: Message, answered: set[str], last: bool, notes: list[JSON]) -> 
         return _anthropic(m, answered | _hosted_answers(m.native), last, notes)
     if m.format == RESPONSES and m.native is not None:
         return _responses(m, answered, last, notes)
+    if m.format == GEMINI and m.native is not None:
+        return _gemini(m, answered, last, notes)
     return _chat(m, answered, last, notes)
+
+
+def _gemini(m: Message, answered: set[str], last: bool, notes: list[JSON]) -> Message | None:
+    native: JSON = dict(m.native or {})
+    calls = iter(m.call_ids)  # the pairing keys of its function calls, in order
+    kept: list[JSON] = []
+    for part in native.get("parts") or []:
+        call = field(part, "function_call")
+        text = field(part, "text")
+        if call is not None:
+            key = next(calls)
+            if key not in answered:
+                notes.append(
+                    {"id": m.id, "what": f"function_call {key}", "why": "incomplete: not run"}
+                )
+                continue
+        elif (
+            isinstance(text, str) and not text.strip() and field(part, "thought_signature") is None
+        ):
+            continue
+        kept.append(part)
+    if last and kept and isinstance(field(kept[-1], "text"), str):
+        kept[-1] = {**kept[-1], "text": str(field(kept[-1], "text")).rstrip()}
+    if not any(not field(p, "thought") for p in kept):
+        return None
+    native["parts"] = kept
+    return m.model_copy(update={"native": native})
 
 
 def _chat(m: Message, answered: set[str], last: bool, notes: list[JSON]) -> Message | None:

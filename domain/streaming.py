@@ -12,11 +12,13 @@ marker goes when it is. Deltas are stored in a neutral form, one JSON object eac
 - {"call": {"index"?, "id"?, "name"?, "arguments"?: str}}   a tool call, started or extended
 - {"block": {...}, "index": int}      an Anthropic content block as it starts
 - {"citation": {...}, "index": int}   a citation added to a text block
+- {"part": {...}}                     a Gemini part that arrives whole (a function call,
+                                      inline data, code: domain/gemini_stream.py)
 
 A provider's own stream events are accepted as they come and read into that form
 (`neutral_deltas`): Chat Completions chunks (or their `delta`), Responses stream events
 (`response.output_text.delta`, ...), Anthropic stream events (`content_block_start`,
-`content_block_delta`, ...). Events that carry nothing for the message (`ping`,
+`content_block_delta`, ...), Gemini's streamed GenerateContentResponse chunks. Events that carry nothing for the message (`ping`,
 `content_block_stop`, `response.created`, ...) are skipped.
 """
 
@@ -26,7 +28,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from ctxstore.domain import gemini_stream
 from ctxstore.domain.errors import InvalidMessageError, InvalidOperationError
+from ctxstore.domain.gemini import GEMINI
 from ctxstore.domain.json_values import json_problem
 from ctxstore.domain.plain import as_plain
 from ctxstore.domain.shapes import ANTHROPIC, RESPONSES
@@ -34,7 +38,7 @@ from ctxstore.domain.shapes import ANTHROPIC, RESPONSES
 JSON = dict[str, Any]
 INCOMPLETE = "ctxstore_incomplete"  # the metadata key marking a message being streamed
 STREAMING, ABANDONED = "streaming", "abandoned"
-KINDS = ("text", "reasoning", "signature", "refusal", "call", "block", "citation")
+KINDS = ("text", "reasoning", "signature", "refusal", "call", "block", "citation", "part")
 MAX_DELTAS = 10_000  # one append's deltas, at most
 
 
@@ -104,6 +108,8 @@ def _read(event: JSON, n: int) -> list[JSON]:
         return _responses_event(event, kind)
     if kind in _ANTHROPIC_EVENTS:
         return _anthropic_event(event, str(kind))
+    if gemini_stream.is_chunk(event):
+        return gemini_stream.chunk_deltas(event)
     if "choices" in event:  # a Chat Completions chunk: its first choice's delta
         choices = event["choices"]
         if not isinstance(choices, list):
@@ -132,7 +138,7 @@ def _checked(delta: JSON, n: int) -> JSON:
     if index is not None and (isinstance(index, bool) or not isinstance(index, int) or index < 0):
         raise InvalidOperationError(f"delta {n}: index must be a non-negative integer")
     value = delta[kind]
-    if kind in ("call", "block", "citation"):
+    if kind in ("call", "block", "citation", "part"):
         if not isinstance(value, dict):
             raise InvalidOperationError(f"delta {n}: {kind} must be a JSON object")
         if kind == "call":
@@ -268,11 +274,14 @@ def apply_deltas(message: JSON, deltas: list[JSON]) -> JSON:
     the message given is not changed). Raises InvalidOperationError for a delta its shape
     cannot hold."""
     fmt = message.get("format")
-    if fmt == ANTHROPIC:
+    if fmt in (ANTHROPIC, GEMINI):
         native = json.loads(json.dumps(message["native"]))
         partial = dict((message.get("metadata", {}).get(INCOMPLETE) or {}).get("partial") or {})
         for d in deltas:
-            _anthropic_apply(native, d, partial)
+            if fmt == GEMINI:
+                gemini_stream.apply(native, d, partial)
+            else:
+                _anthropic_apply(native, d, partial)
         out = {**message, "native": native}
         if partial:
             metadata = dict(out["metadata"])
@@ -421,7 +430,9 @@ def finalized(message: JSON) -> JSON:
     marker = metadata.pop(INCOMPLETE, None) or {}
     out = {**message, "metadata": metadata}
     partial = marker.get("partial") or {}
-    if partial and message.get("format") == ANTHROPIC:
+    if partial and message.get("format") == GEMINI:
+        out["native"] = gemini_stream.finish(message["native"], partial)
+    elif partial and message.get("format") == ANTHROPIC:
         native = json.loads(json.dumps(message["native"]))
         for index, text in partial.items():
             try:

@@ -23,9 +23,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ctxstore.domain.gemini import GEMINI, field
 from ctxstore.domain.images import (
     UNKNOWN_SIZE,
     anthropic_image_tokens,
+    gemini_image_tokens,
     price_openai_url,
     size_of_base64,
 )
@@ -172,11 +174,28 @@ def message_cost(message: dict[str, Any], counter: TextCounter) -> tuple[int, bo
         return 0, False  # never sent to a model
     native = message.get("native")
     if native is not None:
-        extra, estimated = native_parts_cost(native)
-        estimated = estimated or message.get("format") == ANTHROPIC
+        gemini = message.get("format") == GEMINI
+        extra, estimated = gemini_parts_cost(native) if gemini else native_parts_cost(native)
+        # Anthropic and Google publish no tokenizer: their texts are counted as estimates.
+        estimated = estimated or message.get("format") in (ANTHROPIC, GEMINI)
     else:
         extra, estimated = parts_cost(message.get("content"))
     return message_tokens(message, counter) + extra, estimated or not counter.exact
+
+
+def gemini_parts_cost(content: dict[str, Any]) -> tuple[int, bool]:
+    """A Gemini Content's inline images by Gemini's count (from their bytes, else
+    estimated); other inline data and file URIs make the count an estimate."""
+    total, estimated = 0, False
+    for part in content.get("parts") or []:
+        blob = field(part, "inline_data") if isinstance(part, dict) else None
+        if isinstance(blob, dict) and str(field(blob, "mime_type") or "").startswith("image/"):
+            size = size_of_base64(str(blob.get("data", "")))
+            total += gemini_image_tokens(*(size or UNKNOWN_SIZE))
+            estimated = estimated or size is None
+        elif isinstance(part, dict) and (blob is not None or field(part, "file_data")):
+            estimated = True
+    return total, estimated
 
 
 def native_parts_cost(payload: dict[str, Any]) -> tuple[int, bool]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxstore.domain.errors import MalformedTranscriptError
-from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES, read_native
+from ctxstore.domain.shapes import ANSWERED_AT_ONCE, CHAT, RESPONSES, read_native
 
 LEGACY_CALL = "function:"  # the pairing id of a legacy function_call, before its name
 
@@ -107,10 +107,11 @@ class TranscriptScanner:
                 raise MalformedTranscriptError(
                     f"tool message {msg_id!r} answers tool_call_id {call_id!r} a second time"
                 )
-        if block.shape == ANTHROPIC and set(seen.answers) != set(block.unanswered):
+        if block.shape in ANSWERED_AT_ONCE and set(seen.answers) != set(block.unanswered):
             raise MalformedTranscriptError(
-                f"message {msg_id!r} must answer every tool_use of {block.assistant_id!r} "
-                f"({block.unanswered}) in one message, as Anthropic requires"
+                f"message {msg_id!r} must answer every call (tool_use, function_call) of "
+                f"{block.assistant_id!r} ({block.unanswered}) in one message, as "
+                f"{block.shape} requires"
             )
         block.answered.update(seen.answers)
 

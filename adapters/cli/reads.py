@@ -31,6 +31,7 @@ from ctxstore.adapters.cli.common import (
     token_label,
 )
 from ctxstore.domain.errors import ContextNotFoundError, InvalidMessageError
+from ctxstore.domain.shapes import FORMATS
 
 
 @handles_errors
@@ -75,10 +76,8 @@ def show(
     with open_store(ctx) as store:
         v = store.visible(context, at_version=at_version, at_time=at_time)
     if shape is not None:
-        if shape not in ("openai-chat", "openai-responses", "anthropic"):
-            raise InvalidMessageError(
-                f"--format is openai-chat, openai-responses or anthropic, not {shape!r}"
-            )
+        if shape not in FORMATS:
+            raise InvalidMessageError(f"--format is one of {', '.join(FORMATS)}, not {shape!r}")
         done = v.model_copy(update={"messages": page_of(v.messages, offset, limit)}).conversion(
             shape
         )

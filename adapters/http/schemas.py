@@ -73,16 +73,16 @@ class Created(BaseModel):
 
 class InsertBody(Command):
     messages: list[MessageJSON] = Field(
-        description="messages in their own shape: chat messages, Responses items or Anthropic "
-        "messages (detected, or named by format)"
+        description="messages in their own shape: chat messages, Responses items, Anthropic "
+        "messages or Gemini Contents (detected, or named by format)"
     )
     after: Ref | None = Field(default=None, description="insert after this message; default: end")
-    format: Literal["openai-chat", "openai-responses", "anthropic"] | None = Field(
+    format: Literal["openai-chat", "openai-responses", "anthropic", "gemini"] | None = Field(
         default=None, description="the messages' shape; default: detected for each"
     )
 
 
-Shape = Literal["openai-chat", "openai-responses", "anthropic"]
+Shape = Literal["openai-chat", "openai-responses", "anthropic", "gemini"]
 DeltaJSON = dict[str, Any]
 DELTAS_SAID = (
     "deltas: neutral ({text}, {reasoning}, {call}, ...) or a provider's stream events (Chat "

@@ -26,7 +26,8 @@ from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.results import Written
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.errors import InvalidOperationError
-from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES
+from ctxstore.domain.gemini import GEMINI
+from ctxstore.domain.shapes import ANTHROPIC, CHAT, FORMATS, RESPONSES
 from ctxstore.domain.streaming import delta_chars, join_into, neutral_deltas
 
 
@@ -75,7 +76,9 @@ def opening_message(message: Any, format: str | None) -> Any:
         return {"role": "assistant", "content": ""}
     if format == RESPONSES:
         return {"type": "message", "role": "assistant", "content": []}
-    raise InvalidOperationError(f"format must be one of {CHAT}, {RESPONSES}, {ANTHROPIC}")
+    if format == GEMINI:
+        return {"role": "model", "parts": []}
+    raise InvalidOperationError(f"format must be one of {', '.join(FORMATS)}")
 
 
 class KeptDeltas:

@@ -12,6 +12,7 @@ from ctxstore.adapters.store.results import Written
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import InvalidMessageError
+from ctxstore.domain.gemini import GEMINI, field
 from ctxstore.domain.limits import check_message_sizes
 from ctxstore.domain.plain import as_plain
 from ctxstore.domain.shapes import ANTHROPIC, CHAT, RESPONSES
@@ -20,7 +21,8 @@ from ctxstore.domain.tokens import REPLY_PRIMING
 
 def read_response(response: Any) -> tuple[str, list[JSON], str, int, int]:
     """(shape, output messages, model, prompt tokens, completion tokens) of an OpenAI
-    ChatCompletion, a Responses Response or an Anthropic Message (object or dict)."""
+    ChatCompletion, a Responses Response, an Anthropic Message or a Gemini
+    GenerateContentResponse (object or dict)."""
     data = as_plain(response)
     if not isinstance(data, dict):
         raise InvalidMessageError(
@@ -55,10 +57,28 @@ def read_response(response: Any) -> tuple[str, list[JSON], str, int, int]:
         )
         message = {"role": "assistant", "content": data.get("content") or []}
         return ANTHROPIC, [message], model, prompt, int(usage.get("output_tokens", 0))
+    if isinstance(data.get("candidates"), list):
+        return _gemini(data)
     raise InvalidMessageError(
-        "not a ChatCompletion, a Responses Response or an Anthropic Message: "
-        f"keys {sorted(data)[:8]}"
+        "not a ChatCompletion, a Responses Response, an Anthropic Message or a Gemini "
+        f"GenerateContentResponse: keys {sorted(data)[:8]}"
     )
+
+
+def _gemini(data: JSON) -> tuple[str, list[JSON], str, int, int]:
+    """The first candidate's content and the usage of a GenerateContentResponse (the SDK's
+    field names or the REST API's camelCase). Completion tokens count its thoughts too."""
+    candidates = data["candidates"]
+    content = field(candidates[0], "content") if candidates else None
+    if not isinstance(content, dict) or not content.get("parts"):
+        reason = field(candidates[0], "finish_reason") if candidates else "no candidates"
+        raise InvalidMessageError(f"the Gemini response has no content to store ({reason})")
+    usage = field(data, "usage_metadata") or {}
+    model = str(field(data, "model_version") or data.get("model") or "unknown")
+    completion = sum(
+        int(field(usage, k) or 0) for k in ("candidates_token_count", "thoughts_token_count")
+    )
+    return GEMINI, [content], model, int(field(usage, "prompt_token_count") or 0), completion
 
 
 def record_response(
@@ -91,8 +111,8 @@ def _request_messages(request: Any) -> list[Any] | None:
         return None
     data = as_plain(request)
     if isinstance(data, dict):
-        found: Any = data.get("messages", data.get("input"))
-        system = data.get("system")
+        found: Any = data.get("messages", data.get("input", data.get("contents")))
+        system = data.get("system", _system_instruction(data))
         if isinstance(found, str):
             found = [{"role": "user", "content": found}]
         if system is not None:
@@ -102,3 +122,14 @@ def _request_messages(request: Any) -> list[Any] | None:
     if not isinstance(found, Sequence) or isinstance(found, str):
         raise InvalidMessageError("request: give the request's messages (or input) as a list")
     return [as_plain(m) for m in found]
+
+
+def _system_instruction(request: JSON) -> str | None:
+    """A Gemini request's system instruction (top level, or in its config) as text."""
+    config = request.get("config") if isinstance(request.get("config"), dict) else {}
+    found = field(request, "system_instruction") or field(config or {}, "system_instruction")
+    if found is None or isinstance(found, str):
+        return found
+    parts = found.get("parts") if isinstance(found, dict) else found
+    texts = [str(p.get("text", "")) for p in parts or [] if isinstance(p, dict)]
+    return "\n".join(texts)

@@ -111,7 +111,7 @@ def test_each_shape_keeps_its_own_pairing(store):
     store.insert(other, [ANTHROPIC_TURN[0], two_calls])
     only_one = {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}  # fmt: skip
-    with pytest.raises(MalformedTranscriptError, match="every tool_use"):
+    with pytest.raises(MalformedTranscriptError, match="every call"):
         store.insert(other, only_one)
 
 

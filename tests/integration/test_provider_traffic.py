@@ -105,9 +105,10 @@ def test_a_field_a_server_adds_must_be_plain_json(store):
 @pytest.mark.parametrize(
     ("given", "says"),
     [
-        ({"kind": "wibble", "body": "x"}, "no 'role' (openai-chat, anthropic) and no item 'type'"),
+        ({"kind": "wibble", "body": "x"}, "no 'role' (openai-chat, anthropic), no 'parts'"),
         ({"kind": "wibble", "body": "x"}, "keys seen: 'kind', 'body'"),
-        ({"role": "model", "parts": [{"text": "hi"}]}, "a Gemini Content (role 'model', 'parts')"),
+        ({"role": "model", "parts": [{"wibble": "hi"}]}, "Gemini part 0 holds none of text"),
+        ({"role": "robot", "parts": [{"text": "hi"}]}, "not a Gemini Content: role 'robot'"),
         ({"role": "robot", "content": "x"}, "invalid openai-chat message: role:"),
         ({"type": "wibble"}, "type 'wibble'"),
     ],

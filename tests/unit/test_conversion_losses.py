@@ -20,9 +20,10 @@ from ctxstore.domain.conversions import convert
 
 from ..conftest import examples
 
-SHAPES = ["openai-chat", "openai-responses", "anthropic"]
+SHAPES = ["openai-chat", "openai-responses", "anthropic", "gemini"]
 PDF = "JVBERi0xLjQKJcfs"  # the start of a PDF, base64
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+URLSAFE = PNG.replace("+", "-").replace("/", "_")  # Gemini's inline data, as the SDK writes it
 words = st.text(
     alphabet=st.sampled_from("abcxyz ÄéßДжЖ中文字東京ありがとうمرحبا😀"), min_size=3, max_size=12
 ).filter(lambda t: t.strip() == t and t)
@@ -167,7 +168,50 @@ def anthropic(draw: st.DrawFn) -> list[dict]:
     return turn
 
 
-CONVERSATIONS = {"openai-chat": chat(), "openai-responses": responses(), "anthropic": anthropic()}
+@st.composite
+def gemini(draw: st.DrawFn) -> list[dict]:
+    parts: list[dict] = [{"text": draw(words)}]
+    for kind in draw(st.lists(st.sampled_from(["image", "pdf", "file_uri"]), max_size=2)):
+        if kind == "image":
+            parts.append({"inline_data": {"mime_type": "image/png", "data": URLSAFE}})
+        elif kind == "pdf":
+            parts.append({"inline_data": {"mime_type": "application/pdf", "data": PDF,
+                                          "display_name": draw(words)}})  # fmt: skip
+        else:
+            parts.append({"file_data": {"mime_type": "application/pdf",
+                                        "file_uri": "https://generativelanguage.googleapis.com/v1beta/files/" + draw(ids)}})  # fmt: skip
+    turn: list[dict] = [{"role": "user", "parts": parts}]
+    reply: list[dict] = []
+    if draw(st.booleans()):
+        reply.append({"text": draw(words), "thought": True})
+    if draw(st.booleans()):
+        calls = draw(st.integers(1, 2))
+        for n in range(calls):
+            call: dict[str, Any] = {"name": "lookup", "args": {"q": draw(words), "n": n + 1}}
+            if draw(st.booleans()):
+                call["id"] = "fc_" + draw(ids)
+            part: dict[str, Any] = {"function_call": call}
+            if n == 0 and draw(st.booleans()):
+                part["thought_signature"] = draw(ids)
+            reply.append(part)
+        turn.append({"role": "model", "parts": reply})
+        turn.append({"role": "user", "parts": [
+            {"function_response": {"name": "lookup", "response": {"answer": draw(words)}}}
+            for _ in range(calls)]})  # fmt: skip
+    else:
+        reply.append({"text": draw(words)})
+        turn.append({"role": "model", "parts": reply})
+    if draw(st.booleans()):
+        turn.append({"role": "model", "parts": [{"executable_code": {"language": "PYTHON", "code": "print(" + draw(ids) + ")"}},
+                                                {"code_execution_result": {"outcome": "OUTCOME_OK", "output": draw(ids)}}]})  # fmt: skip
+    turn.append({"role": "model", "parts": [{"text": draw(words)}]})
+    return turn
+
+
+CONVERSATIONS = {
+    "openai-chat": chat(), "openai-responses": responses(), "anthropic": anthropic(),
+    "gemini": gemini(),
+}  # fmt: skip
 
 
 # ---- the oracle ---------------------------------------------------------------------------------
@@ -215,8 +259,16 @@ def strings(value: Any) -> list[str]:
 
 
 def named(path: str, kinds: tuple, omitted: list[dict]) -> bool:
+    """Whether an omission names the value: by its field, by a path it lies under, or by
+    the kind of part it is in."""
     key = path.rsplit(".", 1)[-1].split("[", 1)[0]
-    return any(key in o["what"] or o["what"] in kinds for o in omitted)
+    for o in omitted:
+        whats = o["what"].split(", ")
+        if key in o["what"] or o["what"] in kinds:
+            return True
+        if any(path == w or path.startswith((w + ".", w + "[")) for w in whats):
+            return True
+    return False
 
 
 @pytest.fixture(scope="module")

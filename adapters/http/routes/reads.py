@@ -110,7 +110,7 @@ def call_diff(
 def shaped(
     ctx: Owned,
     shape: Annotated[
-        Literal["stored", "openai-chat", "openai-responses", "anthropic"],
+        Literal["stored", "openai-chat", "openai-responses", "anthropic", "gemini"],
         Query(description="stored: each message as it came; else a provider's request shape"),
     ] = "stored",
     at_version: Version | None = None,
