@@ -1,5 +1,5 @@
-"""Native shapes: the cost of inserting a Responses item or an Anthropic message against a
-chat message of the same size, and of converting a 1,000-message context between shapes.
+"""Native shapes: the cost of inserting a Responses item, an Anthropic message or a Gemini
+Content against a chat message of the same size, and of converting a 1,000-message context between shapes.
 Ratios measured in one run (this machine is noisy).
 
     python bench/bench_shapes.py [--messages 2000] [--url sqlite:///...]
@@ -15,6 +15,7 @@ from typing import Any
 
 from ctxstore.adapters.store.facade import ContextStore
 
+SHAPES = ("openai-chat", "openai-responses", "anthropic", "gemini")
 TEXT = "The build passed; 412 tests ran in 38 s. Next: deploy to staging and watch the logs. "
 
 
@@ -36,6 +37,15 @@ def turn(shape: str, n: int) -> list[dict[str, Any]]:
             {"type": "function_call_output", "call_id": call, "output": TEXT},
             {"type": "message", "id": f"msg_{n}", "role": "assistant",
              "content": [{"type": "output_text", "text": TEXT, "annotations": []}]},
+        ]  # fmt: skip
+    if shape == "gemini":
+        return [
+            {"role": "user", "parts": [{"text": TEXT}]},
+            {"role": "model", "parts": [{"function_call": {"id": call, "name": "run_ci",
+                                                           "args": {"job": "build"}}}]},
+            {"role": "user", "parts": [{"function_response": {"id": call, "name": "run_ci",
+                                                              "response": {"log": TEXT}}}]},
+            {"role": "model", "parts": [{"text": TEXT}]},
         ]  # fmt: skip
     return [
         {"role": "user", "content": TEXT},
@@ -64,18 +74,18 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for label, url in (("memory", "memory://"), ("SQLite", f"sqlite:///{Path(tmp) / 's.db'}")):
             chat = insert_seconds(url, "openai-chat", turns)
-            for shape in ("openai-responses", "anthropic"):
+            for shape in ("openai-responses", "anthropic", "gemini"):
                 other = insert_seconds(url, shape, turns)
                 print(
                     f"{label}: inserting {turns * 4} {shape} messages one by one: "
                     f"{other / chat:.2f}x the chat messages' time ({other:.2f} s vs {chat:.2f} s)"
                 )
     with ContextStore.from_url("memory://") as store:
-        for shape in ("openai-chat", "openai-responses", "anthropic"):
+        for shape in SHAPES:
             cid = store.create()
             store.insert(cid, [m for n in range(250) for m in turn(shape, n)])
             view = store.visible(cid)
-            for target in ("openai-chat", "openai-responses", "anthropic"):
+            for target in SHAPES:
                 started = time.perf_counter()
                 for _ in range(5):
                     view.conversion(target)

@@ -33,15 +33,16 @@ class Conversion:
     payload: Any
     omitted: list[JSON] = field(default_factory=list)
     legacy: dict[str, str] = field(default_factory=dict)  # function name -> its call's id
+    _reported: dict[str | None, set[str]] = field(default_factory=dict, repr=False)
 
     def omit(self, message: Message, what: str, why: str) -> None:
         self.omitted.append({"id": message.id, "what": what, "why": why})
+        self._reported.setdefault(message.id, set()).add(what)
 
     def check(self, message: Message, source: Any, converted: Any) -> None:
         """Name what of `source` (one message, in its own shape) the conversion did not
         carry and did not report already (conversion_losses.py)."""
-        reported = {o["what"] for o in self.omitted if o["id"] == message.id}
-        lost = missing(source, converted, reported)
+        lost = missing(source, converted, self._reported.get(message.id, set()))
         if lost:
             self.omit(message, describe(lost), f"no field of {self.shape} carries it")
 
@@ -51,26 +52,52 @@ def missing(source: Any, converted: Any, reported: set[str]) -> list[str]:
     under a path in `reported`, or in a part whose `type` is in it, is skipped."""
     texts: list[str] = []
     flags: set[tuple[str, Any]] = set()
-    for path, value in _leaves(converted, ""):
+    for key, value in _values(converted, ""):
         if isinstance(value, str):
             texts.append(value)
         else:
-            flags.add((_key(path), value))
+            flags.add((key, value))
             texts.append(json.dumps(value))
     haystack = "\x00".join(texts)
+    if not reported and all(
+        _carried(key, value, haystack, flags) for key, value in _values(source, "", expand=True)
+    ):
+        return []  # the common case, found without building a path
     lost: list[str] = []
     for path, value in _leaves(source, "", reported, expand=True):
         if any(path == r or path.startswith((r + ".", r + "[")) for r in reported):
             continue
-        if isinstance(value, bool):
-            if value and (_key(path), True) not in flags:
-                lost.append(path)
-        elif isinstance(value, int | float):
-            if (_key(path), value) not in flags and json.dumps(value) not in haystack:
-                lost.append(path)
-        elif value and value not in haystack:
+        if not _carried(_key(path), value, haystack, flags):
             lost.append(path)
     return lost
+
+
+def _carried(key: str, value: Any, haystack: str, flags: set[tuple[str, Any]]) -> bool:
+    if isinstance(value, bool):
+        return not value or (key, True) in flags
+    if isinstance(value, int | float):
+        return (key, value) in flags or json.dumps(value) in haystack
+    return not value or value in haystack
+
+
+def _values(value: Any, key: str, *, expand: bool = False) -> Iterator[tuple[str, Any]]:
+    """(field name, value) of each value inside `value`, as _leaves walks them."""
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if k in STRUCTURE and isinstance(item, str):
+                continue
+            yield from _values(item, k, expand=expand)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _values(item, key, expand=expand)
+    elif isinstance(value, str):
+        inner = _inside(value) if expand else None
+        if inner is None:
+            yield key, value
+        else:
+            yield from _values(inner, key, expand=expand)
+    elif value is not None:
+        yield key, value
 
 
 def describe(paths: list[str]) -> str:
