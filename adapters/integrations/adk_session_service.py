@@ -5,11 +5,12 @@
 
 Each ADK session is a ctxstore context found by (app, user, session id). Its first message
 is a record of the state it was created with; every event ADK appends is one message
-keeping the event exactly (its JSON in the message's metadata, read back equal): an event
-whose content has text is a `user` or `assistant` message with that text, so the context
-reads as the conversation and counts its tokens; any other event (a function call or
-response, a state change, a transfer) is a record — kept in the history, never sent to a
-model. A session's state is folded from those events as ADK defines it: `app:` keys are
+keeping the event exactly (read back equal): an event with content is a Gemini message —
+its Content as the message's payload, the rest of the event's JSON in its metadata — so
+the context reads as the conversation in Gemini's own shape (`to_gemini()`; the other
+shapes by conversion), pairs each function call with its response and counts its tokens;
+an event without content (a state change, a transfer) is a record — kept in the history,
+never sent to a model. A session's state is folded from those events as ADK defines it: `app:` keys are
 shared by every user of the app, `user:` keys by the user's sessions (each scope a context
 holding its current state, replaced on change, so its history shows every change), other
 keys belong to the session, and `temp:` keys are never stored.
@@ -51,9 +52,15 @@ except ModuleNotFoundError as exc:  # the extra is not installed: say which
 from ctxstore.adapters.integrations.surface import faces, named_contexts
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
-from ctxstore.domain.errors import ContextNotFoundError, VersionConflictError
+from ctxstore.domain.errors import (
+    ContextNotFoundError,
+    MalformedTranscriptError,
+    VersionConflictError,
+)
+from ctxstore.domain.gemini import GEMINI
 from ctxstore.domain.messages import Message
 from ctxstore.domain.plain import RECORD_MARK
+from ctxstore.domain.shapes import read_native
 
 EVENT = "adk_event"  # metadata: the ADK event, as its JSON
 CREATED = "adk_session"  # metadata of the first record: the state given and when
@@ -129,7 +136,10 @@ class CtxStoreSessionService(BaseSessionService):
             raise SessionNotFoundError(f"Session {session.id} not found.")
         expected = self._expected(session, seen.version, seen.messages)
         try:
-            written = await self._async.insert(cid, _message(event), expected_version=expected)
+            try:
+                written = await self._async.insert(cid, _message(event), expected_version=expected)
+            except MalformedTranscriptError:  # see _record
+                written = await self._async.insert(cid, _record(event), expected_version=expected)
         except VersionConflictError:
             again = (await self._async.visible(cid)).messages
             if any(_kept(m, EVENT).get("id") == event.id for m in again if EVENT in m.metadata):
@@ -290,7 +300,10 @@ class CtxStoreSessionService(BaseSessionService):
         cid, version, messages = held
         expected = self._expected(session, version, messages)
         try:
-            written = self.store.insert(cid, _message(event), expected_version=expected)
+            try:
+                written = self.store.insert(cid, _message(event), expected_version=expected)
+            except MalformedTranscriptError:  # see _record
+                written = self.store.insert(cid, _record(event), expected_version=expected)
         except VersionConflictError:
             if self._stored(cid, event.id):  # our own earlier attempt landed (a lost reply)
                 return
@@ -318,14 +331,31 @@ class CtxStoreSessionService(BaseSessionService):
 
 
 def _message(event: Event) -> dict[str, Any]:
-    """The ctxstore message keeping one ADK event: its text as a turn, or a record."""
+    """The ctxstore message keeping one ADK event: its Content as a Gemini message (the rest
+    of the event in its metadata), or a record."""
     kept = json.loads(event.model_dump_json(exclude_none=True))
-    parts = (event.content.parts or []) if event.content is not None else []
-    texts = [p.text for p in parts if p.text and not p.thought]
-    if texts:
-        role = "user" if event.content is not None and event.content.role == "user" else "assistant"
-        return {"role": role, "content": "\n".join(texts), "metadata": {EVENT: kept}}
+    content = kept.get("content")
+    if isinstance(content, dict) and content.get("parts"):
+        del kept["content"]  # kept once, as the message's payload
+        role = read_native(content, GEMINI).role
+        return {"format": GEMINI, "role": role, "native": content, "metadata": {EVENT: kept}}
+    return _record(event)
+
+
+def _record(event: Event) -> dict[str, Any]:
+    """An event kept as a record only: one without content, or one whose content would break
+    Gemini's pairing where ADK's flow allows it (a call answered later, after other turns:
+    a long-running tool, a credential request). ADK's session is never refused an event."""
+    kept = json.loads(event.model_dump_json(exclude_none=True))
     return {"role": "developer", "content": "", "metadata": {**RECORD_MARK, EVENT: kept}}
+
+
+def _event_json(m: Message) -> dict[str, Any]:
+    """The event a message keeps, as its JSON (its Content put back where it was)."""
+    kept = dict(_kept(m, EVENT))
+    if m.format == GEMINI and m.native is not None:
+        kept["content"] = m.native
+    return kept
 
 
 def _kept(message: Message, key: str) -> dict[str, Any]:
@@ -344,7 +374,7 @@ def _fold(messages: list[Message]) -> tuple[dict[str, Any], list[Event], float]:
     for m in messages[1:]:
         if EVENT not in m.metadata:
             continue
-        event = Event.model_validate_json(json.dumps(_kept(m, EVENT)))
+        event = Event.model_validate_json(json.dumps(_event_json(m)))
         delta = event.actions.state_delta if event.actions else None
         if delta:
             state.update(_session_util.extract_json_safe_state_delta(delta)["session"])

@@ -443,11 +443,23 @@ def test_the_context_reads_as_the_conversation(durable_url: str) -> None:
         cid = ours._held(ours._session_key(APP, USER, sid))
         assert cid is not None
         seen = store.visible(cid[0])
+        # Each event's content is a Gemini message, exactly; the creation is a record.
+        assert seen.to_gemini()["contents"] == [
+            {"role": "user", "parts": [{"text": "Weather in Paris?"}]},
+            {"role": "model", "parts": [{"function_call": {
+                "id": "c1", "args": {"city": "Paris"}, "name": "weather"}}]},
+            {"role": "user", "parts": [{"function_response": {
+                "id": "c1", "name": "weather", "response": {"temp": 21}}}]},
+            {"role": "model", "parts": [{"text": "21 °C in Paris."}]},
+        ]  # fmt: skip
         assert seen.to_openai() == [
             {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+             "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": '{"temp": 21}'},
             {"role": "assistant", "content": "21 °C in Paris."},
-        ]
-        assert len(seen.messages) == 5  # the creation and both function events are records
+        ]  # fmt: skip
+        assert len(seen.messages) == 5
         kinds = [h.type for h in store.history(cid[0])]
         assert kinds.count("insert") == 5
 
@@ -511,3 +523,30 @@ def test_an_events_image_is_stored_once_and_read_back(ours: CtxStoreSessionServi
     got, content = asyncio.run(case())
     assert [e.content for e in got.events] == [content] * 3
     assert ours.store._storage.blobs.stored_bytes() == len(image)  # type: ignore[attr-defined]
+
+
+def test_an_event_that_would_break_pairing_is_kept_as_a_record(durable_url: str) -> None:
+    """A long-running tool: its call is answered after another turn. ADK's session takes
+    every event; the call, unanswered when the next turn came, is kept as a record."""
+    with ContextStore.from_url(durable_url) as store:
+        ours = CtxStoreSessionService(store)
+
+        async def case() -> Any:
+            session = await ours.create_session(app_name=APP, user_id=USER, session_id="long")
+            call = types.FunctionCall(id="c9", name="render_video", args={})
+            answer = types.FunctionResponse(id="c9", name="render_video", response={"ok": True})
+            events = [
+                Event(author="user", content=types.Content(role="user", parts=[types.Part(text="Render it")])),
+                Event(author="agent", content=types.Content(role="model", parts=[types.Part(function_call=call)])),
+                Event(author="user", content=types.Content(role="user", parts=[types.Part(text="Still there?")])),
+                Event(author="user", content=types.Content(role="user", parts=[types.Part(function_response=answer)])),
+            ]  # fmt: skip
+            for event in events:
+                await ours.append_event(session, event)
+            got = await ours.get_session(app_name=APP, user_id=USER, session_id="long")
+            return events, got
+
+        events, got = asyncio.run(case())
+        assert got is not None and [e.model_dump() for e in got.events] == [
+            e.model_dump() for e in events
+        ]
