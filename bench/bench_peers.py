@@ -211,6 +211,40 @@ def run_ctxstore(store: ContextStore, conversation: list[list[dict[str, Any]]]) 
     }  # fmt: skip
 
 
+def run_saver(store: ContextStore, conversation: list[list[dict[str, Any]]],
+              budget: float) -> dict[str, Any]:  # fmt: skip
+    """The same graph with ctxstore as its checkpointer (CtxStoreSaver), bytes as ctxstore
+    stores them (its events and snapshots)."""
+    from ctxstore.adapters.integrations.langgraph_saver import CtxStoreSaver
+
+    prefix = f"bench-{time.monotonic_ns()}:"
+    saver = CtxStoreSaver(store, key_prefix=prefix)
+
+    def size() -> int:
+        cid = store.lookup_key(prefix + "t1")
+        if cid is None:
+            return 0
+        found = sum(len(e.state) for e in store._storage.recorder.select_events(cid))
+        if store._storage.snapshots is not None:
+            found += sum(len(s.state) for s in store._storage.snapshots.recorder.select_events(cid))
+        return found
+
+    return run_langgraph(saver, conversation, False, size, budget)
+
+
+def compare_saver(label: str, ours: dict[str, Any], theirs: dict[str, Any]) -> None:
+    def last50(r: dict[str, Any]) -> float:
+        return float(statistics.mean(r["per_turn"][-50:]))
+
+    print(
+        f"  ctxstore as the checkpointer (CtxStoreSaver), {label}: {last50(ours) * 1e3:.2f} "
+        f"ms/turn (last 50) = {last50(theirs) / last50(ours):.2f}x LangGraph's own saver's "
+        f"speed, {ours['bytes'] / 1e6:.2f} MB = {theirs['bytes'] / ours['bytes']:.2f}x fewer "
+        f"bytes, listing {ours['list']:.3f} s"
+    )
+    SERIES.setdefault("write", {})[f"CtxStoreSaver ({label})"] = ours["per_turn"]
+
+
 def live_bytes(conn: psycopg.Connection[Any], tables: Sequence[str]) -> int | None:
     """The tables' size on disk less what deleted rows and free space take (pgstattuple):
     what stays once (auto)vacuum has marked deleted rows' space for reuse. None without
@@ -301,6 +335,9 @@ def langgraph_sqlite(folder: Path, conversation: list[list[dict[str, Any]]], bud
     with ContextStore.from_url(f"sqlite:///{folder / 'ours.db'}") as store:
         ours = run_ctxstore(store, conversation)
     compare_langgraph("SQLite", conversation, ours, peers)
+    with ContextStore.from_url(f"sqlite:///{folder / 'saver.db'}") as store:
+        as_saver = run_saver(store, conversation, budget)
+    compare_saver("SQLite", as_saver, peers["LangGraph SqliteSaver"])
 
 
 def langgraph_postgres(url: str, conversation: list[list[dict[str, Any]]], budget: float) -> None:
@@ -330,6 +367,9 @@ def langgraph_postgres(url: str, conversation: list[list[dict[str, Any]]], budge
     with ContextStore.from_url(url) as store:
         ours = run_ctxstore(store, conversation)
     compare_langgraph("PostgreSQL", conversation, ours, peers)
+    with ContextStore.from_url(url) as store:
+        as_saver = run_saver(store, conversation, budget)
+    compare_saver("PostgreSQL", as_saver, peers["LangGraph PostgresSaver"])
 
 
 # ---- Agents SDK sessions -------------------------------------------------------------------

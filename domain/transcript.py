@@ -7,7 +7,8 @@ items of the same turn may come between); Anthropic `tool_use.id` answered, all 
 by the tool_result blocks of the very next user message. A block may still wait for
 results only while it is the transcript's tail (mid-turn); any other message after it
 needs every call answered. A Responses reasoning item belongs to the item after it: the
-two are taken (deleted, compressed, left out of a prompt) together.
+two are taken (deleted, compressed, left out of a prompt) together. A record (kept in the
+history, never sent to a model) stands outside these rules: it may sit anywhere.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctxstore.domain.errors import MalformedTranscriptError
+from ctxstore.domain.plain import is_record
 from ctxstore.domain.shapes import ANSWERED_AT_ONCE, CHAT, RESPONSES, read_native
 
 LEGACY_CALL = "function:"  # the pairing id of a legacy function_call, before its name
@@ -71,6 +73,8 @@ class TranscriptScanner:
     block: OpenBlock | None = None
 
     def feed(self, msg_id: str, message: Mapping[str, Any]) -> None:
+        if is_record(message):
+            return  # never sent to a model: it separates nothing
         seen = pairing(message)
         if seen.answers:
             self._answer(msg_id, seen)
@@ -132,6 +136,9 @@ def tail_scanner(
     (the last block and the results after it)."""
     i = len(order) - 1
     while i >= 0:
+        if is_record(messages[order[i]]):
+            i -= 1
+            continue
         seen = pairing(messages[order[i]])
         if seen.answers or (seen.shape == RESPONSES and (seen.calls or seen.reasoning)):
             i -= 1  # a result, or a Responses call of the same turn: keep going back
@@ -175,6 +182,8 @@ def blocks_of(order: Sequence[str], messages: Mapping[str, Mapping[str, Any]]) -
     reasoning: list[str] = []
     count = 0
     for msg_id in order:
+        if is_record(messages[msg_id]):
+            continue  # in no block: taken or left alone
         seen = pairing(messages[msg_id])
         if seen.answers and current is not None:
             block_of[msg_id] = current

@@ -1,0 +1,511 @@
+"""A LangGraph checkpointer on ctxstore (`pip install 'ctxstore[langgraph]'`).
+
+    saver = CtxStoreSaver(ctxstore.open("sqlite:///graphs.db"))   # or an async store, a client
+    graph = builder.compile(checkpointer=saver)
+
+Each thread is one ctxstore context (found by its key, `langgraph:<thread id>`). The graph's
+`messages` channel (the one `add_messages` and `RemoveMessage` act on, in the root
+namespace) is the context's messages: each checkpoint's list is written as messages — new
+ones inserted, removed ones deleted, edited ones replaced, each kept with LangChain's own
+serialization (as the LangChain history keeps them) — so `ctxstore show`, the debugger,
+compaction and the audit see the conversation, and the checkpoint keeps only the version
+of the context it was taken at: reading it reads the messages as they were at that version.
+Everything else the graph keeps — the checkpoint itself (channel versions, what each node
+has seen), every other channel's values, each task's pending writes — is stored beside them
+as records (kept in the history, never sent to a model), serialized by LangGraph's own
+serializer, exactly. A messages list the context cannot hold as it is (messages without
+ids, an order other than the context's, a removal that would split a tool call from its
+result) is stored as a serialized value instead, so a checkpoint always reads back exactly.
+
+Editing or resuming from an earlier checkpoint writes a new checkpoint whose parent is that
+one: the context's messages become the new branch's, and the later checkpoint keeps reading
+its own messages at its version. `delete_thread` erases the thread's context
+(crypto-shredded where keys are on); `delete_for_runs` and `prune` hide the checkpoints,
+writes and values they remove (the context's history keeps them for the audit until it is
+erased or its retention removes them); `copy_thread` writes the source thread's records and
+messages into the target's context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import builtins
+import json
+import random
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from ctxstore.domain.errors import CtxStoreError, MissingExtraError
+
+try:
+    from langchain_core.messages import BaseMessage, message_to_dict
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        get_checkpoint_id,
+        get_checkpoint_metadata,
+        writes_sort_key,
+    )
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+except ModuleNotFoundError as exc:  # the extra is not installed: say which
+    raise MissingExtraError("the LangGraph checkpointer", "langgraph") from exc
+
+from ctxstore.adapters.integrations.langchain_history import KEY as LANGCHAIN
+from ctxstore.adapters.integrations.langchain_history import from_openai, to_openai
+from ctxstore.adapters.integrations.surface import faces, named_contexts
+from ctxstore.domain.messages import Message
+from ctxstore.domain.plain import RECORD_MARK, is_record
+
+KEY = "langgraph"  # metadata key of the saver's records
+NAME = "langgraph thread "  # contexts' names: the prefix, then the thread id
+MESSAGES = "messages"  # the channel kept as the context's messages
+HELD = "ctxstore-messages"  # a blob's type when its value is the context's messages
+
+
+def _typed(value: tuple[str, bytes]) -> list[str]:
+    return [value[0], base64.b64encode(value[1]).decode("ascii")]
+
+
+def _untyped(value: list[str]) -> tuple[str, bytes]:
+    return value[0], base64.b64decode(value[1])
+
+
+def _version_key(ns: str, channel: str, version: Any) -> str:
+    return json.dumps([ns, channel, version])
+
+
+@dataclass
+class _Thread:
+    """A thread's records, read from its context's visible messages."""
+
+    cid: UUID
+    version: int = 0  # the context's version it was read at
+    checkpoints: dict[tuple[str, str], tuple[dict[str, Any], str]] = field(default_factory=dict)
+    blobs: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
+    writes: dict[tuple[str, str], list[tuple[dict[str, Any], str]]] = field(default_factory=dict)
+    messages: list[Message] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, cid: UUID, version: int, messages: Sequence[Message]) -> _Thread:
+        found = cls(cid, version)
+        for m in messages:
+            kept = m.metadata.get(KEY) if is_record(m) else None
+            if isinstance(kept, dict):
+                found.add(kept, str(m.id))
+            elif not is_record(m):
+                found.messages.append(m)
+        return found
+
+    def add(self, kept: dict[str, Any], mid: str) -> None:
+        kind = kept.get("kind")
+        if kind == "checkpoint":
+            self.checkpoints[(kept["ns"], kept["id"])] = (kept, mid)
+        elif kind == "blob":
+            self.blobs[_version_key(kept["ns"], kept["channel"], kept["version"])] = (kept, mid)
+        elif kind == "writes":
+            self.writes.setdefault((kept["ns"], kept["checkpoint_id"]), []).append((kept, mid))
+
+    def namespaces(self) -> list[str]:
+        return sorted({ns for ns, _ in self.checkpoints})
+
+    def ids(self, ns: str) -> list[str]:
+        """The namespace's checkpoint ids, newest first (LangGraph's ids sort by time)."""
+        return sorted((i for n, i in self.checkpoints if n == ns), reverse=True)
+
+
+def _record(kept: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "developer", "content": "", "metadata": {**RECORD_MARK, KEY: kept}}
+
+
+class CtxStoreSaver(BaseCheckpointSaver[str]):
+    """LangGraph's checkpointer on a ctxstore store, async store or HTTP client."""
+
+    def __init__(
+        self, store: Any, *, serde: SerializerProtocol | None = None,
+        key_prefix: str = "langgraph:",
+    ) -> None:  # fmt: skip
+        super().__init__(serde=serde)
+        self.store, _ = faces(store)
+        self.prefix = key_prefix
+        # Threads as last read, by context: reused while the context's version is the same
+        # (a write of this saver's own is folded in; anyone else's makes it read again).
+        self._threads: dict[UUID, _Thread] = {}
+        self._versions: dict[tuple[UUID, int], dict[str, Message]] = {}  # messages at a version
+        self._lock = threading.RLock()
+
+    # ---- threads ------------------------------------------------------------------------
+
+    def _context(self, thread_id: str, *, create: bool) -> UUID | None:
+        key = self.prefix + str(thread_id)
+        if not create:
+            return self.store.lookup_key(key)
+        return self.store.context_for_key(
+            key, name=NAME + str(thread_id), metadata={"langgraph_thread_id": str(thread_id)}
+        )
+
+    def _thread(self, thread_id: str) -> _Thread | None:
+        cid = self._context(thread_id, create=False)
+        if cid is None:
+            return None
+        return self._read(cid)
+
+    def _read(self, cid: UUID) -> _Thread:
+        with self._lock:
+            cached = self._threads.get(cid)
+            # A store answers its newest version cheaply; over HTTP a read is one request
+            # either way.
+            head = getattr(self.store, "tail_head", None)
+            if cached is not None and head is not None and cached.version == head(cid):
+                return cached
+            seen = self.store.visible(cid, inline=True)
+            thread = self._threads[cid] = _Thread.read(cid, seen.version, seen.messages)
+            return thread
+
+    def _insert(self, cid: UUID, records: builtins.list[dict[str, Any]]) -> None:
+        """Insert records (one event) and fold them into the thread as cached."""
+        with self._lock:
+            written = self.store.insert(cid, records)
+            cached = self._threads.get(cid)
+            if cached is None or written.version != cached.version + 1:
+                self._threads.pop(cid, None)  # someone else wrote too: read it again
+                return
+            for record, mid in zip(records, written.ids, strict=True):
+                cached.add(record["metadata"][KEY], mid)
+            cached.version = written.version
+
+    def _thread_ids(self) -> builtins.list[str]:
+        return [str(c.name)[len(NAME) :] for c in named_contexts(self.store, NAME)]
+
+    # ---- reading --------------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        configurable = config["configurable"]
+        thread = self._thread(configurable["thread_id"])
+        if thread is None:
+            return None
+        ns = configurable.get("checkpoint_ns", "")
+        checkpoint_id = get_checkpoint_id(config)
+        if checkpoint_id is None:
+            newest = thread.ids(ns)
+            if not newest:
+                return None
+            checkpoint_id = newest[0]
+        if (ns, checkpoint_id) not in thread.checkpoints:
+            return None
+        return self._tuple(configurable["thread_id"], thread, ns, checkpoint_id)
+
+    def _tuple(
+        self, thread_id: str, thread: _Thread, ns: str, checkpoint_id: str
+    ) -> CheckpointTuple:
+        kept, _ = thread.checkpoints[(ns, checkpoint_id)]
+        checkpoint: Checkpoint = self.serde.loads_typed(_untyped(kept["checkpoint"]))
+        values: dict[str, Any] = {}
+        for channel, version in checkpoint["channel_versions"].items():
+            blob = thread.blobs.get(_version_key(ns, channel, version))
+            if blob is None or blob[0]["value"][0] == "empty":
+                continue
+            values[channel] = self._value(thread, blob[0]["value"])
+        writes = sorted(
+            (
+                w
+                for kept_w, _ in thread.writes.get((ns, checkpoint_id), [])
+                for w in kept_w["writes"]
+            ),
+            key=lambda w: writes_sort_key(w[4], w[0], w[1]),
+        )
+        parent = kept.get("parent")
+        return CheckpointTuple(
+            config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
+                                     "checkpoint_id": checkpoint_id}},
+            checkpoint={**checkpoint, "channel_values": values},
+            metadata=self.serde.loads_typed(_untyped(kept["metadata"])),
+            parent_config=(
+                {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
+                                  "checkpoint_id": parent}} if parent else None
+            ),
+            pending_writes=[(w[0], w[2], self.serde.loads_typed(_untyped(w[3]))) for w in writes],
+        )  # fmt: skip
+
+    def _value(self, thread: _Thread, value: builtins.list[Any]) -> Any:
+        if value[0] != HELD:
+            return self.serde.loads_typed(_untyped(value))
+        held = value[1]
+        key = (thread.cid, held["at"])
+        by_id = self._versions.get(key)
+        if by_id is None:
+            at = self.store.visible(thread.cid, at_version=held["at"], inline=True).messages
+            by_id = {str(m.id): m for m in at}
+            if len(self._versions) >= 16:  # the few versions a run reads again and again
+                self._versions.pop(next(iter(self._versions)))
+            self._versions[key] = by_id
+        return [from_openai(by_id[i]) for i in held["ids"]]
+
+    def list(
+        self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None, limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:  # fmt: skip
+        configurable = (config or {}).get("configurable", {})
+        thread_ids = (
+            [configurable["thread_id"]] if "thread_id" in configurable else self._thread_ids()
+        )
+        wanted_ns = configurable.get("checkpoint_ns")
+        wanted_id = get_checkpoint_id(config) if config else None
+        before_id = get_checkpoint_id(before) if before else None
+        left = limit
+        for thread_id in thread_ids:
+            thread = self._thread(thread_id)
+            if thread is None:
+                continue
+            for ns in thread.namespaces():
+                if wanted_ns is not None and ns != wanted_ns:
+                    continue
+                for checkpoint_id in thread.ids(ns):
+                    if wanted_id and checkpoint_id != wanted_id:
+                        continue
+                    if before_id and checkpoint_id >= before_id:
+                        continue
+                    kept, _ = thread.checkpoints[(ns, checkpoint_id)]
+                    if filter:
+                        metadata = self.serde.loads_typed(_untyped(kept["metadata"]))
+                        if not all(metadata.get(k) == v for k, v in filter.items()):
+                            continue
+                    if left is not None:
+                        if left <= 0:
+                            return
+                        left -= 1
+                    yield self._tuple(thread_id, thread, ns, checkpoint_id)
+
+    # ---- writing --------------------------------------------------------------------------
+
+    def put(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:  # fmt: skip
+        configurable = config["configurable"]
+        thread_id, ns = configurable["thread_id"], configurable.get("checkpoint_ns", "")
+        cid = self._context(thread_id, create=True)
+        assert cid is not None
+        c = dict(checkpoint)
+        values: dict[str, Any] = c.pop("channel_values")  # type: ignore[assignment]
+        held = None
+        if ns == "" and MESSAGES in new_versions and _all_messages(values.get(MESSAGES)):
+            held = self._mirror(cid, values[MESSAGES])
+        records = []
+        for channel, version in new_versions.items():
+            if channel == MESSAGES and held is not None:
+                value: builtins.list[Any] = [HELD, held]
+            elif channel in values:
+                value = _typed(self.serde.dumps_typed(values[channel]))
+            else:
+                value = ["empty", ""]
+            records.append(_record({"kind": "blob", "ns": ns, "channel": channel,
+                                    "version": version, "value": value}))  # fmt: skip
+        full = get_checkpoint_metadata(config, metadata)
+        records.append(_record({
+            "kind": "checkpoint", "ns": ns, "id": checkpoint["id"],
+            "parent": configurable.get("checkpoint_id"), "run_id": full.get("run_id"),
+            "checkpoint": _typed(self.serde.dumps_typed(c)),
+            "metadata": _typed(self.serde.dumps_typed(full)),
+        }))  # fmt: skip
+        self._insert(cid, records)
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
+                                 "checkpoint_id": checkpoint["id"]}}  # fmt: skip
+
+    def _mirror(self, cid: UUID, wanted: builtins.list[BaseMessage]) -> dict[str, Any] | None:
+        """Make the context's messages the list given; where it is read back from (the
+        version and the messages' ids), or None when the context cannot hold it as it is."""
+        if any(m.id is None for m in wanted) or len({m.id for m in wanted}) != len(wanted):
+            return None
+        thread = self._read(cid)
+        current = thread.messages
+        by_lc = {_lc_id(m): m for m in current}
+        keep_ids = {m.id for m in wanted}
+        kept_order = [_lc_id(m) for m in current if _lc_id(m) in keep_ids]
+        new = [m for m in wanted if m.id not in by_lc]
+        if kept_order + [m.id for m in new] != [m.id for m in wanted]:
+            return None  # another order than the context's: kept as a value
+        version = thread.version
+        ids = {str(_lc_id(m)): str(m.id) for m in current if _lc_id(m) in keep_ids}
+        try:
+            gone = [str(m.id) for m in current if _lc_id(m) not in keep_ids]
+            if gone:
+                version = self.store.delete(cid, gone).version
+            for m in wanted:
+                old = by_lc.get(m.id)
+                if old is not None and old.metadata.get(LANGCHAIN) != message_to_dict(m):
+                    version = self.store.replace(cid, str(old.id), to_openai(m)).version
+            if new:
+                written = self.store.insert(cid, [to_openai(m) for m in new])
+                version = written.version
+                ids.update(zip((str(m.id) for m in new), written.ids, strict=True))
+        except CtxStoreError:
+            return None  # (a removal that would split a call from its result, ...)
+        finally:
+            if version != thread.version:
+                self._threads.pop(cid, None)  # its messages changed: read them again
+        return {"at": version, "ids": [ids[str(m.id)] for m in wanted]}
+
+    def put_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+        task_path: str = "",
+    ) -> None:  # fmt: skip
+        configurable = config["configurable"]
+        thread_id, ns = configurable["thread_id"], configurable.get("checkpoint_ns", "")
+        checkpoint_id = configurable["checkpoint_id"]
+        thread = self._thread(thread_id)
+        held = set()
+        if thread is not None:
+            held = {(w[0], w[1]) for k, _ in thread.writes.get((ns, checkpoint_id), [])
+                    for w in k["writes"]}  # fmt: skip
+        rows = []
+        for idx, (channel, value) in enumerate(writes):
+            index = WRITES_IDX_MAP.get(channel, idx)
+            if index >= 0 and (task_id, index) in held:
+                continue  # already stored (a retried task's special writes are kept once)
+            rows.append([task_id, index, channel, _typed(self.serde.dumps_typed(value)), task_path])
+        if not rows:
+            return
+        cid = thread.cid if thread is not None else self._context(thread_id, create=True)
+        assert cid is not None
+        self._insert(cid, [_record({"kind": "writes", "ns": ns, "checkpoint_id": checkpoint_id,
+                                    "writes": rows})])  # fmt: skip
+
+    # ---- removing and copying ---------------------------------------------------------------
+
+    def delete_thread(self, thread_id: str) -> None:
+        cid = self._context(thread_id, create=False)
+        if cid is not None:
+            self.store.erase(cid, reason="LangGraph delete_thread")
+            self._threads.pop(cid, None)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        runs = {str(r) for r in run_ids}
+        if not runs:
+            return
+        for thread_id in self._thread_ids():
+            thread = self._thread(thread_id)
+            if thread is None:
+                continue
+            doomed = [key for key, (kept, _) in thread.checkpoints.items()
+                      if str(kept.get("run_id")) in runs]  # fmt: skip
+            self._hide(thread, doomed)
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"strategy is keep_latest or delete, not {strategy!r}")
+        for thread_id in thread_ids:
+            thread = self._thread(thread_id)
+            if thread is None:
+                continue
+            doomed = []
+            for ns in thread.namespaces():
+                ids = thread.ids(ns)
+                doomed += [(ns, i) for i in (ids[1:] if strategy == "keep_latest" else ids)]
+            self._hide(thread, doomed)
+
+    def _hide(self, thread: _Thread, doomed: builtins.list[tuple[str, str]]) -> None:
+        """Delete the records of these checkpoints, their writes, and the values no kept
+        checkpoint reads."""
+        if not doomed:
+            return
+        gone = set(doomed)
+        ids = [thread.checkpoints[k][1] for k in doomed]
+        ids += [mid for k in doomed for _, mid in thread.writes.get(k, [])]
+        needed = set()
+        for key, (kept, _) in thread.checkpoints.items():
+            if key in gone:
+                continue
+            checkpoint = self.serde.loads_typed(_untyped(kept["checkpoint"]))
+            needed |= {
+                _version_key(key[0], ch, v) for ch, v in checkpoint["channel_versions"].items()
+            }
+        ids += [mid for k, (_, mid) in thread.blobs.items() if k not in needed]
+        self.store.delete(thread.cid, ids)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        source = self._thread(source_thread_id)
+        if source is None:
+            return
+        target = self._context(target_thread_id, create=True)
+        assert target is not None
+        # The records in their order, each messages value held as a serialized value (the
+        # target's context has messages of its own: a fork would carry only the newest).
+        records: builtins.list[dict[str, Any]] = []
+        for m in self.store.visible(source.cid, inline=True).messages:
+            found = m.metadata.get(KEY) if is_record(m) else None
+            if not isinstance(found, dict):
+                continue
+            kept: dict[str, Any] = dict(found)
+            if kept.get("kind") == "blob" and kept["value"][0] == HELD:
+                value = self._value(source, kept["value"])
+                kept["value"] = _typed(self.serde.dumps_typed(value))
+            records.append(_record(kept))
+        if records:
+            self._insert(target, records)
+
+    # ---- versions and the async methods -----------------------------------------------------
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Increasing version strings, as LangGraph's own savers make them."""
+        number = 0 if current is None else int(str(current).split(".")[0])
+        return f"{number + 1:032}.{random.random():016}"
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None, limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:  # fmt: skip
+        found = await asyncio.to_thread(
+            lambda: list(self.list(config, filter=filter, before=before, limit=limit))
+        )
+        for item in found:
+            yield item
+
+    async def aput(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:  # fmt: skip
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+        task_path: str = "",
+    ) -> None:  # fmt: skip
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+def _lc_id(m: Message) -> str | None:
+    kept = m.metadata.get(LANGCHAIN)
+    data = kept.get("data") if isinstance(kept, dict) else None
+    found = data.get("id") if isinstance(data, dict) else None
+    return None if found is None else str(found)
+
+
+def _all_messages(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value)
+
+
+__all__ = ["CtxStoreSaver"]

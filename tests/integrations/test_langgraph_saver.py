@@ -1,0 +1,118 @@
+"""The LangGraph checkpointer: LangGraph's own conformance suite (langgraph-checkpoint-
+conformance, every capability: the base ones and delete_for_runs, copy_thread, prune) on
+SQLite and PostgreSQL, and a real StateGraph run compared with LangGraph's InMemorySaver."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langgraph.checkpoint.conformance")
+
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.checkpoint.conformance.report import ProgressCallbacks
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+from ctxstore.adapters.integrations.langgraph_saver import CtxStoreSaver
+from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.store.facade import ContextStore
+
+
+def test_langgraphs_conformance_suite_passes_every_capability(durable_url: str) -> None:
+    stores: list[ContextStore] = []
+
+    @checkpointer_test(name="CtxStoreSaver")
+    async def saver() -> Any:
+        store = ContextStore.from_url(durable_url, Settings(actor="t"))
+        stores.append(store)
+        yield CtxStoreSaver(store, key_prefix=f"lg{len(stores)}:")
+
+    report = asyncio.run(validate(saver, progress=ProgressCallbacks.quiet()))
+    for s in stores:
+        s.close()
+    failures = {cap: r.failures for cap, r in report.results.items() if r.passed is not True}
+    assert all(r.detected for r in report.results.values()), "a capability is not offered"
+    assert report.passed_all(), (report.conformance_level(), failures)
+
+
+def _graph(checkpointer: Any) -> Any:
+    """A tool-calling agent over a scripted chat model: the same replies every run."""
+    replies = [
+        AIMessage(content="", id="ai-1", tool_calls=[
+            {"id": "call-1", "name": "weather", "args": {"city": "Paris"}}]),
+        AIMessage(content="Sunny in Paris, 21 °C.", id="ai-2"),
+        AIMessage(content="Berlin: 17 °C, cloudy.", id="ai-3"),
+        AIMessage(content="Rome: 25 °C.", id="ai-4"),
+    ]  # fmt: skip
+    model = FakeMessagesListChatModel(responses=replies)
+
+    def agent(state: MessagesState) -> dict:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    def tools(state: MessagesState) -> dict:
+        call = state["messages"][-1].tool_calls[0]
+        return {
+            "messages": [ToolMessage(content='{"temp": 21}', tool_call_id=call["id"], id="tool-1")]
+        }
+
+    def route(state: MessagesState) -> str:
+        return "tools" if getattr(state["messages"][-1], "tool_calls", None) else END
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", tools)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route)
+    builder.add_edge("tools", "agent")
+    return builder.compile(checkpointer=checkpointer)
+
+
+def _run(checkpointer: Any) -> tuple[list[Any], list[Any], list[Any]]:
+    graph = _graph(checkpointer)
+    config = {"configurable": {"thread_id": "t-1"}}
+    graph.invoke({"messages": [HumanMessage("Weather in Paris?", id="h-1")]}, config)
+    graph.invoke({"messages": [HumanMessage("And Berlin?", id="h-2")]}, config)
+    history = list(graph.get_state_history(config))
+    # Edit from an earlier checkpoint (before "And Berlin?" was answered): a branch; the
+    # later checkpoints stay readable.
+    earlier = next(s for s in history if len(s.values["messages"]) == 4)
+    branch = graph.update_state(earlier.config, {"messages": [HumanMessage("And Rome?", id="h-3")]})
+    graph.invoke(None, branch)
+    final = graph.get_state(config).values["messages"]
+    after = list(graph.get_state_history(config))
+    return final, [s.values for s in history], [(s.values, s.next) for s in after]
+
+
+def test_a_state_graph_runs_as_on_langgraphs_own_saver(durable_url: str) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    with ContextStore.from_url(durable_url, Settings(actor="t")) as store:
+        saver = CtxStoreSaver(store)
+        ours = _run(saver)
+        theirs = _run(InMemorySaver())
+        assert ours == theirs
+        # The thread's context holds the conversation as messages the store understands.
+        cid = store.lookup_key("langgraph:t-1")
+        assert cid is not None
+        final = ours[0]
+        shown = store.visible(cid).to_openai()
+        assert len(shown) == len(final) and shown[1]["tool_calls"][0]["id"] == "call-1"
+        assert [m["content"] for m in shown if m["role"] != "assistant" or m.get("content")] == [
+            m.content for m in final if m.content
+        ]
+        # The messages channel was held as the context's messages at every checkpoint.
+        records = [m.metadata["langgraph"] for m in store.visible(cid).messages
+                   if "langgraph" in m.metadata]  # fmt: skip
+        held = [
+            r["value"][0] for r in records if r["kind"] == "blob" and r["channel"] == "messages"
+        ]
+        assert held and set(held) == {"ctxstore-messages"}
+        # Each checkpoint reads its own messages: the one before the branch still has Berlin.
+        assert any(
+            [m.content for m in values["messages"]][-1] == "Berlin: 17 °C, cloudy."
+            for values, _ in ours[2]
+        )
