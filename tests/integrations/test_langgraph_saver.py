@@ -21,6 +21,8 @@ from ctxstore.adapters.integrations.langgraph_saver import CtxStoreSaver
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
 
+from ..conftest import surface_over
+
 
 def test_langgraphs_conformance_suite_passes_every_capability(durable_url: str) -> None:
     stores: list[ContextStore] = []
@@ -87,25 +89,30 @@ def _run(checkpointer: Any) -> tuple[list[Any], list[Any], list[Any]]:
     return final, [s.values for s in history], [(s.values, s.next) for s in after]
 
 
-def test_a_state_graph_runs_as_on_langgraphs_own_saver(durable_url: str) -> None:
+@pytest.mark.parametrize("kind", ["store", "async", "http"])
+def test_a_state_graph_runs_as_on_langgraphs_own_saver(durable_url: str, kind: str) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 
-    with ContextStore.from_url(durable_url, Settings(actor="t")) as store:
-        saver = CtxStoreSaver(store)
+    with (
+        ContextStore.from_url(durable_url, Settings(actor="t")) as store,
+        surface_over(kind, store) as face,
+    ):
+        saver = CtxStoreSaver(face)
         ours = _run(saver)
         theirs = _run(InMemorySaver())
         assert ours == theirs
         # The thread's context holds the conversation as messages the store understands.
-        cid = store.lookup_key("langgraph:t-1")
+        reader = store if kind == "async" else face  # (the async store's sync twin: the store)
+        cid = reader.lookup_key("langgraph:t-1")
         assert cid is not None
         final = ours[0]
-        shown = store.visible(cid).to_openai()
+        shown = reader.visible(cid).to_openai()
         assert len(shown) == len(final) and shown[1]["tool_calls"][0]["id"] == "call-1"
         assert [m["content"] for m in shown if m["role"] != "assistant" or m.get("content")] == [
             m.content for m in final if m.content
         ]
         # The messages channel was held as the context's messages at every checkpoint.
-        records = [m.metadata["langgraph"] for m in store.visible(cid).messages
+        records = [m.metadata["langgraph"] for m in reader.visible(cid).messages
                    if "langgraph" in m.metadata]  # fmt: skip
         held = [
             r["value"][0] for r in records if r["kind"] == "blob" and r["channel"] == "messages"
