@@ -56,7 +56,9 @@ def _graph(checkpointer: Any) -> Any:
         return {"messages": [model.invoke(state["messages"])]}
 
     def tools(state: MessagesState) -> dict:
-        call = state["messages"][-1].tool_calls[0]  # (the agent's AIMessage)
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage)
+        call = last.tool_calls[0]
         return {
             "messages": [ToolMessage(content='{"temp": 21}', tool_call_id=call["id"], id="tool-1")]
         }
