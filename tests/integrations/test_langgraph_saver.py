@@ -114,8 +114,8 @@ def test_a_state_graph_runs_as_on_langgraphs_own_saver(durable_url: str, kind: s
             m.content for m in final if m.content
         ]
         # The messages channel was held as the context's messages at every checkpoint.
-        records = [m.metadata["langgraph"] for m in reader.visible(cid).messages
-                   if "langgraph" in m.metadata]  # fmt: skip
+        records: list[Any] = [m.metadata["langgraph"] for m in reader.visible(cid).messages
+                              if "langgraph" in m.metadata]  # fmt: skip
         held = [
             r["value"][0] for r in records if r["kind"] == "blob" and r["channel"] == "messages"
         ]
