@@ -3,7 +3,7 @@ a period without writes (adapters/store/retention.py)."""
 
 from __future__ import annotations
 
-import re
+import sys
 
 import typer
 
@@ -17,22 +17,13 @@ from ctxstore.adapters.cli.common import (
     print_json,
 )
 from ctxstore.adapters.store.retention import RetentionPolicy
+from ctxstore.domain.durations import check_expiry, human, parse_duration
+from ctxstore.domain.errors import InvalidOperationError
 
 retention_app = typer.Typer(
     help="Retention policies: contexts expire after a period without writes.",
     no_args_is_help=True,
 )
-UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def seconds(text: str) -> float | None:
-    """A duration: 3600, 90m, 12h, 30d, 2w; `none` removes the policy."""
-    if text.strip().lower() == "none":
-        return None
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", text.lower())
-    if m is None:
-        raise typer.BadParameter(f"{text!r} is not a duration (3600, 90m, 12h, 30d, 2w, none)")
-    return float(m.group(1)) * UNITS[m.group(2) or "s"]
 
 
 @retention_app.command("set")
@@ -40,7 +31,9 @@ def seconds(text: str) -> float | None:
 def set_(
     ctx: typer.Context,
     expire_after: str = typer.Option(
-        "none", help="No writes for this long expires a context: 30d, 12h, 3600, or none."
+        "none",
+        help="No writes for this long expires a context: 30d, 12h, 90m, 2w, or none "
+        "(a unit is required).",
     ),
     keep_latest: int | None = typer.Option(
         None, min=1, help="Keep only each context's latest N events (older ones removed)."
@@ -48,15 +41,35 @@ def set_(
     tenant: str | None = typer.Option(None, help="Every context of this tenant ('' for none)."),
     context: str | None = typer.Option(None, help="One context."),
     all_: bool = typer.Option(False, "--all", help="Every context of the store."),
+    force: bool = typer.Option(False, "--force", help="Allow an expiry under an hour."),
+    yes: bool = typer.Option(False, "--yes", help="Do not ask before a policy that erases now."),
     as_json: JsonFlag = False,
 ) -> None:
     """Set a retention policy (neither --expire-after nor --keep-latest: remove it); the
-    most specific applies."""
-    after = seconds(expire_after)
+    most specific applies. Says how many contexts the next sweep would erase under it, and
+    asks first when that is any."""
+    try:
+        after = parse_duration(expire_after, "--expire-after")
+    except InvalidOperationError as exc:
+        raise typer.BadParameter(str(exc).removeprefix("--expire-after: ")) from None
+    check_expiry(after, force)
     with open_store(ctx) as store:
+        if after is not None:
+            doomed = store.admin.would_expire(
+                after, tenant=tenant, context_id=context, everything=all_
+            )
+            if doomed and not yes:
+                said = (
+                    f"{len(doomed)} context(s) have had no writes for {human(after)}: the next "
+                    "sweep (`ctxstore serve` sweeps every minute) erases them for good"
+                )
+                if not sys.stdin.isatty():
+                    raise InvalidOperationError(f"{said}; pass --yes to set the policy anyway")
+                if not typer.confirm(f"{said}. Set the policy?"):
+                    raise typer.Exit(1)
         found = store.admin.set_retention(
             after, keep_latest=keep_latest, tenant=tenant, context_id=context,
-            everything=all_, actor=actor(ctx),
+            everything=all_, actor=actor(ctx), force=force,
         )  # fmt: skip
     if as_json:
         print_json(None if found is None else found.model_dump(mode="json"))
@@ -69,7 +82,7 @@ def set_(
 def _policy_text(policy: RetentionPolicy) -> str:
     said = []
     if policy.expire_after is not None:
-        said.append(f"expire after {policy.expire_after:g} s without writes")
+        said.append(f"expire after {human(policy.expire_after)} without writes")
     if policy.keep_latest is not None:
         said.append(f"keep the latest {policy.keep_latest} events")
     return "; ".join(said)
@@ -92,9 +105,25 @@ def list_(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 
 
 @handles_errors
-def sweep(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+def sweep(
+    ctx: typer.Context,
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Name what would be erased; erase nothing."
+    ),
+    as_json: JsonFlag = False,
+) -> None:
     """Erase every context its retention policy has expired (each leaves an erasure record);
     the sweep itself is recorded."""
+    if dry_run:
+        with open_store(ctx) as store:
+            planned = store.admin.sweep_plan()
+        if as_json:
+            print_json({"would_erase": [str(c) for c in planned]})
+            return
+        out.print(f"a sweep now would erase {len(planned)} context(s)", highlight=False)
+        for cid in planned:
+            out.print(f"  would erase {cid}", highlight=False)
+        return
     with open_store(ctx) as store:
         found = store.admin.sweep(actor=actor(ctx))
     if as_json:

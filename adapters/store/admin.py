@@ -10,6 +10,7 @@ not, so the store's own face stays the contract's operations and its reads.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
@@ -25,6 +26,7 @@ from ctxstore.adapters.store import audit, sweeping
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.retention import ACTOR, RetentionPolicy, Sweep, scope_of
+from ctxstore.domain.durations import check_expiry
 from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.domain.scopes import parse_scopes
 
@@ -111,20 +113,46 @@ class StoreAdmin:
     def set_retention(
         self, expire_after: float | None, *, keep_latest: int | None = None,
         tenant: str | None = None, context_id: UUID | str | None = None,
-        everything: bool = False, actor: str | None = None,
+        everything: bool = False, actor: str | None = None, force: bool = False,
     ) -> RetentionPolicy | None:  # fmt: skip
         """Expire contexts after `expire_after` seconds without a write, and/or keep only
         the latest `keep_latest` events of each (both None removes the policy): for one
         context, a tenant's contexts, or every context (`everything`); the most specific
-        policy applies. Raises InvalidOperationError, ContextNotFoundError."""
+        policy applies. An expiry under an hour is refused unless `force` (the next sweep
+        erases every context idle that long). Raises InvalidOperationError,
+        ContextNotFoundError."""
+        check_expiry(expire_after, force)
+        scope = self._scope(tenant, context_id, everything)
+        retention = self._core.retention
+        retention.set(scope, expire_after, keep_latest, self._core.actor(actor))
+        return retention.policies().get(scope)
+
+    def _scope(self, tenant: str | None, context_id: UUID | str | None, everything: bool) -> str:
         cid = None
         if context_id is not None:
             cid = self._core.id(context_id)
             self._core.tenant_of(cid)  # raises ContextNotFoundError
-        scope = scope_of(tenant=tenant, context_id=cid, everything=everything)
-        retention = self._core.retention
-        retention.set(scope, expire_after, keep_latest, self._core.actor(actor))
-        return retention.policies().get(scope)
+        return scope_of(tenant=tenant, context_id=cid, everything=everything)
+
+    def would_expire(
+        self, expire_after: float | None, *, tenant: str | None = None,
+        context_id: UUID | str | None = None, everything: bool = False,
+    ) -> list[UUID]:  # fmt: skip
+        """The contexts a sweep would erase now if this expiry were set (with the other
+        policies as they are): what to confirm before setting it. Erases nothing."""
+        scope = self._scope(tenant, context_id, everything)
+        policies = dict(self._core.retention.policies(fresh=True))
+        current = policies.get(scope)
+        policies[scope] = RetentionPolicy(
+            scope=scope, expire_after=expire_after,
+            keep_latest=None if current is None else current.keep_latest,
+            set_at=datetime.now(UTC), actor="preview",
+        )  # fmt: skip
+        return sweeping.planned(self._core, policies)
+
+    def sweep_plan(self) -> list[UUID]:
+        """The contexts a sweep would erase now, erasing nothing (`sweep --dry-run`)."""
+        return sweeping.planned(self._core)
 
     def retention_policies(self) -> list[RetentionPolicy]:
         """Every retention policy, by scope."""

@@ -81,6 +81,16 @@ def sweep(core: StoreCore, actor: str = ACTOR) -> Sweep:
     return sweep
 
 
+def planned(core: StoreCore, policies: dict[str, RetentionPolicy] | None = None) -> list[UUID]:
+    """The contexts a sweep would erase now under `policies` (default: the stored ones),
+    erasing nothing: what `sweep --dry-run` and a new policy's confirmation name."""
+    policies = core.retention.policies(fresh=True) if policies is None else policies
+    if not policies:
+        return []
+    audit.catch_up(core)
+    return _candidates(core, policies, core.retention.clock())[0]
+
+
 def _expire(
     core: StoreCore, cid: UUID, actor: str, now: float, expired: list[UUID], failed: dict[str, str]
 ) -> None:

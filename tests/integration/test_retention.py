@@ -27,7 +27,7 @@ def test_expired_contexts_are_served_to_no_one_and_swept(durable_url, keys):
         pinned = store.create(name="pinned", tenant="acme")
         for c in (old, other, pinned):
             store.insert(c, MSG)
-        store.admin.set_retention(100, tenant="acme", actor="dpo")
+        store.admin.set_retention(100, tenant="acme", actor="dpo", force=True)
         store.admin.set_retention(3600, context_id=pinned, actor="dpo")  # the most specific wins
         assert store.visible(old).version == 2  # written less than 100 s ago
         store._core.retention.clock = lambda: time.time() + 150  # 150 s later
@@ -74,19 +74,21 @@ def test_a_tenants_admin_sets_its_policy_and_the_service_sweeps(tmp_path):
             glob = {"Authorization": "Bearer glob"}
             mine = client.post("/v1/contexts", json={}, headers=acme).json()["context_id"]
             theirs = client.post("/v1/contexts", json={}, headers=glob).json()["context_id"]
-            r = client.put("/v1/retention", json={"expire_after_seconds": 0.3},
+            r = client.put("/v1/retention", json={"expire_after_seconds": 0.3, "force": True},
                            headers={"Authorization": "Bearer adm"})  # fmt: skip
             assert r.status_code == 200 and r.json()["scope"] == "tenant:acme"
             assert (
                 client.put(
-                    "/v1/retention", json={"expire_after_seconds": 1}, headers=acme
+                    "/v1/retention", json={"expire_after": "1s", "force": True}, headers=acme
                 ).status_code
                 == 200
             )  # "all" includes admin
-            assert client.put("/v1/retention", json={"expire_after_seconds": 1,
+            assert client.put("/v1/retention", json={"expire_after": "1h",
                               "context_id": theirs}, headers=acme).status_code == 404  # fmt: skip
             assert client.get("/v1/retention", headers=glob).json() == []
-            client.put("/v1/retention", json={"expire_after_seconds": 0.3}, headers=acme)
+            client.put(
+                "/v1/retention", json={"expire_after_seconds": 0.3, "force": True}, headers=acme
+            )
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
                 if any(e.context_id.hex == mine.replace("-", "") for e in store.erasures()):
@@ -109,7 +111,7 @@ def test_the_command_line_sets_policies_and_sweeps(cli_like):
     import json
 
     cid = json.loads(run("create", "--json").stdout)["context_id"]
-    run("retention", "set", "--all", "--expire-after", "1s")
+    run("retention", "set", "--all", "--expire-after", "1s", "--force")
     assert json.loads(run("retention", "list", "--json").stdout)[0]["scope"] == "store"
     time.sleep(1.2)
     swept = json.loads(run("sweep", "--json").stdout)
@@ -142,7 +144,7 @@ def test_a_write_by_another_store_keeps_the_context_alive_for_a_store_with_it_ca
     with ContextStore.from_url(url) as a, ContextStore.from_url(url) as b:
         cid = a.create(name="shared")
         a.insert(cid, MSG)
-        a.admin.set_retention(4, context_id=cid)
+        a.admin.set_retention(4, context_id=cid, force=True)
         assert a.visible(cid).version == 2  # a caches it as written now
         time.sleep(2.5)
         b.insert(cid, MSG)  # b writes to it in time

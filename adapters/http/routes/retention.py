@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ctxstore.adapters.http.deps import API, Requester, pooled
 from ctxstore.adapters.store.retention import RetentionPolicy, Sweep
-from ctxstore.domain.errors import ContextNotFoundError
+from ctxstore.domain.durations import parse_duration
+from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
 
 router = APIRouter(prefix=API, tags=["retention"])
 
@@ -21,24 +22,41 @@ class RetentionRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    expire_after: str | None = Field(
+        default=None, max_length=40, description="a period with its unit: 30d, 12h, 90m, 2w"
+    )
     expire_after_seconds: float | None = Field(default=None, gt=0, le=10**10)
     keep_latest: int | None = Field(default=None, ge=1, le=2**31 - 1)
     context_id: str | None = None
+    force: bool = Field(default=False, description="allow an expiry under an hour")
+
+    def seconds(self) -> float | None:
+        if self.expire_after is not None and self.expire_after_seconds is not None:
+            raise InvalidOperationError("give expire_after or expire_after_seconds, not both")
+        if self.expire_after is not None:
+            return parse_duration(self.expire_after, "expire_after")
+        return self.expire_after_seconds
 
 
 @router.put("/retention", response_model=RetentionPolicy | None)
 @pooled
 def set_retention(body: RetentionRequest, ctx: Requester) -> RetentionPolicy | None:
     """Expire the caller's contexts (or one of them) after a period without writes; the
-    service's sweeper erases them (each leaves an erasure record)."""
+    service's sweeper erases them (each leaves an erasure record). A period under an hour
+    is refused without `force`."""
     cid = ctx.owned(body.context_id)
     tenant = ctx.who.tenant
-    after, keep, who = body.expire_after_seconds, body.keep_latest, ctx.who.actor
+    after, keep, who = body.seconds(), body.keep_latest, ctx.who.actor
+    admin = ctx.store.admin
     if cid is not None:
-        return ctx.store.admin.set_retention(after, keep_latest=keep, context_id=cid, actor=who)
+        return admin.set_retention(
+            after, keep_latest=keep, context_id=cid, actor=who, force=body.force
+        )
     if tenant is None:  # a service without tokens: one shared space, the whole store
-        return ctx.store.admin.set_retention(after, keep_latest=keep, everything=True, actor=who)
-    return ctx.store.admin.set_retention(after, keep_latest=keep, tenant=tenant, actor=who)
+        return admin.set_retention(
+            after, keep_latest=keep, everything=True, actor=who, force=body.force
+        )
+    return admin.set_retention(after, keep_latest=keep, tenant=tenant, actor=who, force=body.force)
 
 
 @router.get("/retention", response_model=list[RetentionPolicy])

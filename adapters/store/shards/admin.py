@@ -75,22 +75,40 @@ class ShardedAdmin:
     def set_retention(
         self, expire_after: float | None, *, keep_latest: int | None = None,
         tenant: str | None = None, context_id: UUID | str | None = None,
-        everything: bool = False, actor: str | None = None,
+        everything: bool = False, actor: str | None = None, force: bool = False,
     ) -> RetentionPolicy | None:  # fmt: skip
         """As StoreAdmin.set_retention: a context's policy where the context is, a tenant's
         or everything's on every server (a move carries a context's own policy)."""
         if context_id is not None:
             home = self._sharded.store_of(context_id)
             return home.admin.set_retention(
-                expire_after, keep_latest=keep_latest, context_id=context_id, actor=actor
-            )
+                expire_after, keep_latest=keep_latest, context_id=context_id, actor=actor,
+                force=force,
+            )  # fmt: skip
         found = None
         for s in self._sharded.stores.values():
             found = s.admin.set_retention(
                 expire_after, keep_latest=keep_latest, tenant=tenant, everything=everything,
-                actor=actor,
+                actor=actor, force=force,
             )  # fmt: skip
         return found
+
+    def would_expire(
+        self, expire_after: float | None, *, tenant: str | None = None,
+        context_id: UUID | str | None = None, everything: bool = False,
+    ) -> list[UUID]:  # fmt: skip
+        """As StoreAdmin.would_expire, on every server (a context's where it is)."""
+        if context_id is not None:
+            return self._sharded.store_of(context_id).admin.would_expire(
+                expire_after, context_id=context_id
+            )
+        return [
+            c for s in self._sharded.stores.values()
+            for c in s.admin.would_expire(expire_after, tenant=tenant, everything=everything)
+        ]  # fmt: skip
+
+    def sweep_plan(self) -> list[UUID]:
+        return [c for s in self._sharded.stores.values() for c in s.admin.sweep_plan()]
 
     def retention_policies(self) -> list[RetentionPolicy]:
         """Every server's policies, one per scope (a context's where it is)."""
