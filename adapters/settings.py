@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Annotated, Literal, get_args
 from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -240,6 +248,19 @@ class Settings(BaseSettings):
             return flags.get(value.strip().lower(), value.strip().lower())
         return value
 
+    @model_validator(mode="after")
+    def _one_source_of_keys(self) -> Settings:
+        # Two sources given, one would be ignored: a store sealed with the other key.
+        given = [n for n, v in (("CTXSTORE_ENCRYPTION_KEY", self.encryption_key),
+                                ("CTXSTORE_KEY_FILE", self.key_file), ("CTXSTORE_KMS", self.kms))
+                 if v is not None]  # fmt: skip
+        if len(given) > 1:
+            raise ValueError(
+                f"{' and '.join(given)} are both set: give one source of the key-encryption "
+                "key (rotate from a key to a key file with `ctxstore keys rotate`)"
+            )
+        return self
+
     def resolved_url(self) -> str:
         """The URL in force: CTXSTORE_URL, else the embedded SQLite file."""
         return self.url or f"sqlite:///{self.data_dir / 'ctxstore.db'}"
@@ -368,7 +389,14 @@ def _sqlite_env(url: str, *, create: bool) -> dict[str, str]:
         file = Path(path).expanduser()
         if not create and not file.is_file():
             raise StoreURLError(f"no store at {file}: nothing was created (check the URL)")
-        file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a read-only home, a file where a folder should be, ...
+            raise ConfigurationError(
+                f"cannot create the store's folder {file.parent}: "
+                f"{exc.strerror or type(exc).__name__}; set CTXSTORE_DATA_DIR to a writable "
+                "folder or CTXSTORE_URL to another store"
+            ) from None
         path = str(file)
     return {
         "PERSISTENCE_MODULE": "eventsourcing.sqlite",
@@ -405,9 +433,11 @@ def load_settings(**given: object) -> Settings:
 def _invalid(exc: ValidationError, path: str) -> str:
     """The first problem of a validation error, named as the variable that sets it."""
     first = exc.errors()[0]
+    more = f"; and {len(exc.errors()) - 1} more" if len(exc.errors()) > 1 else ""
+    if not first["loc"]:  # a rule across settings: it names them, and no value is shown
+        return str(first["msg"]).removeprefix("Value error, ") + more
     loc = [str(p) for p in first["loc"]]
     variable = "CTXSTORE_" + "__".join(p.upper() for p in loc)
     where = f"{variable} (or {'.'.join(loc)} in {path})" if Path(path).is_file() else variable
     got = repr(first.get("input"))[:60]
-    more = f"; and {len(exc.errors()) - 1} more" if len(exc.errors()) > 1 else ""
     return f"{where}: {first['msg']}, got {got}{more}"

@@ -62,3 +62,31 @@ def test_paths_that_are_wrong(isolated):
     (isolated / "text.db").write_text("hello, not a database")
     result = run("--url", f"sqlite:///{isolated / 'text.db'}", "contexts")
     assert result.exit_code == 8 and "not a SQLite database" in result.stderr
+
+
+def test_a_data_folder_that_cannot_be_made_is_one_line(isolated, monkeypatch):
+    """A read-only home, or a file where the data folder should be: the folder and the
+    settings to change, exit 8, no traceback."""
+    blocked = isolated / "home-is-a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.delenv("CTXSTORE_URL")
+    monkeypatch.setenv("CTXSTORE_DATA_DIR", str(blocked / "ctxstore"))
+    result = run("create")
+    assert result.exit_code == 8, result.output
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert str(blocked) in result.stderr and "CTXSTORE_DATA_DIR" in result.stderr
+    assert "Traceback" not in result.output
+    with pytest.raises(ctxstore.ConfigurationError, match="CTXSTORE_DATA_DIR"):
+        ctxstore.open()
+
+
+def test_two_sources_of_the_key_are_refused_without_showing_either(isolated):
+    from eventsourcing.cryptography import AESCipher
+
+    key = AESCipher.create_key(32)
+    (isolated / "keys").write_text(AESCipher.create_key(32) + "\n")
+    env = {"CTXSTORE_ENCRYPTION_KEY": key, "CTXSTORE_KEY_FILE": str(isolated / "keys")}
+    result = run("contexts", env=env)
+    assert result.exit_code == 8, result.output
+    said = result.stderr
+    assert "CTXSTORE_ENCRYPTION_KEY and CTXSTORE_KEY_FILE" in said and key not in said
