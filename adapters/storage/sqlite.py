@@ -36,6 +36,7 @@ from eventsourcing.sqlite import (
 
 from ctxstore.adapters.keys.vault import KeyVault, MemoryVault, SQLiteVault
 from ctxstore.adapters.storage.async_events import AsyncEvents, SQLiteAsyncEvents
+from ctxstore.adapters.storage.audit_index import TRACKING_NAME
 from ctxstore.adapters.storage.backend import Backend, SQLBackend
 from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
 from ctxstore.adapters.storage.erasers import (
@@ -109,6 +110,16 @@ class SQLiteEraser(Eraser):
             c.execute("DELETE FROM ctxstore_audit WHERE context_id = ?", (hex_id,))
             c.execute(
                 "DELETE FROM ctxstore_idempotency WHERE context = ?", (str(record.context_id),)
+            )
+            # Erasing the newest events: the next event takes the rowid after the newest
+            # left (SQLite reuses them), so the audit index's mark comes back to it, or it
+            # would pass over the events written next (and take itself for damaged).
+            c.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {self.events}")
+            newest = c.fetchone()[0]
+            c.execute(
+                "UPDATE tracking SET notification_id = ? WHERE application_name = ? "
+                "AND notification_id > ?",
+                (newest, TRACKING_NAME, newest),
             )
         residue = self._checkpoint()
         if record.shredded:  # what the rows' leftovers hold is ciphertext without its key

@@ -155,3 +155,27 @@ def test_erasing_a_context_with_forks_says_so_and_does_what_it_is_told(durable_u
         done = store.erase(kept_source, reason="r", with_forks=False)
         assert done.forks == [] and any(str(kept) in r for r in done.residue)
         assert store.visible(kept).messages[0].content == "x"
+
+
+def test_erasing_the_newest_context_leaves_the_audit_index_consistent(tmp_path, caplog):
+    """SQLite gives the next event the rowid after the newest left: erasing the newest
+    events brings the index's mark back, so nothing says the index disagrees (no rebuild on
+    the next open) and the events written next are audited."""
+    import logging
+
+    url = f"sqlite:///{tmp_path / 'e.db'}"
+    with ContextStore.from_url(url) as store:
+        kept = store.create(name="kept")
+        store.insert(kept, {"role": "user", "content": "stays"})
+        gone = store.create(name="gone")
+        store.insert(gone, {"role": "user", "content": "erased"})
+        store.audit(limit=1)  # the index has taken every event
+        store.erase(gone, reason="the user asked")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING), ContextStore.from_url(url) as store:
+        later = store.create(name="later")
+        store.insert(later, {"role": "user", "content": "after the erasure"})
+        seen = [(str(e.context_id), e.version) for e in store.audit(limit=100).entries]
+    assert not [r for r in caplog.records if "disagrees" in r.getMessage()]
+    assert (str(later), 2) in seen and all(c != str(gone) for c, _ in seen)
+    assert [v for c, v in seen if c == str(kept)] == [1, 2]
