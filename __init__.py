@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.domain.errors import (
+    BlobTooLargeError,
     ConfigurationError,
     ContextExistsError,
     ContextNotFoundError,
@@ -36,7 +38,13 @@ if TYPE_CHECKING:
     from ctxstore.adapters.store.shards.store import ShardedStore
     from ctxstore.domain.messages import Message
 
+try:
+    __version__ = version("ctxstore")
+except PackageNotFoundError:  # run from a checkout that was never installed
+    __version__ = "0+unknown"
+
 __all__ = [
+    "BlobTooLargeError",
     "ConfigurationError",
     "ContextExistsError",
     "ContextNotFoundError",
