@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
+import socket
 from typing import Annotated
 
 import typer
@@ -18,6 +20,7 @@ from ctxstore.adapters.cli.common import (
     out,
     print_json,
 )
+from ctxstore.domain.errors import ConfigurationError
 
 
 def _loopback(host: str) -> bool:
@@ -33,7 +36,7 @@ def _loopback(host: str) -> bool:
 def serve(
     ctx: typer.Context,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to listen on.")] = 8080,
     workers: Annotated[
         int, typer.Option(min=1, help="Worker processes (each with its own store connection).")
     ] = 1,
@@ -63,6 +66,7 @@ def serve(
             'CTXSTORE_SERVICE__TOKENS=\'{"<token>": "<tenant>"}\' or pass --allow-anonymous'
         )
         raise typer.Exit(1)
+    _check_free(host, port)
     mode = "tokens" if config.tokens or stored else "no auth"
     err.print(
         f"ctxstore serving {redact(url)} on http://{host}:{port} ({mode}, {workers} worker(s))"
@@ -79,6 +83,25 @@ def serve(
         log_level=log_level,
         timeout_graceful_shutdown=5,  # live tails never end by themselves: cut them at stop
     )
+
+
+def _check_free(host: str, port: int) -> None:
+    """Refuse, in one line, an address the service could not listen on (in use, not this
+    machine's), before saying it serves there."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            said = "in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+            raise ConfigurationError(
+                f"cannot listen on {host}:{port}: {said} (choose another with --port)"
+            ) from None
 
 
 def keygen(

@@ -186,3 +186,16 @@ def test_migrate_brings_a_store_to_the_current_version_once(cli):
     assert first == {"version": 6, "applied": [1, 2, 3, 4, 5, 6]}
     assert json.loads(cli("migrate", "--json").stdout) == {"version": 6, "applied": []}
     assert "schema at version 6" in cli("migrate").stdout
+
+
+def test_serve_refuses_a_port_it_cannot_listen_on_in_one_line(cli):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cli("serve", "--port", str(port), code=8)
+    assert "in use" in result.stderr and result.stderr.count("\n") == 1, result.stderr
+    assert "serving" not in result.output
+    assert "65535" in cli("serve", "--port", "99999", code=2).output
