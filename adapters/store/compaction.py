@@ -67,7 +67,16 @@ def compact(
             version, before = ctx.version, ctx.tokens + REPLY_PRIMING
             entries = planner_entries(ctx)
             by_id = {item.message.id: item.message for item in core.prompt_items(ctx, held)}
-        plan = plan_compaction(entries, min_rounds=cfg.min_rounds)
+        try:
+            plan = plan_compaction(entries, min_rounds=cfg.min_rounds)
+        except NothingToSummarizeError as exc:
+            if not dry_run:
+                raise
+            # A dry run answers what a compaction would do: here, nothing, and why.
+            return Compaction(
+                context_id=cid, trigger=trigger, plan={}, replaced=[], skipped=str(exc),
+                dry_run=True, tokens_before=before,
+            )  # fmt: skip
         base: dict[str, Any] = {
             "context_id": cid,
             "trigger": trigger,

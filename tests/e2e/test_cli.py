@@ -199,3 +199,21 @@ def test_serve_refuses_a_port_it_cannot_listen_on_in_one_line(cli):
     assert "in use" in result.stderr and result.stderr.count("\n") == 1, result.stderr
     assert "serving" not in result.output
     assert "65535" in cli("serve", "--port", "99999", code=2).output
+
+
+def test_the_readme_lines_run_as_written(cli):
+    """`replay --to` past the head stops at the head; a dry-run compaction of a context
+    with nothing to summarize says so instead of failing."""
+    import json as _json
+
+    cid = _json.loads(cli("create", "--json").stdout)["context_id"]
+    cli("insert", cid, "--role", "user", "--content", "hi")
+    steps = [
+        _json.loads(line) for line in cli("replay", cid, "--to", "37", "--json").stdout.splitlines()
+    ]
+    assert [s["event"]["version"] for s in steps] == [1, 2]
+    from ctxstore.adapters.store.facade import ContextStore
+
+    with ContextStore.from_url(cli.url) as store:
+        plan = store.compact(cid, dry_run=True)
+    assert plan.dry_run and plan.skipped and "nothing to summarize" in plan.skipped
