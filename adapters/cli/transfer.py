@@ -89,11 +89,14 @@ def import_(
 ) -> None:
     """Import an export of `ctxstore export`, or (--openai) a transcript as a new context."""
     text = read_input(path)
-    with open_store(ctx) as store, Progress(console=err, transient=True) as bar:
-        task = bar.add_task("importing", total=None)
+    # A bar only on a terminal: elsewhere it would leave an empty line before an error.
+    shown = Progress(console=err, transient=True) if err.is_terminal else None
+    with open_store(ctx) as store, shown or nullcontext():
+        task = shown.add_task("importing", total=None) if shown is not None else None
 
         def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            if shown is not None and task is not None:
+                shown.update(task, completed=done, total=total)
 
         if openai:
             cid = store.import_transcript(text, name=name, actor=actor(ctx), progress=progress)

@@ -152,6 +152,12 @@ def import_lines(
     blobs = _blobs(records)
     if not records:
         raise InvalidImportError("the export is empty")
+    first = records[0][1]
+    if isinstance(first, dict) and "role" in first and "context_id" not in first:
+        raise InvalidImportError(
+            "this is a transcript of messages, not an export of `ctxstore export`: import it "
+            "as a new context with import_transcript (on the command line --openai)"
+        )
     if trailer is None and not without_trailer:
         raise InvalidImportError(
             "the export has no trailer: it may have been cut short (an export written before "
@@ -237,7 +243,9 @@ def import_lines(
         parse_message(ctx.stored_message(i))
     check_transcript((i, ctx.stored_message(i)) for i in ctx.order)
     if core.exists(target):
-        raise ContextExistsError(f"context {target} already exists; import with new_id")
+        raise ContextExistsError(
+            f"context {target} already exists; import with new_id (on the command line --new-id)"
+        )
     referred = {sha for t in line_texts for sha in BLOB_SHA.findall(t)}
     missing = core.storage.blobs.keep(
         ctx.tenant, target, list(blobs.values()), referred | set(blobs)
@@ -247,7 +255,9 @@ def import_lines(
     try:
         core.storage.recorder.insert_events(stored)
     except IntegrityError as exc:
-        raise ContextExistsError(f"context {target} already exists; import with new_id") from exc
+        raise ContextExistsError(
+            f"context {target} already exists; import with new_id (on the command line --new-id)"
+        ) from exc
     writer.remember_import(ctx, prev_new)
     return target
 

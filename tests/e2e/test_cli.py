@@ -217,3 +217,21 @@ def test_the_readme_lines_run_as_written(cli):
     with ContextStore.from_url(cli.url) as store:
         plan = store.compact(cid, dry_run=True)
     assert plan.dry_run and plan.skipped and "nothing to summarize" in plan.skipped
+
+
+def test_import_names_what_it_was_given_and_the_flag_as_typed(cli, tmp_path):
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(
+        '{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "hello"}\n'
+    )
+    said = cli("import", str(chat), code=1).stderr
+    assert "--openai" in said and "--without-trailer" not in said
+    assert not said.startswith("\n") and said.count("\n") == 1
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "hi"}\n{bad\n')
+    said = cli("import", "--openai", str(bad), code=1).stderr
+    assert said.startswith("error: line 2") and said.count("\n") == 1
+    export = cli("export", cli("create").stdout.strip()).stdout
+    (tmp_path / "ctx.jsonl").write_text(export)
+    said = cli("import", str(tmp_path / "ctx.jsonl"), code=1).stderr
+    assert "--new-id" in said
