@@ -78,6 +78,16 @@ def rekey(
     """A new data key for one context: its events and snapshots sealed anew (the hash chain
     still verifies), the old key dropped."""
     with open_store(ctx) as store:
+        pause = store.settings.key_cache_seconds if wait is None else wait
+        if pause and not as_json:
+            # Other processes may hold the old key in their caches for this long: the old
+            # key is dropped only once none can still write with it.
+            err.print(
+                f"re-keying {context}: sealing it anew, then waiting {pause:g} s for other "
+                "processes' cached keys to expire (CTXSTORE_KEY_CACHE_SECONDS; --wait 0 when "
+                "no other process has this store open) ...",
+                highlight=False,
+            )
         found = store.admin.rekey(context, wait=wait)
     if as_json:
         print_json(found.model_dump(mode="json"))

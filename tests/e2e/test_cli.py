@@ -235,3 +235,14 @@ def test_import_names_what_it_was_given_and_the_flag_as_typed(cli, tmp_path):
     (tmp_path / "ctx.jsonl").write_text(export)
     said = cli("import", str(tmp_path / "ctx.jsonl"), code=1).stderr
     assert "--new-id" in said
+
+
+def test_rekey_says_what_it_waits_for(cli, monkeypatch):
+    from eventsourcing.cryptography import AESCipher
+
+    monkeypatch.setenv("CTXSTORE_ENCRYPTION_KEY", AESCipher.create_key(32))
+    cid = cli("create").stdout.strip()
+    cli("insert", cid, "--role", "user", "--content", "hi")
+    result = cli("keys", "rekey", cid, "--wait", "0.2")
+    assert "waiting 0.2 s for other processes' cached keys" in result.stderr
+    assert "--wait 0" in result.stderr and f"re-keyed {cid}" in result.stdout
