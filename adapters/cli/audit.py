@@ -23,6 +23,7 @@ from ctxstore.adapters.cli.common import (
     open_store,
     out,
     print_json,
+    print_table,
     render_visible,
     token_label,
 )
@@ -354,7 +355,7 @@ def erasures(ctx: typer.Context, as_json: JsonFlag = False) -> None:
             r.erased_at.isoformat(timespec="seconds"), str(r.context_id), r.tenant or "",
             r.actor, r.reason, str(r.events),
         )  # fmt: skip
-    out.print(table)
+    print_table(table, "no erasures")
 
 
 @handles_errors

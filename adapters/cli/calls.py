@@ -15,6 +15,7 @@ from ctxstore.adapters.cli.common import (
     out,
     preview,
     print_json,
+    print_table,
 )
 from ctxstore.adapters.cli.terminal import shown_text
 from ctxstore.domain.errors import InvalidOperationError
@@ -63,7 +64,7 @@ def calls(ctx: typer.Context, context: str, as_json: JsonFlag = False) -> None:
             "" if c.cost is None else f"${c.cost:.6f}",
             "whole context" if c.whole_context else "built prompt",
         )  # fmt: skip
-    out.print(table)
+    print_table(table, "no recorded calls")
 
 
 @handles_errors

@@ -24,6 +24,7 @@ from ctxstore.adapters.cli.common import (
     out,
     parse_ref,
     print_json,
+    print_table,
     print_written,
     read_messages_from_stdin,
     render_history,
@@ -55,10 +56,16 @@ def create(
 
 
 @handles_errors
-def contexts(ctx: typer.Context, as_json: JsonFlag = False) -> None:
-    """List contexts in creation order."""
+def contexts(
+    ctx: typer.Context,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="At most this many.")] = 1000,
+    search: Annotated[str | None, typer.Option(help="Only those whose name holds this.")] = None,
+    after: Annotated[str | None, typer.Option(help="Page on after this context's id.")] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List contexts in creation order (paged as over HTTP: --limit, --after)."""
     with open_store(ctx) as store:
-        found = store.contexts()
+        found = store.contexts(limit=limit, search=search, after=after)
     if as_json:
         print_json([c.model_dump(mode="json") for c in found])
         return
@@ -74,7 +81,7 @@ def contexts(ctx: typer.Context, as_json: JsonFlag = False) -> None:
             c.created_by,
             f"{origin['context_id']} v{origin['version']}" if origin else "",
         )
-    out.print(table)
+    print_table(table, "no contexts" + (f" named with {search!r}" if search else ""))
 
 
 @handles_errors
@@ -324,7 +331,7 @@ def usage_report(
             r.model, str(r.calls), str(r.prompt_tokens), str(r.counted_tokens),
             f"{r.ratio:.3f}", f"{r.mean_error:+.1%}", str(r.estimated_calls),
         )  # fmt: skip
-    out.print(table)
+    print_table(table, "no recorded calls")
 
 
 @handles_errors

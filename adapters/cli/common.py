@@ -80,6 +80,14 @@ ExpectedVersion = Annotated[
 ]
 
 
+def print_table(table: Any, empty: str) -> None:
+    """A table, or the line saying there is nothing to show (not an empty frame)."""
+    if table.row_count:
+        out.print(table)
+    else:
+        out.print(empty, highlight=False)
+
+
 def fail(message: str, code: int) -> None:
     """Print a one-line error and exit."""
     err.print(f"error: {message}", markup=False, highlight=False)

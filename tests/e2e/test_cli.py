@@ -246,3 +246,19 @@ def test_rekey_says_what_it_waits_for(cli, monkeypatch):
     result = cli("keys", "rekey", cid, "--wait", "0.2")
     assert "waiting 0.2 s for other processes' cached keys" in result.stderr
     assert "--wait 0" in result.stderr and f"re-keyed {cid}" in result.stdout
+
+
+def test_empty_listings_say_so_and_contexts_pages_as_over_http(cli):
+    cli("migrate")  # an empty store
+    assert cli("erasures").stdout.strip() == "no erasures"
+    assert "┏" not in cli("contexts").stdout and "no contexts" in cli("contexts").stdout
+    ids = [cli("create", "--name", f"chat {n}").stdout.strip() for n in range(3)]
+    import json as _json
+
+    first = _json.loads(cli("contexts", "--limit", "2", "--json").stdout)
+    assert [c["context_id"] for c in first] == ids[:2]
+    rest = _json.loads(cli("contexts", "--after", ids[1], "--json").stdout)
+    assert [c["context_id"] for c in rest] == ids[2:]
+    found = _json.loads(cli("contexts", "--search", "chat 1", "--json").stdout)
+    assert [c["context_id"] for c in found] == [ids[1]]
+    assert "no contexts named with 'zzz'" in cli("contexts", "--search", "zzz").stdout
