@@ -3,14 +3,13 @@ creates) the context an SDK's own key names."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Annotated
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from ctxstore.adapters.cli.audit import render_change
+from ctxstore.adapters.cli.audit import parse_time, render_change
 from ctxstore.adapters.cli.calls import show_call
 from ctxstore.adapters.cli.common import (
     JsonFlag,
@@ -42,11 +41,8 @@ def show(
         int | None, typer.Option(help="Show the context as it was at this version.")
     ] = None,
     at_time: Annotated[
-        datetime | None,
-        typer.Option(
-            help="Show it as it was at this time (ISO 8601 with zone).",
-            formats=["%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%dT%H:%M:%S.%f%z"],
-        ),
+        str | None,
+        typer.Option(help="Show it as it was at this time: ISO 8601, or an age (30m, 2h, 1d)."),
     ] = None,
     openai: Annotated[
         bool,
@@ -74,7 +70,7 @@ def show(
         show_call(ctx, context, call, openai, as_json)
         return
     with open_store(ctx) as store:
-        v = store.visible(context, at_version=at_version, at_time=at_time)
+        v = store.visible(context, at_version=at_version, at_time=parse_time(at_time, "--at-time"))
     if shape is not None:
         if shape not in FORMATS:
             raise InvalidMessageError(f"--format is one of {', '.join(FORMATS)}, not {shape!r}")

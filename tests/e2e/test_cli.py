@@ -262,3 +262,16 @@ def test_empty_listings_say_so_and_contexts_pages_as_over_http(cli):
     found = _json.loads(cli("contexts", "--search", "chat 1", "--json").stdout)
     assert [c["context_id"] for c in found] == [ids[1]]
     assert "no contexts named with 'zzz'" in cli("contexts", "--search", "zzz").stdout
+
+
+def test_show_at_time_takes_an_age(cli):
+    import json as _json
+    import time as _time
+
+    cid = cli("create").stdout.strip()
+    cli("insert", cid, "--role", "user", "--content", "first")
+    _time.sleep(1.2)
+    cli("insert", cid, "--role", "user", "--content", "second")
+    then = _json.loads(cli("show", cid, "--at-time", "1s", "--json").stdout)
+    assert then["version"] == 2
+    assert "an ISO time or an age" in cli("show", cid, "--at-time", "soon", code=1).stderr
