@@ -3,9 +3,10 @@ in the order `--help` lists them; the global options travel in Typer's context."
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from ctxstore.adapters.cli import (
     admin,
@@ -22,6 +23,17 @@ from ctxstore.adapters.cli import (
 from ctxstore.adapters.cli.common import Options
 from ctxstore.adapters.cli.keys import keys_app
 from ctxstore.adapters.cli.tokens import token_app
+
+# Typer labels every flag's type `<bool>` in the help; a flag takes no value, so it shows
+# none (the one place its help is drawn, for every command).
+_option_type = typer.core.TyperOption.display_type_rich
+
+
+def _flag_without_type(self: typer.core.TyperOption, ctx: Any) -> str | None:
+    return None if self.is_flag else _option_type(self, ctx)
+
+
+typer.core.TyperOption.display_type_rich = _flag_without_type  # type: ignore[method-assign]
 
 app = typer.Typer(
     name="ctxstore",

@@ -275,3 +275,8 @@ def test_show_at_time_takes_an_age(cli):
     then = _json.loads(cli("show", cid, "--at-time", "1s", "--json").stdout)
     assert then["version"] == 2
     assert "an ISO time or an age" in cli("show", cid, "--at-time", "soon", code=1).stderr
+
+
+def test_flags_show_no_type_in_the_help(cli):
+    assert "<bool>" not in cli("show", "--help").stdout
+    assert "<bool>" not in cli("insert", "--help").stdout
