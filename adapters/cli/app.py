@@ -3,6 +3,7 @@ in the order `--help` lists them; the global options travel in Typer's context."
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -136,6 +137,31 @@ app.add_typer(token_app, name="token")
 app.add_typer(retention.retention_app, name="retention")
 
 
+GLOBAL_OPTIONS = ("--url", "--actor")  # options of `ctxstore` itself, before the command
+
+
+def misplaced_global(args: list[str]) -> tuple[str, str] | None:
+    """(the global option given after the command, the command), if one was
+    (`ctxstore show X --actor ops`)."""
+    at = 0
+    while at < len(args) and args[at].startswith("-"):  # ctxstore's own options
+        at += 1 if "=" in args[at] or args[at] not in GLOBAL_OPTIONS else 2
+    for arg in args[at + 1 :]:
+        name = arg.split("=", 1)[0]
+        if name in GLOBAL_OPTIONS:
+            return name, args[at]
+    return None
+
+
 def main() -> None:
     """Console entry point."""
+    args = sys.argv[1:]
+    misplaced = misplaced_global(args)
+    if misplaced is not None:
+        option, command = misplaced
+        sys.stderr.write(
+            f"error: {option} is an option of ctxstore itself: give it before the command "
+            f"(ctxstore {option} ... {command} ...)\n"
+        )
+        raise SystemExit(2)
     app()

@@ -280,3 +280,21 @@ def test_show_at_time_takes_an_age(cli):
 def test_flags_show_no_type_in_the_help(cli):
     assert "<bool>" not in cli("show", "--help").stdout
     assert "<bool>" not in cli("insert", "--help").stdout
+
+
+def test_a_global_option_after_the_command_explains_itself():
+    from ctxstore.adapters.cli.app import misplaced_global
+
+    assert misplaced_global(["show", "abc", "--actor", "ops"]) == ("--actor", "show")
+    assert misplaced_global(["--url", "sqlite:///x.db", "show", "abc", "--url=y"]) == (
+        "--url",
+        "show",
+    )
+    assert misplaced_global(["--actor", "ops", "show", "abc", "--json"]) is None
+    import subprocess
+    import sys as _sys
+
+    done = subprocess.run([_sys.executable, "-m", "ctxstore", "show", "abc", "--actor", "ops"],
+                          check=False, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 2 and "before the command" in done.stderr
+    assert done.stderr.count("\n") == 1
