@@ -103,7 +103,12 @@ def handles_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except CtxStoreError as exc:
             code = next(c for cls, c in EXIT_CODES if isinstance(exc, cls))
-            fail(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, code)
+            said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if kwargs.get("as_json"):  # a script reading JSON gets its error as JSON too
+                problem = {"error": type(exc).__name__, "detail": said, "exit": code}
+                sys.stderr.write(json.dumps(problem, ensure_ascii=False) + "\n")
+                raise typer.Exit(code) from None
+            fail(said, code)
 
     return wrapper  # type: ignore[return-value]
 

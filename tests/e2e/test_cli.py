@@ -298,3 +298,14 @@ def test_a_global_option_after_the_command_explains_itself():
                           check=False, capture_output=True, text=True)  # fmt: skip
     assert done.returncode == 2 and "before the command" in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_an_error_under_json_is_json(cli):
+    import json as _json
+
+    cli("create")
+    said = cli("show", "00000000-0000-4000-8000-000000000000", "--json", code=3).stderr
+    assert _json.loads(said) == {
+        "error": "ContextNotFoundError",
+        "detail": "no context with id 00000000-0000-4000-8000-000000000000", "exit": 3,
+    }  # fmt: skip
