@@ -119,7 +119,13 @@ def log(
         )  # fmt: skip
     entries = page_of(entries, offset, limit)
     if as_json:
-        print_json([h.model_dump(mode="json", exclude_none=True) for h in entries])
+        # Every field, as `audit --json` and HTTP give it (a null reverted_by included).
+        print_json(
+            [
+                h.model_dump(mode="json", exclude={"changes"} if not h.changes else None)
+                for h in entries
+            ]
+        )
         return
     with paged():
         render_history(entries)

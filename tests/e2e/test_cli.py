@@ -309,3 +309,13 @@ def test_an_error_under_json_is_json(cli):
         "error": "ContextNotFoundError",
         "detail": "no context with id 00000000-0000-4000-8000-000000000000", "exit": 3,
     }  # fmt: skip
+
+
+def test_log_json_has_the_fields_audit_json_has(cli):
+    import json as _json
+
+    cid = cli("create").stdout.strip()
+    [entry] = _json.loads(cli("log", cid, "--json").stdout)
+    audited = _json.loads(cli("audit", "--json").stdout.splitlines()[0])
+    assert "reverted_by" in entry and entry["reverted_by"] is None
+    assert set(audited) - {"position", "context_id"} <= set(entry)
