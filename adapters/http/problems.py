@@ -75,6 +75,16 @@ TITLES = {
 }
 
 
+# `error` of a problem the service answers before any store operation runs: the class a
+# client raises where it has one (a request too large is a limit exceeded, a malformed one
+# an invalid operation), else the name of what the service refused (a missing token).
+ERROR_OF_STATUS = {
+    400: "InvalidOperationError", 401: "NotAuthenticatedError", 405: "InvalidOperationError",
+    409: "InvalidOperationError", 413: "LimitExceededError", 415: "InvalidOperationError",
+    422: "InvalidOperationError",
+}  # fmt: skip
+
+
 def problem(
     status: int,
     slug: str,
@@ -92,6 +102,8 @@ def problem(
     }
     if instance is not None:
         body["instance"] = instance
+    if status in ERROR_OF_STATUS:
+        body["error"] = ERROR_OF_STATUS[status]
     body.update(extra)
     return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE, headers=headers)
 

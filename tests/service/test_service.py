@@ -370,3 +370,13 @@ def test_sdk_integrations_work_through_the_client(service):
     sent = [HumanMessage("hi", id="1"), AIMessage("hello", id="2")]
     history.add_messages(sent)
     assert CtxStoreChatMessageHistory("t-1", acme).messages == sent
+
+
+def test_every_problem_names_its_error(service):
+    """401, 405, 413, 415 and a reused idempotency key carry `error` as the others do."""
+    r = raw(service, "GET", "/v1/contexts", token="nope")
+    assert r.status_code == 401 and r.json()["error"] == "NotAuthenticatedError"
+    r = raw(service, "DELETE", "/v1/contexts")
+    assert r.status_code == 405 and r.json()["error"] == "InvalidOperationError"
+    r = raw(service, "POST", "/v1/contexts", headers={"Content-Type": "text/plain"}, content=b"x")
+    assert r.status_code == 415 and r.json()["error"] == "InvalidOperationError"
