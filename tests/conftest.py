@@ -186,6 +186,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             and any(v in params for v in SURFACE_VARIANTS)
         ):
             item.add_marker(slow)
+    # The browser tests go first: each worker's Chromium and the services it drives then
+    # start on a fresh worker, not after hundreds of tests have loaded it (a whole run on
+    # two cores left them too slow to answer within their waits).
+    items.sort(key=lambda item: "/tests/web/" not in str(item.path))
 
 
 # ---- the service, and each surface over one store -------------------------------------------
