@@ -29,13 +29,10 @@ messages into the target's context.
 from __future__ import annotations
 
 import asyncio
-import base64
 import builtins
-import json
 import random
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
@@ -61,69 +58,21 @@ except ModuleNotFoundError as exc:  # the extra is not installed: say which
 
 from ctxstore.adapters.integrations.langchain_history import KEY as LANGCHAIN
 from ctxstore.adapters.integrations.langchain_history import from_openai, to_openai
+from ctxstore.adapters.integrations.langgraph_records import (
+    HELD,
+    KEY,
+    Thread,
+    record,
+    typed,
+    untyped,
+    version_key,
+)
 from ctxstore.adapters.integrations.surface import faces, named_contexts
 from ctxstore.domain.messages import Message
-from ctxstore.domain.plain import RECORD_MARK, is_record
+from ctxstore.domain.plain import is_record
 
-KEY = "langgraph"  # metadata key of the saver's records
 NAME = "langgraph thread "  # contexts' names: the prefix, then the thread id
 MESSAGES = "messages"  # the channel kept as the context's messages
-HELD = "ctxstore-messages"  # a blob's type when its value is the context's messages
-
-
-def _typed(value: tuple[str, bytes]) -> list[str]:
-    return [value[0], base64.b64encode(value[1]).decode("ascii")]
-
-
-def _untyped(value: list[str]) -> tuple[str, bytes]:
-    return value[0], base64.b64decode(value[1])
-
-
-def _version_key(ns: str, channel: str, version: Any) -> str:
-    return json.dumps([ns, channel, version])
-
-
-@dataclass
-class _Thread:
-    """A thread's records, read from its context's visible messages."""
-
-    cid: UUID
-    version: int = 0  # the context's version it was read at
-    checkpoints: dict[tuple[str, str], tuple[dict[str, Any], str]] = field(default_factory=dict)
-    blobs: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
-    writes: dict[tuple[str, str], list[tuple[dict[str, Any], str]]] = field(default_factory=dict)
-    messages: list[Message] = field(default_factory=list)
-
-    @classmethod
-    def read(cls, cid: UUID, version: int, messages: Sequence[Message]) -> _Thread:
-        found = cls(cid, version)
-        for m in messages:
-            kept = m.metadata.get(KEY) if is_record(m) else None
-            if isinstance(kept, dict):
-                found.add(kept, str(m.id))
-            elif not is_record(m):
-                found.messages.append(m)
-        return found
-
-    def add(self, kept: dict[str, Any], mid: str) -> None:
-        kind = kept.get("kind")
-        if kind == "checkpoint":
-            self.checkpoints[(kept["ns"], kept["id"])] = (kept, mid)
-        elif kind == "blob":
-            self.blobs[_version_key(kept["ns"], kept["channel"], kept["version"])] = (kept, mid)
-        elif kind == "writes":
-            self.writes.setdefault((kept["ns"], kept["checkpoint_id"]), []).append((kept, mid))
-
-    def namespaces(self) -> list[str]:
-        return sorted({ns for ns, _ in self.checkpoints})
-
-    def ids(self, ns: str) -> list[str]:
-        """The namespace's checkpoint ids, newest first (LangGraph's ids sort by time)."""
-        return sorted((i for n, i in self.checkpoints if n == ns), reverse=True)
-
-
-def _record(kept: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "developer", "content": "", "metadata": {**RECORD_MARK, KEY: kept}}
 
 
 class CtxStoreSaver(BaseCheckpointSaver[str]):
@@ -138,7 +87,7 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         self.prefix = key_prefix
         # Threads as last read, by context: reused while the context's version is the same
         # (a write of this saver's own is folded in; anyone else's makes it read again).
-        self._threads: dict[UUID, _Thread] = {}
+        self._threads: dict[UUID, Thread] = {}
         self._versions: dict[tuple[UUID, int], dict[str, Message]] = {}  # messages at a version
         self._lock = threading.RLock()
 
@@ -152,13 +101,13 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
             key, name=NAME + str(thread_id), metadata={"langgraph_thread_id": str(thread_id)}
         )
 
-    def _thread(self, thread_id: str) -> _Thread | None:
+    def _thread(self, thread_id: str) -> Thread | None:
         cid = self._context(thread_id, create=False)
         if cid is None:
             return None
         return self._read(cid)
 
-    def _read(self, cid: UUID) -> _Thread:
+    def _read(self, cid: UUID) -> Thread:
         with self._lock:
             cached = self._threads.get(cid)
             # A store answers its newest version cheaply; over HTTP a read is one request
@@ -167,7 +116,7 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
             if cached is not None and head is not None and cached.version == head(cid):
                 return cached
             seen = self.store.visible(cid, inline=True)
-            thread = self._threads[cid] = _Thread.read(cid, seen.version, seen.messages)
+            thread = self._threads[cid] = Thread.read(cid, seen.version, seen.messages)
             return thread
 
     def _insert(self, cid: UUID, records: builtins.list[dict[str, Any]]) -> None:
@@ -204,13 +153,13 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         return self._tuple(configurable["thread_id"], thread, ns, checkpoint_id)
 
     def _tuple(
-        self, thread_id: str, thread: _Thread, ns: str, checkpoint_id: str
+        self, thread_id: str, thread: Thread, ns: str, checkpoint_id: str
     ) -> CheckpointTuple:
         kept, _ = thread.checkpoints[(ns, checkpoint_id)]
-        checkpoint: Checkpoint = self.serde.loads_typed(_untyped(kept["checkpoint"]))
+        checkpoint: Checkpoint = self.serde.loads_typed(untyped(kept["checkpoint"]))
         values: dict[str, Any] = {}
         for channel, version in checkpoint["channel_versions"].items():
-            blob = thread.blobs.get(_version_key(ns, channel, version))
+            blob = thread.blobs.get(version_key(ns, channel, version))
             if blob is None or blob[0]["value"][0] == "empty":
                 continue
             values[channel] = self._value(thread, blob[0]["value"])
@@ -227,17 +176,17 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
             config={"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                      "checkpoint_id": checkpoint_id}},
             checkpoint={**checkpoint, "channel_values": values},
-            metadata=self.serde.loads_typed(_untyped(kept["metadata"])),
+            metadata=self.serde.loads_typed(untyped(kept["metadata"])),
             parent_config=(
                 {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                   "checkpoint_id": parent}} if parent else None
             ),
-            pending_writes=[(w[0], w[2], self.serde.loads_typed(_untyped(w[3]))) for w in writes],
+            pending_writes=[(w[0], w[2], self.serde.loads_typed(untyped(w[3]))) for w in writes],
         )  # fmt: skip
 
-    def _value(self, thread: _Thread, value: builtins.list[Any]) -> Any:
+    def _value(self, thread: Thread, value: builtins.list[Any]) -> Any:
         if value[0] != HELD:
-            return self.serde.loads_typed(_untyped(value))
+            return self.serde.loads_typed(untyped(value))
         held = value[1]
         key = (thread.cid, held["at"])
         by_id = self._versions.get(key)
@@ -275,7 +224,7 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
                         continue
                     kept, _ = thread.checkpoints[(ns, checkpoint_id)]
                     if filter:
-                        metadata = self.serde.loads_typed(_untyped(kept["metadata"]))
+                        metadata = self.serde.loads_typed(untyped(kept["metadata"]))
                         if not all(metadata.get(k) == v for k, v in filter.items()):
                             continue
                     if left is not None:
@@ -304,17 +253,17 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
             if channel == MESSAGES and held is not None:
                 value: builtins.list[Any] = [HELD, held]
             elif channel in values:
-                value = _typed(self.serde.dumps_typed(values[channel]))
+                value = typed(self.serde.dumps_typed(values[channel]))
             else:
                 value = ["empty", ""]
-            records.append(_record({"kind": "blob", "ns": ns, "channel": channel,
+            records.append(record({"kind": "blob", "ns": ns, "channel": channel,
                                     "version": version, "value": value}))  # fmt: skip
         full = get_checkpoint_metadata(config, metadata)
-        records.append(_record({
+        records.append(record({
             "kind": "checkpoint", "ns": ns, "id": checkpoint["id"],
             "parent": configurable.get("checkpoint_id"), "run_id": full.get("run_id"),
-            "checkpoint": _typed(self.serde.dumps_typed(c)),
-            "metadata": _typed(self.serde.dumps_typed(full)),
+            "checkpoint": typed(self.serde.dumps_typed(c)),
+            "metadata": typed(self.serde.dumps_typed(full)),
         }))  # fmt: skip
         self._insert(cid, records)
         return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
@@ -371,12 +320,12 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
             index = WRITES_IDX_MAP.get(channel, idx)
             if index >= 0 and (task_id, index) in held:
                 continue  # already stored (a retried task's special writes are kept once)
-            rows.append([task_id, index, channel, _typed(self.serde.dumps_typed(value)), task_path])
+            rows.append([task_id, index, channel, typed(self.serde.dumps_typed(value)), task_path])
         if not rows:
             return
         cid = thread.cid if thread is not None else self._context(thread_id, create=True)
         assert cid is not None
-        self._insert(cid, [_record({"kind": "writes", "ns": ns, "checkpoint_id": checkpoint_id,
+        self._insert(cid, [record({"kind": "writes", "ns": ns, "checkpoint_id": checkpoint_id,
                                     "writes": rows})])  # fmt: skip
 
     # ---- removing and copying ---------------------------------------------------------------
@@ -412,7 +361,7 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
                 doomed += [(ns, i) for i in (ids[1:] if strategy == "keep_latest" else ids)]
             self._hide(thread, doomed)
 
-    def _hide(self, thread: _Thread, doomed: builtins.list[tuple[str, str]]) -> None:
+    def _hide(self, thread: Thread, doomed: builtins.list[tuple[str, str]]) -> None:
         """Delete the records of these checkpoints, their writes, and the values no kept
         checkpoint reads."""
         if not doomed:
@@ -424,9 +373,9 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         for key, (kept, _) in thread.checkpoints.items():
             if key in gone:
                 continue
-            checkpoint = self.serde.loads_typed(_untyped(kept["checkpoint"]))
+            checkpoint = self.serde.loads_typed(untyped(kept["checkpoint"]))
             needed |= {
-                _version_key(key[0], ch, v) for ch, v in checkpoint["channel_versions"].items()
+                version_key(key[0], ch, v) for ch, v in checkpoint["channel_versions"].items()
             }
         ids += [mid for k, (_, mid) in thread.blobs.items() if k not in needed]
         self.store.delete(thread.cid, ids)
@@ -447,8 +396,8 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
             kept: dict[str, Any] = dict(found)
             if kept.get("kind") == "blob" and kept["value"][0] == HELD:
                 value = self._value(source, kept["value"])
-                kept["value"] = _typed(self.serde.dumps_typed(value))
-            records.append(_record(kept))
+                kept["value"] = typed(self.serde.dumps_typed(value))
+            records.append(record(kept))
         if records:
             self._insert(target, records)
 
