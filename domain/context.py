@@ -378,7 +378,11 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         actor: str,
         latency_ms: float | None,
     ) -> None:
-        pass  # a record for audit and calibration: the visible context does not change
+        # A record for audit and calibration: the visible context does not change.
+        # Handlers run before the library bumps the version: this event's is one more.
+        run = self.usage_run
+        first = run[0] if run is not None and run[1] == self.version else self.version
+        self.usage_run = [first, self.version + 1]
 
     @event(MessageBegun)
     def _message_begun(

@@ -30,6 +30,19 @@ class ContextReads:
     entries: dict[str, JSON]
     savepoints: list[JSON]
     metadata: JSON
+    version: int
+    # [first, last]: the trailing run of versions that only recorded usage, after the
+    # context's content last changed at `first` (None: the newest event changed content).
+    usage_run: list[int] | None = None
+
+    def at_content_version(self, expected: int) -> bool:
+        """Whether the context's content is as it was at version `expected`: its version,
+        or a version whose content only usage records followed — a prompt built at a
+        version stays current when its own call's usage is recorded."""
+        if expected == self.version:
+            return True
+        run = self.usage_run
+        return run is not None and run[1] == self.version and run[0] <= expected <= run[1]
 
     @property
     def checks_transcript(self) -> bool:

@@ -81,9 +81,9 @@ class AsyncWriter:
         assert ctx is not None
         if not self.core.tokenizers.loaded(ctx.encoding):  # (building one takes ~0.3 s)
             await self.offload(self.core.tokenizers.counter, ctx.encoding)
-        if expected is not None and ctx.version != expected and not fresh:
+        if expected is not None and not ctx.at_content_version(expected) and not fresh:
             ctx, fresh = await self.fresh(cid, held), True
-        if expected is not None and ctx.version != expected:
+        if expected is not None and not ctx.at_content_version(expected):
             raise VersionConflictError(f"context {cid} is at version {ctx.version}, not {expected}")
         before = ctx.version
         try:
@@ -109,7 +109,7 @@ class AsyncWriter:
                 )
                 return found
 
-            after = await drive_async(settle(cid, before, exc, expected), stored_by)
+            after = await drive_async(settle(cid, before, exc), stored_by)
             if after is Next.TAKE_TURN:
                 self.core.storage.turns.saw_others(cid)
                 return None

@@ -24,7 +24,6 @@ from ctxstore.adapters.storage.turns import MOVED, TURN_HELD
 from ctxstore.domain.errors import (
     ContextMovedError,
     StoreUnavailableError,
-    VersionConflictError,
 )
 
 
@@ -48,11 +47,11 @@ class StoredBy:
 Settle = Generator[StoredBy, bool, Next]
 
 
-def settle(cid: UUID, before: int, exc: BaseException, expected: int | None) -> Settle:
+def settle(cid: UUID, before: int, exc: BaseException) -> Settle:
     """The writer's next step after its insert of versions before+1... failed with `exc`.
 
-    Raises ContextMovedError (the context lives on another server now), VersionConflictError
-    (the caller named a version another writer took), StoreUnavailableError (not stored).
+    Raises ContextMovedError (the context lives on another server now) or
+    StoreUnavailableError (not stored).
     """
     if isinstance(exc, IntegrityError):
         if TURN_HELD in str(exc):
@@ -60,10 +59,8 @@ def settle(cid: UUID, before: int, exc: BaseException, expected: int | None) -> 
         if (yield StoredBy(before + 1, None)):
             # Committed, its reply lost; the library's retry met the events it had stored.
             return Next.STORED
-        if expected is not None:
-            raise VersionConflictError(
-                f"context {cid} moved past version {expected} while writing"
-            ) from exc
+        # Another writer took the version: run again on fresh state, which judges
+        # the caller's expected version (a racing usage record leaves the content as it was).
         return Next.RETRY
     if MOVED in str(exc):
         raise ContextMovedError(f"context {cid} was moved to another server") from exc

@@ -116,9 +116,9 @@ class Writer:
                 turns.saw_others(cid)  # others still write here: keep queueing
         else:
             ctx, fresh = self.core.cached_or_loaded(cid, held)
-        if expected_version is not None and ctx.version != expected_version and not fresh:
+        if expected_version is not None and not ctx.at_content_version(expected_version) and not fresh:
             ctx, fresh = self.core.fresh(cid, held), True
-        if expected_version is not None and ctx.version != expected_version:
+        if expected_version is not None and not ctx.at_content_version(expected_version):
             raise VersionConflictError(
                 f"context {cid} is at version {ctx.version}, not {expected_version}"
             )
@@ -139,7 +139,7 @@ class Writer:
             self.put(held, cid, before, events, turn, command_id)
         except PersistenceError as exc:
             held.stale()
-            steps = settle(cid, before, exc, expected_version)
+            steps = settle(cid, before, exc)
             after = drive(steps, lambda q: self.stored_by(cid, q.version, command_id, q.cause))
             if after is Next.TAKE_TURN:
                 turns.saw_others(cid)

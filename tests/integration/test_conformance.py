@@ -202,6 +202,11 @@ def script(face: Any) -> list[tuple[str, Any]]:
         "record_usage prompt=",
         lambda: face.record_usage(cid, model="gpt-4o", prompt_tokens=33, prompt=prompt),
     )
+    # The agent loop: a prompt's version stays current after its call's usage is recorded.
+    at = prompt.version if prompt is not None else 0
+    thanks = {"role": "user", "content": "Thanks."}
+    step("write at the prompt's version", lambda: face.insert(cid, thanks, expected_version=at))
+    step("bad: content moved since", lambda: face.insert(cid, thanks, expected_version=at))
     step("calls", lambda: face.calls(cid))
     step("call", lambda: face.call(cid, 1))
     step("call_diff", lambda: face.call_diff(cid, 1), lambda d: type(d).__name__)
@@ -274,6 +279,14 @@ def test_the_script_covers_every_operation():
     names = {n for n in vars(ContextOperations) if not n.startswith("_")} - {"close"}
     source = inspect.getsource(script)
     assert not [n for n in names if f"face.{n}(" not in source]
+
+
+def test_the_agent_loop_writes_at_its_prompts_version(reference):
+    """Build a prompt, record its call's usage, write with the prompt's version: stored;
+    once the content moved on, the same version is refused (every face shows the same)."""
+    shown = dict(reference)
+    assert shown["write at the prompt's version"][0] == "written"
+    assert shown["bad: content moved since"] == ("refused", "VersionConflictError")
 
 
 @pytest.mark.parametrize("kind", FACES)
