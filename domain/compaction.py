@@ -213,6 +213,20 @@ class CompactionConfig(BaseModel):
     max_depth: int = Field(default=6, ge=0)
     min_chunk_messages: int = Field(default=4, ge=1)
     min_rounds: int = Field(default=MIN_ROUNDS, ge=2)
+    # The share of the replaced messages' tokens a summary must save to be written.
+    min_saving: float = Field(default=0.1, ge=0, lt=1)
+
+
+def too_little_saved(replaced: int, summary: int, min_saving: float) -> str | None:
+    """Why a summary of `summary` tokens in place of messages of `replaced` tokens is not
+    worth writing (it would save less than `min_saving` of them), or None when it is."""
+    saved = replaced - summary
+    if saved > 0 and saved >= min_saving * replaced:
+        return None
+    return (
+        f"the summary ({summary} tokens) would save {max(saved, 0)} of the {replaced} tokens"
+        f" it replaces; compaction writes one that saves at least {min_saving:.0%}"
+    )
 
 
 SUMMARY_MARK = {"ctxstore": "summary"}  # the metadata that marks a message as a summary

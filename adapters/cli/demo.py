@@ -14,6 +14,11 @@ from ctxstore.domain.errors import CtxStoreError
 from ctxstore.projections.history import HistoryEntry
 from ctxstore.projections.visible import VisibleContext
 
+# What a test runner prints after its verdict: the bulk of an agent's tool output.
+SUITE_LOG = " ".join(
+    f"tests/test_{m}.py ........ ok" for m in ("api", "billing", "cli", "db", "auth", "web")
+)
+
 
 def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
@@ -175,9 +180,13 @@ def run_demo(
                 {
                     "role": "tool",
                     "tool_call_id": f"ci_{n}",
-                    "content": f"{40 + n} passed, 0 failed.",
+                    "content": f"{40 + n} passed, 0 failed in {3 + n}.2s. " + SUITE_LOG,
                 },
-                {"role": "assistant", "content": f"Step {n} is green: {40 + n} tests pass."},
+                {
+                    "role": "assistant",
+                    "content": f"Step {n} is green: {40 + n} tests pass. Coverage held at 91%"
+                    " and no test was flaky, so the branch can merge once it is reviewed.",
+                },
             ],
             actor="agent",
         )

@@ -21,6 +21,7 @@ _SENTENCE = re.compile(r"(?<=[.!?。！？])\s+")
 
 
 FIRST_REQUEST_CHARS = 600  # of the first user request, at most (within half the budget)
+TOOL_CHARS = 80  # of a tool's output, at most
 MIN_REQUEST_CHARS = 48  # shorter than this, a clipped request says too little to keep
 
 
@@ -97,7 +98,10 @@ def _points(messages: Sequence[Message]) -> list[tuple[str, str]]:
             points.append(("request", text))
             continue
         first = _SENTENCE.split(text, maxsplit=1)[0]
-        points.append((m.role, f"{m.role}: {_clip(first, 200)}"))
+        # A tool's output says what it did in its opening words; the rest is its data.
+        points.append(
+            (m.role, f"{m.role}: {_clip(first, TOOL_CHARS if m.role == 'tool' else 200)}")
+        )
     return points
 
 

@@ -13,12 +13,17 @@ from ctxstore.adapters.store import reads
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import Compaction, Prompt
 from ctxstore.adapters.store.writer import MAX_ATTEMPTS, Writer
-from ctxstore.domain.compaction import Entry, plan_compaction, summary_message
+from ctxstore.domain.compaction import (
+    Entry,
+    plan_compaction,
+    summary_message,
+    too_little_saved,
+)
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import NothingToSummarizeError, VersionConflictError
 from ctxstore.domain.prompt import Strategy
 from ctxstore.domain.summarize import Summarizer, compaction_stats, summarize_with_bisect
-from ctxstore.domain.tokens import REPLY_PRIMING
+from ctxstore.domain.tokens import REPLY_PRIMING, message_cost
 from ctxstore.domain.transcript import blocks_of
 
 log = logging.getLogger(__name__)
@@ -66,6 +71,8 @@ def compact(
             ctx = core.fresh(cid, held)
             version, before = ctx.version, ctx.tokens + REPLY_PRIMING
             entries = planner_entries(ctx)
+            sizes = {i: ctx.tokens_of(i) for i in ctx.order}
+            counter = core.counter(ctx)
             by_id = {item.message.id: item.message for item in core.prompt_items(ctx, held)}
         try:
             plan = plan_compaction(entries, min_rounds=cfg.min_rounds)
@@ -94,6 +101,10 @@ def compact(
         )
         stats = compaction_stats(result, writes, plan.as_dict(), trigger, before)
         summary = summary_message(result.text)
+        replaced = sum(sizes[i] for i in plan.summarize)
+        small = too_little_saved(replaced, message_cost(summary, counter)[0], cfg.min_saving)
+        if small is not None:  # a summary as large as what it covers only loses detail
+            return Compaction(**base, skipped=small, tokens_before=before)
 
         def write(
             c: Context, ids: list[str] = plan.summarize, text: JSON = summary, facts: JSON = stats

@@ -116,7 +116,11 @@ class Writer:
                 turns.saw_others(cid)  # others still write here: keep queueing
         else:
             ctx, fresh = self.core.cached_or_loaded(cid, held)
-        if expected_version is not None and not ctx.at_content_version(expected_version) and not fresh:
+        if (
+            expected_version is not None
+            and not ctx.at_content_version(expected_version)
+            and not fresh
+        ):
             ctx, fresh = self.core.fresh(cid, held), True
         if expected_version is not None and not ctx.at_content_version(expected_version):
             raise VersionConflictError(

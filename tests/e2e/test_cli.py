@@ -147,7 +147,7 @@ def test_compact_through_the_cli(cli):
         lines = "\n".join(json.dumps(m) for m in [
             {"role": "user", "content": f"step {n}. check it."},
             {"role": "assistant", "tool_calls": [{"id": f"k{n}", "function": {"name": "check", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": f"k{n}", "content": "ok."},
+            {"role": "tool", "tool_call_id": f"k{n}", "content": "ok. " + "line " * 50},
         ])  # fmt: skip
         cli("insert", cid, input=lines)
     dry = cli("compact", cid, "--dry-run").stdout

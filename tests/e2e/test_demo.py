@@ -1,6 +1,7 @@
 """`ctxstore demo`: a throwaway store unless --url names one, every step explained, and the
 three commands it suggests at the end run on that store."""
 
+import re
 import shlex
 
 from typer.testing import CliRunner
@@ -24,6 +25,8 @@ def test_the_demo_writes_a_throwaway_store_and_its_next_commands_run(tmp_path, m
     for jargon in ("0-1-0", "half-window", "turn-boundary", "batch 1 holds"):
         assert jargon not in out
     assert out.count("\n# ") == 3
+    went = re.search(r"went from (\d+) to (\d+) tokens", out)
+    assert went and int(went[2]) < 0.8 * int(went[1])  # the compaction saves a real share
     commands = [line for line in out.splitlines() if line.startswith("ctxstore --url")]
     assert len(commands) == 3
     for command in commands:

@@ -251,3 +251,18 @@ def test_recover_from_overflow_keeps_the_request(store):
     prompt = store.recover_from_overflow(cid, 300)
     assert request in [m.id for m in prompt.messages]
     assert store.history(cid, types=["compress"])
+
+
+def test_a_summary_that_would_not_save_a_share_is_not_written(store):
+    """Ten short turns: an extractive summary is about as long as what it would replace,
+    so the compaction says why it skipped and writes nothing."""
+    cid = store.create()
+    for n in range(10):
+        store.insert(cid, [{"role": "user", "content": f"q{n}?"},
+                           {"role": "assistant", "content": f"a{n}."}])  # fmt: skip
+    before = store.visible(cid)
+    done = store.compact(cid)
+    assert done.summary_id is None and done.version is None
+    assert done.skipped and "would save" in done.skipped and "10%" in done.skipped
+    assert store.visible(cid).version == before.version
+    assert "compress" not in [h.type for h in store.history(cid)]

@@ -14,8 +14,8 @@ def turn(n: int) -> list[dict]:
     return [
         {"role": "user", "content": f"question {n}"},
         {"role": "assistant", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": f"call_{n}", "content": f"result {n}"},
-        {"role": "assistant", "content": f"answer {n}"},
+        {"role": "tool", "tool_call_id": f"call_{n}", "content": f"result {n}. " + "row " * 60},
+        {"role": "assistant", "content": f"answer {n}. " + "It holds, as the rows show. " * 4},
     ]
 
 

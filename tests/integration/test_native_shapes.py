@@ -240,6 +240,10 @@ def test_native_contexts_export_import_verify_and_snapshot(tmp_path):
         assert list(cold.export_events(cid)) == lines
 
 
+CI_LOG = " ".join(f"job {j}: 212 tests passed, cache hit, 41s" for j in range(6))
+VERDICT = "Every job passed on the first try, so the release can go out tonight."
+
+
 @pytest.mark.parametrize("shape", ["openai-responses", "anthropic"])
 def test_compaction_and_expansion_over_native_turns(store, shape):
     cid = store.create()
@@ -250,8 +254,8 @@ def test_compaction_and_expansion_over_native_turns(store, shape):
                 {"type": "reasoning", "id": f"rs_{n}", "summary": [
                     {"type": "summary_text", "text": f"run ci {n}"}]},
                 {"type": "function_call", "call_id": f"c{n}", "name": "ci", "arguments": "{}"},
-                {"type": "function_call_output", "call_id": f"c{n}", "output": f"green {n}"},
-                {"type": "message", "role": "assistant", "content": f"build {n} is green"},
+                {"type": "function_call_output", "call_id": f"c{n}", "output": f"green {n}. " + CI_LOG},
+                {"type": "message", "role": "assistant", "content": f"build {n} is green. " + VERDICT},
             ])  # fmt: skip
         else:
             store.insert(cid, [
@@ -260,8 +264,8 @@ def test_compaction_and_expansion_over_native_turns(store, shape):
                     {"type": "thinking", "thinking": f"run ci {n}", "signature": "s"},
                     {"type": "tool_use", "id": f"t{n}", "name": "ci", "input": {}}]},
                 {"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": f"t{n}", "content": f"green {n}"}]},
-                {"role": "assistant", "content": [{"type": "text", "text": f"build {n} is green"}]},
+                    {"type": "tool_result", "tool_use_id": f"t{n}", "content": f"green {n}. " + CI_LOG}]},
+                {"role": "assistant", "content": [{"type": "text", "text": f"build {n} is green. " + VERDICT}]},
             ])  # fmt: skip
     before = store.visible(cid)
     done = store.compact(cid)

@@ -77,7 +77,8 @@ def test_compact_and_audit_over_http(service):
     with service.client() as c:
         cid = c.create()
         for i in range(8):
-            c.insert(cid, [{"role": "user", "content": f"question {i}. more"}, ASSISTANT])
+            answer = {"role": "assistant", "content": "Paris. " + "It has been since 508. " * 8}
+            c.insert(cid, [{"role": "user", "content": f"question {i}. more"}, answer])
         plan = c.compact(cid, dry_run=True)
         assert plan.dry_run and plan.replaced
         done = c.compact(cid)
