@@ -33,6 +33,7 @@ from ctxstore.domain.errors import (
     InvalidOperationError,
 )
 from ctxstore.domain.limits import check_text
+from ctxstore.domain.media_types import checked_media_type
 from ctxstore.domain.messages import Message, is_one_message
 from ctxstore.domain.plain import as_plain
 from ctxstore.domain.provider_files import PROVIDERS, with_file_ids
@@ -104,7 +105,7 @@ class Attachments:
                 f"an attachment of {len(data)} bytes is over the limit of {limit} "
                 "(CTXSTORE_MAX_BLOB_BYTES)"
             )
-        ref = describe(data, media_type)
+        ref = describe(data, checked_media_type(data, media_type))
         self.rows.keep(tenant, UPLOADS, [Blob(ref, data)], set())
         return ref
 

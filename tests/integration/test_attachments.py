@@ -5,6 +5,7 @@ last context that refers to them; on every backend."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import struct
 import zlib
@@ -133,6 +134,36 @@ def test_a_reference_to_an_uploaded_blob(store):
     assert store.visible(cid).version == 2  # nothing written by the refused ones
     with pytest.raises(BlobNotFoundError):
         store.blob("0" * 64)
+
+
+def test_an_upload_is_what_its_bytes_are(store):
+    """A declared media type is checked against the bytes; an undeclared one is sniffed;
+    an image whose size cannot be read is refused; nothing is stored by a refusal."""
+    jpeg = b"\xff\xd8\xff\xe0" + bytes(200)
+    with pytest.raises(
+        InvalidMessageError, match="declared image/png, but its bytes are image/jpeg"
+    ):
+        store.put_blob(jpeg, "image/png")
+    with pytest.raises(InvalidMessageError, match="size cannot be read"):
+        store.put_blob(jpeg, "image/jpeg")  # a JPEG header without its frame
+    with pytest.raises(InvalidMessageError, match="declared audio/wav"):
+        store.put_blob(IMAGE, "audio/wav")
+    with pytest.raises(InvalidMessageError, match="declared text/plain, but its bytes are"):
+        store.put_blob(IMAGE, "text/plain")
+    with pytest.raises(InvalidMessageError, match="Content-Type"):
+        store.put_blob(b"name=value&x=1", "application/x-www-form-urlencoded")
+    with pytest.raises(BlobNotFoundError):
+        store.blob(hashlib.sha256(jpeg).hexdigest())
+    sniffed = store.put_blob(IMAGE, "application/x-www-form-urlencoded")
+    assert (sniffed.media_type, sniffed.width, sniffed.height) == ("image/png", 320, 240)
+    assert store.put_blob(IMAGE, "image/PNG").media_type == "image/png"
+    assert store.put_blob(b"%PDF-1.7\n...", "application/octet-stream").media_type == (
+        "application/pdf"
+    )
+    assert store.put_blob(AUDIO, "application/octet-stream").media_type == (
+        "application/octet-stream"
+    )
+    assert store.put_blob(b"plain words", "text/plain").media_type == "text/plain"
 
 
 def test_a_tenant_never_reaches_another_tenants_blob(durable_url):

@@ -93,3 +93,18 @@ def test_a_file_id_recorded_over_http(service: Service) -> None:
         globex.record_file_id(ref.sha256, "openai", "file-theirs")  # not globex's blob
     seen = acme.visible(cid, files="openai").to_responses()
     assert seen[0]["content"][0] == {"type": "input_image", "detail": "low", "file_id": "file-abc"}
+
+
+def test_curls_default_form_type_is_sniffed_or_refused(service: Service) -> None:
+    """`curl -d @image.png` declares application/x-www-form-urlencoded: a PNG is stored as
+    a PNG; bytes of no known type are refused with a problem naming the header."""
+    headers = {"Authorization": "Bearer token-acme"}
+    form = {**headers, "Content-Type": "application/x-www-form-urlencoded"}
+    done = httpx.post(f"{service.url}/v1/blobs", content=IMAGE, headers=form)
+    assert done.status_code == 201 and done.json()["media_type"] == "image/png", done.text
+    refused = httpx.post(f"{service.url}/v1/blobs", content=b"a=1&b=2", headers=form)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"] == "InvalidMessageError"
+    assert "Content-Type" in refused.json()["detail"]
+    lying = {**headers, "Content-Type": "image/jpeg"}
+    assert httpx.post(f"{service.url}/v1/blobs", content=IMAGE, headers=lying).status_code == 422
