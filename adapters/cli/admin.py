@@ -20,7 +20,7 @@ from ctxstore.adapters.cli.common import (
     out,
     print_json,
 )
-from ctxstore.domain.errors import ConfigurationError
+from ctxstore.domain.errors import ConfigurationError, InvalidOperationError
 
 
 def _loopback(host: str) -> bool:
@@ -104,18 +104,23 @@ def _check_free(host: str, port: int) -> None:
             ) from None
 
 
+@handles_errors
 def keygen(
     ctx: typer.Context,
     size: Annotated[int, typer.Option(help="Key size in bytes: 16, 24 or 32.")] = 32,
+    as_json: JsonFlag = False,
 ) -> None:
     """Print a new key for CTXSTORE_ENCRYPTION_KEY (AES-GCM at rest). Keep it safe: without
     it the events cannot be read."""
     from eventsourcing.cryptography import AESCipher
 
     if size not in AESCipher.KEY_SIZES:
-        err.print(f"[red]size must be 16, 24 or 32[/red], got {size}")
-        raise typer.Exit(1)
-    print(AESCipher.create_key(size))
+        raise InvalidOperationError(f"--size must be 16, 24 or 32, got {size}")
+    key = AESCipher.create_key(size)
+    if as_json:
+        print_json({"key": key, "size": size})
+    else:
+        print(key)
 
 
 @handles_errors

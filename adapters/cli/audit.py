@@ -359,8 +359,11 @@ def erasures(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 
 
 @handles_errors
-def reindex(ctx: typer.Context) -> None:
+def reindex(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Rebuild the audit index from the events (after it was damaged or edited)."""
     with open_store(ctx) as store:
         position = store.admin.rebuild_audit_index()
-    out.print(f"audit index rebuilt up to position {position}", highlight=False)
+    if as_json:
+        print_json({"rebuilt_to": position})
+    else:
+        out.print(f"audit index rebuilt up to position {position}", highlight=False)

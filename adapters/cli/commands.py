@@ -378,11 +378,16 @@ def compact(
 
 
 @handles_errors
-def demo(ctx: typer.Context) -> None:
+def demo(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """Play a scripted agent conversation through every operation and explain each step;
-    it writes into a new throwaway store in the temporary folder unless --url names one."""
+    it writes into a new throwaway store in the temporary folder unless --url names one.
+    With --json: only what it wrote (the store, its contexts, the commands to try)."""
+    import dataclasses
+    import io
     import tempfile
     from pathlib import Path
+
+    from rich.console import Console
 
     from ctxstore.adapters.cli.demo import run_demo
     from ctxstore.adapters.store.facade import ContextStore
@@ -391,5 +396,11 @@ def demo(ctx: typer.Context) -> None:
     if url is None:
         folder = Path(tempfile.mkdtemp(prefix="ctxstore-demo-"))
         url = f"sqlite:///{folder / 'demo.db'}"
+    console = Console(file=io.StringIO()) if as_json else out
     with ContextStore.from_url(url) as store:
-        run_demo(store, out, render_visible, render_history)
+        if as_json:  # nothing shown: only what was written
+            done = run_demo(store, console, lambda _: None, lambda _: None)
+        else:
+            done = run_demo(store, console, render_visible, render_history)
+    if as_json:
+        print_json(dataclasses.asdict(done))

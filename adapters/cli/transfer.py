@@ -45,17 +45,25 @@ def export(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")
     ] = None,
+    as_json: JsonFlag = False,
 ) -> None:
-    """Write a context's events as JSON lines (import takes them back exactly)."""
+    """Write a context's events as JSON lines (import takes them back exactly). The lines
+    are JSON already; with --json and --output, what was written is said as JSON."""
     try:  # before anything is read: a wrong path is said at once
         sink: AbstractContextManager[TextIO] = (
             nullcontext(sys.stdout) if output is None else output.open("w", encoding="utf-8")
         )
     except OSError as exc:
         raise ConfigurationError(f"cannot write {output}: {exc.strerror or exc}") from None
+    lines = 0
     with open_store(ctx) as store, sink as f:
         for line in store.export_events(context):
             f.write(line + "\n")
+            lines += 1
+    if output is not None and as_json:
+        print_json({"context": context, "output": str(output), "lines": lines})
+    elif output is not None:
+        err.print(f"wrote {lines} lines to {output}", highlight=False)
 
 
 def read_input(path: Path | None) -> str:
