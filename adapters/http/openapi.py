@@ -60,21 +60,24 @@ WHY = {
 
 
 def problems_of(path: str, method: str, operation: dict[str, Any]) -> list[str]:
-    """The problem statuses an operation can answer."""
-    found = ["401", "403", "422", "503"]
+    """The problem statuses an operation can answer. 413: any request's body is measured,
+    a GET's too."""
+    if path == "/health":
+        return ["413"]
+    found = ["401", "403", "413", "422", "503"]
     names = {p.get("name") for p in operation.get("parameters", [])}
     # A context named in the path, the query, or (retention) the body.
     if "{context_id}" in path or "context_id" in names or path == "/v1/retention":
         found += ["404", "500"]
     if "{context_id}" in path:
         found.append("410")  # a version (or a history) that retention removed
-    if path.startswith("/v1/blobs"):  # an upload (its own limit), or a blob by its hash
-        return sorted([*found, "404"] if "{sha256}" in path else [*found, "413"])
-    if method in ("post", "delete"):
-        found.append("409")
-    if "requestBody" in operation:
-        found += ["413", "415"]
-    return sorted(found)
+    if "{sha256}" in path:
+        found.append("404")  # no such blob for this tenant
+    if method in ("post", "put", "delete"):
+        found.append("409")  # a conflict, or an Idempotency-Key still running
+    if "requestBody" in operation and path != "/v1/blobs":  # (an upload takes any type)
+        found.append("415")
+    return sorted(set(found))
 
 
 def problem_response(status: str) -> dict[str, Any]:
@@ -113,12 +116,12 @@ def document_headers(app: FastAPI) -> None:
         for name in ("HTTPValidationError", "ValidationError"):  # FastAPI's, never sent
             components["schemas"].pop(name, None)
         for path, item in schema.get("paths", {}).items():
-            if path == "/health":
-                continue
             for method, operation in item.items():
                 responses = operation.setdefault("responses", {})
                 for status in problems_of(path, method, operation):
                     responses[status] = problem_response(status)
+                if path == "/health":
+                    continue  # open to all, acting for no one
                 operation["security"] = [{"bearer": sorted(scopes.needed(method, path))}]
                 added = [HEADERS["actor"]]
                 if method == "post":

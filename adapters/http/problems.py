@@ -121,6 +121,19 @@ def for_error(exc: CtxStoreError, instance: str | None = None) -> JSONResponse:
     )
 
 
+async def json_error(request: Request, error: Any) -> dict[str, Any]:
+    """A body that is not JSON, said as where it breaks (the framework puts the character
+    offset where a field path goes)."""
+    loc = list(error.get("loc", ()))
+    offset = loc[1] if len(loc) > 1 and isinstance(loc[1], int) else None
+    why = str((error.get("ctx") or {}).get("error") or "not JSON")
+    if offset is not None:
+        before = (await request.body())[:offset].decode("utf-8", "replace")
+        line, column = before.count("\n") + 1, len(before) - before.rfind("\n")
+        why += f" at line {line}, column {column} (character {offset})"
+    return {"loc": ["body"], "msg": f"not valid JSON: {why}", "type": "json_invalid"}
+
+
 def install(app: FastAPI) -> None:
     """Answer every error, the framework's too, as problem+json."""
 
@@ -131,9 +144,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
+            await json_error(request, e) if e.get("type") == "json_invalid" else
             {"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": e.get("type")}
             for e in exc.errors()
-        ]
+        ]  # fmt: skip
         where = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors[:5])
         # `error`: the class the in-process store raises for a value it refuses, so that
         # the client raises what the store would (a version 0, a limit out of range).
