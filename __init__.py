@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from ctxstore.domain.errors import (
@@ -37,11 +36,6 @@ if TYPE_CHECKING:
     from ctxstore.adapters.store.facade import ContextStore
     from ctxstore.adapters.store.shards.store import ShardedStore
     from ctxstore.domain.messages import Message
-
-try:
-    __version__ = version("ctxstore")
-except PackageNotFoundError:  # run from a checkout that was never installed
-    __version__ = "0+unknown"
 
 __all__ = [
     "BlobTooLargeError",
@@ -107,6 +101,13 @@ def __getattr__(name: str) -> Any:
         from ctxstore.adapters.store.facade import ContextStore
 
         return ContextStore
+    if name == "__version__":  # (reading the installed metadata takes ~30 ms)
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("ctxstore")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            return "0+unknown"
     raise AttributeError(f"module 'ctxstore' has no attribute {name!r}")
 
 

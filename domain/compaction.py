@@ -3,7 +3,7 @@
 Views over the visible context, nothing copied: a turn starts at a user message; a round
 is one assistant message with the tool results that answer its calls. The planner takes the
 rounds after the latest summary, keeps the newest half verbatim and summarizes the older
-half, moving the split to a turn boundary, with the seed's fallback levels:
+half, moving the split to a turn boundary, with these fallback levels:
   level 0  half-window compaction
   level 1  not enough rounds -> single-round compaction (all but the newest round)
   level 2  a summary boundary leaves too few rounds -> skip, and say why

@@ -1,7 +1,7 @@
 """Packing optional resources (attached files, documents) into a token budget.
 
 The greedy rule walks the resources in order: one too large for what is left is skipped
-and packing goes on (the seed's fix for stopping at the first misfit). With few enough
+and packing goes on (stopping at the first misfit would leave room unused). With few enough
 resources the exact best subset is chosen instead: most tokens used, then the highest
 total priority, then the earliest resources — never worse than the greedy rule.
 """

@@ -1,4 +1,4 @@
-"""Budgeted prompt building (seeds 003 and 004): what to send when the context does not fit.
+"""Budgeted prompt building: what to send when the context does not fit its budget.
 
 Every strategy works on units — a single message, or an assistant message with its tool
 calls together with their results — so no call is ever separated from its result. The

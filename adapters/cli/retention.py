@@ -4,6 +4,7 @@ a period without writes (adapters/store/retention.py)."""
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -16,7 +17,6 @@ from ctxstore.adapters.cli.common import (
     out,
     print_json,
 )
-from ctxstore.adapters.store.retention import RetentionPolicy
 from ctxstore.domain.durations import check_expiry, human, parse_duration
 from ctxstore.domain.errors import InvalidOperationError
 
@@ -24,6 +24,9 @@ retention_app = typer.Typer(
     help="Retention policies: contexts expire after a period without writes.",
     no_args_is_help=True,
 )
+
+if TYPE_CHECKING:  # (the store's modules load when a command runs: --help stays quick)
+    from ctxstore.adapters.store.retention import RetentionPolicy
 
 
 @retention_app.command("set")

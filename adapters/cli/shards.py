@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ctxstore.adapters.cli.common import JsonFlag, handles_errors, out, print_json
-from ctxstore.adapters.settings import redact
 
 if TYPE_CHECKING:
     from ctxstore.adapters.store.shards.store import ShardedStore
@@ -23,6 +22,8 @@ def _open() -> ShardedStore:
 @handles_errors
 def shards(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """The servers of CTXSTORE_SHARDS: each one's name, URL and how many contexts it holds."""
+    from ctxstore.adapters.settings import redact
+
     with _open() as sharded:
         counts = sharded.directory.counts()
         rows = [

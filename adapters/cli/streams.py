@@ -25,7 +25,6 @@ from ctxstore.adapters.cli.common import (
     print_written,
 )
 from ctxstore.adapters.cli.terminal import shown_text
-from ctxstore.adapters.store.reply_stream import StreamPolicy
 from ctxstore.domain.errors import InvalidOperationError
 
 if TYPE_CHECKING:  # annotations only: the command line starts without them
@@ -69,10 +68,12 @@ def stream(
 ) -> None:
     """Store a reply as it streams: deltas as JSON lines on stdin, written in batches;
     finished at the end of input, abandoned (kept, marked) on Ctrl-C."""
+    from ctxstore.adapters.store import reply_stream  # (the store's modules load on use)
+
     with open_store(ctx) as store:
         reply = store.stream(
             context, json_option(message, "--message"), format=format,
-            policy=StreamPolicy(interval=interval), actor=actor(ctx),
+            policy=reply_stream.StreamPolicy(interval=interval), actor=actor(ctx),
         )  # fmt: skip
         try:
             for n, line in enumerate(sys.stdin, 1):
