@@ -27,8 +27,16 @@ from ctxstore.domain.errors import CtxStoreError, StoreUnavailableError
 T = TypeVar("T")
 
 
-def fault(exc: BaseException) -> StoreUnavailableError:
+def fault(exc: BaseException, owner: Any = None) -> StoreUnavailableError:
+    """The typed error for a database fault; `owner`, the store whose method met it, names
+    a SQLite file that cannot be written (the driver's message does not)."""
     cause = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    url = getattr(owner, "url", None)
+    if isinstance(url, str) and url.startswith("sqlite:///") and "readonly database" in cause:
+        return StoreUnavailableError(
+            f"the SQLite file {url.removeprefix('sqlite:///')} cannot be written ({cause}):"
+            " make it and its folder writable, or choose another with --url or CTXSTORE_URL"
+        )
     return StoreUnavailableError(f"the store failed: {type(exc).__name__}: {cause}"[:500])
 
 
@@ -58,7 +66,7 @@ def typed(fn: Callable[..., T]) -> Callable[..., T]:
         except CtxStoreError:
             raise
         except driver_errors() as exc:
-            raise fault(exc) from exc
+            raise fault(exc, args[0] if args else None) from exc
         if isinstance(result, Iterator) and not isinstance(result, str | bytes):
             return _typed_iterator(result)
         if isinstance(result, AsyncIterator):
@@ -77,7 +85,7 @@ def _typed_coroutine(fn: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitab
         except CtxStoreError:
             raise
         except driver_errors() as exc:
-            raise fault(exc) from exc
+            raise fault(exc, args[0] if args else None) from exc
         if isinstance(result, Iterator) and not isinstance(result, str | bytes):
             return _typed_iterator(result)
         return result

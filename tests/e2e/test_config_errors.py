@@ -90,3 +90,22 @@ def test_two_sources_of_the_key_are_refused_without_showing_either(isolated):
     assert result.exit_code == 8, result.output
     said = result.stderr
     assert "CTXSTORE_ENCRYPTION_KEY and CTXSTORE_KEY_FILE" in said and key not in said
+
+
+def test_a_read_only_database_file_is_named(tmp_path):
+    """A file the store cannot write (made immutable: a root test user ignores modes)."""
+    import shutil
+    import subprocess
+
+    db = tmp_path / "ro.db"
+    with ctxstore.open(f"sqlite:///{db}") as store:
+        store.create()
+    if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(db)]).returncode:
+        pytest.skip("chattr +i is not available here")
+    try:
+        result = CliRunner().invoke(app, ["--url", f"sqlite:///{db}", "create"])
+    finally:
+        subprocess.run(["chattr", "-i", str(db)], check=True)
+    assert result.exit_code == 5, result.output
+    assert f"the SQLite file {db} cannot be written" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
