@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import threading
 import time
@@ -25,6 +26,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from ctxstore.adapters.keys.kek import KeyUnavailableError, KeyWrapper
 from ctxstore.adapters.keys.vault import KeyVault, WrappedRow
+
+log = logging.getLogger(__name__)
 
 MAGIC = b"\xc7\x78\x01"  # not `{`, zstd's or zlib's first bytes; version 1 of this layout
 HEADER = len(MAGIC) + 4
@@ -54,6 +57,22 @@ def _wrap_aad(name: str, generation: int) -> bytes:
     return f"ctxstore data key\0{name}\0{generation}".encode()
 
 
+def first_key_notice(vault: KeyVault) -> str:
+    """What an operator must know once a store holds keys: where they are, and what a
+    backup needs (said when the vault's first key is made)."""
+    if vault.apart:
+        return (
+            f"this store's data keys are kept in {vault.where}: back it up with the store"
+            " (without it the events cannot be read), and keep the KEK apart from both"
+        )
+    return (
+        f"this store's data keys are kept in {vault.where} (table ctxstore_keys): a"
+        " backup made before an erasure still opens the erased context with the current KEK"
+        " until the KEK is rotated (ctxstore keys rotate); CTXSTORE_KEY_VAULT keeps the"
+        " keys apart (docs/security.md)"
+    )
+
+
 class DataKeys:
     """Data keys by name: created on first use, unwrapped once, cached."""
 
@@ -66,6 +85,7 @@ class DataKeys:
         self._cache: OrderedDict[str, tuple[float, dict[int, bytes]]] = OrderedDict()
         self._size = cache
         self._lock = threading.Lock()
+        self._first_checked = False
 
     def _cached(self, name: str) -> dict[int, bytes] | None:
         with self._lock:
@@ -110,7 +130,10 @@ class DataKeys:
         """Make and store a new key generation (if another process has not already)."""
         key = AESGCM.generate_key(256)
         kek, wrapped = self.kek.wrap(key, _wrap_aad(name, generation))
-        self.vault.add((name, generation, kek, wrapped))
+        if self.vault.add((name, generation, kek, wrapped)) and not self._first_checked:
+            self._first_checked = True
+            if sum(self.vault.kek_counts().values()) == 1:
+                log.warning(first_key_notice(self.vault))
         self.forget([name])
 
     def forget(self, names: list[str]) -> None:

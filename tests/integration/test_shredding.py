@@ -148,3 +148,21 @@ def test_attachments_are_shredded_with_the_contexts_that_held_them(tmp_path):
             copy.blob(shas["own"])  # in the backup, but only the erased context held its key
         assert copy.blob(shas["shared"]).data == shared
         assert copy.blob(shas["upload"]).data == upload
+
+
+def test_the_first_key_says_where_keys_live_and_what_a_backup_needs(durable_url, caplog):
+    """Once: when a store's vault gets its first key. Beside SQLite the vault is a file a
+    backup needs; in PostgreSQL's own database, backups keep erased keys until rotation."""
+    key = SecretStr(AESCipher.create_key(32))
+    with caplog.at_level("WARNING", logger="ctxstore.adapters.keys.cipher"):
+        with ContextStore.from_url(durable_url, Settings(encryption_key=key)) as store:
+            store.create()
+            store.create()
+        with ContextStore.from_url(durable_url, Settings(encryption_key=key)) as store:
+            store.create()
+    said = [r.getMessage() for r in caplog.records if "data keys are kept in" in r.getMessage()]
+    assert len(said) == 1, said
+    if durable_url.startswith("sqlite"):
+        assert ".keys: back it up with the store" in said[0]
+    else:
+        assert "until the KEK is rotated" in said[0] and "CTXSTORE_KEY_VAULT" in said[0]
