@@ -12,6 +12,7 @@ from ctxstore.adapters.cli.common import (
     out,
     print_json,
 )
+from ctxstore.adapters.cli.progress import progress
 
 keys_app = typer.Typer(
     help="Encryption keys: where they are, and KEK rotation.", no_args_is_help=True
@@ -43,8 +44,10 @@ def rotate(
 ) -> None:
     """Re-wrap every data key under the current KEK (the first in CTXSTORE_KEY_FILE), online;
     run it again to resume. Then the old KEK can be removed from the file."""
-    with open_store(ctx) as store:
-        found = store.admin.rotate_kek(batch=batch)
+    with open_store(ctx) as store, progress("re-wrapping data keys", "keys") as shown:
+        found = store.admin.rotate_kek(
+            batch=batch, progress=None if as_json else lambda done: shown(done, None)
+        )
     if as_json:
         print_json(found.model_dump(mode="json"))
     else:
@@ -88,7 +91,8 @@ def rekey(
                 "no other process has this store open) ...",
                 highlight=False,
             )
-        found = store.admin.rekey(context, wait=wait)
+        with progress("waiting for cached keys to expire", "s") as shown:
+            found = store.admin.rekey(context, wait=wait, waiting=None if as_json else shown)
     if as_json:
         print_json(found.model_dump(mode="json"))
         return
@@ -109,9 +113,9 @@ def encrypt(
     """Encrypt the store in place with the key in CTXSTORE_ENCRYPTION_KEY (or the key file):
     every event and snapshot sealed with its context's data key. Safe to stop (Ctrl-C, a
     kill) and run again; the store stays readable throughout."""
-    with open_store(ctx) as store:
+    with open_store(ctx) as store, progress("sealing contexts", "contexts") as shown:
         found = store.admin.encrypt_in_place(
-            batch=batch, progress=None if as_json else _every_thousand
+            batch=batch, progress=None if as_json else lambda done: shown(done, None)
         )
     if as_json:
         print_json(found.model_dump(mode="json"))
@@ -123,8 +127,3 @@ def encrypt(
     )
     for left in found.residue:
         out.print(f"[yellow]residue:[/yellow] {left}", highlight=False)
-
-
-def _every_thousand(done: int) -> None:
-    if done % 1000 == 0:
-        err.print(f"{done} contexts ...", highlight=False)

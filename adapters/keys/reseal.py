@@ -70,18 +70,27 @@ def reseal(
 
 
 def rekey(
-    storage: Any, cipher: ContextCipher, cid: UUID, *, wait: float | None = None
-) -> Resealing:
+    storage: Any, cipher: ContextCipher, cid: UUID, *, wait: float | None = None,
+    waiting: Callable[[float, float], None] | None = None,
+) -> Resealing:  # fmt: skip
     """A new generation of the context's data key; its states sealed with it; the old
     generations dropped once every process's cache has had time to learn of the new one
-    (`wait`, default the cache's TTL), with the states written meanwhile sealed again."""
+    (`wait`, default the cache's TTL), with the states written meanwhile sealed again.
+    `waiting(seconds waited, seconds to wait)` is told about once a second meanwhile."""
     keys = cipher.keys
     name = key_name(cid)
     gens = keys.generations(name)
     new = max(gens, default=0) + 1
     keys.add(name, new)
     first = reseal(storage, cipher, [cid], scrub=False)
-    time.sleep(keys.ttl if wait is None else wait)
+    pause = keys.ttl if wait is None else wait
+    start = time.monotonic()
+    while (waited := time.monotonic() - start) < pause:
+        if waiting is not None:
+            waiting(waited, pause)
+        time.sleep(min(1.0, pause - waited))
+    if waiting is not None:
+        waiting(pause, pause)
     second = reseal(storage, cipher, [cid], scrub=False)
     keys.vault.drop_generations(name, new)
     keys.forget([name])

@@ -201,14 +201,18 @@ class StoreAdmin:
             residue = storage.backend.scrub(storage.recorder)
         return done.model_copy(update={"attachments": blobs, "residue": residue})
 
-    def rekey(self, context_id: UUID | str, *, wait: float | None = None) -> Resealing:
+    def rekey(
+        self, context_id: UUID | str, *, wait: float | None = None,
+        waiting: Callable[[float, float], None] | None = None,
+    ) -> Resealing:  # fmt: skip
         """A new data key for a context, its states sealed anew, the old key dropped once
         every process's cache has had `wait` seconds (default CTXSTORE_KEY_CACHE_SECONDS)
-        to learn of it. Raises ContextNotFoundError, InvalidOperationError."""
+        to learn of it (`waiting(waited, to_wait)` hears of the wait about once a second).
+        Raises ContextNotFoundError, InvalidOperationError."""
         cipher = self._cipher()
         cid = self._core.id(context_id)
         self._core.tenant_of(cid)  # raises ContextNotFoundError
-        return rekey(self._core.storage, cipher, cid, wait=wait)
+        return rekey(self._core.storage, cipher, cid, wait=wait, waiting=waiting)
 
     def key_status(self) -> KeyStatus:
         """Where the store's keys are; raises InvalidOperationError when it has none."""

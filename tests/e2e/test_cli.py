@@ -246,6 +246,26 @@ def test_rekey_says_what_it_waits_for(cli, monkeypatch):
     result = cli("keys", "rekey", cid, "--wait", "0.2")
     assert "waiting 0.2 s for other processes' cached keys" in result.stderr
     assert "--wait 0" in result.stderr and f"re-keyed {cid}" in result.stdout
+    # Not a terminal: plain progress lines, the last when the wait is over.
+    assert "waiting for cached keys to expire: 0.2 of 0.2 s" in result.stderr
+    done = cli("encrypt")
+    assert "sealing contexts: 1 contexts" in done.stderr or "sealed" in done.stdout
+    rotated = cli("keys", "rotate")
+    assert "re-wrapping data keys" in rotated.stderr or "re-wrapped" in rotated.stdout
+
+
+def test_progress_is_a_line_every_few_seconds_off_a_terminal(monkeypatch, capsys):
+    from ctxstore.adapters.cli import progress as shown
+
+    clock = iter([0.0, 1.0, 6.0, 7.0, 8.0])
+    monkeypatch.setattr(shown.time, "monotonic", lambda: next(clock))
+    with shown.progress("waiting", "s") as tell:
+        tell(1, 10)  # too soon after the start
+        tell(6, 10)  # five seconds on: said
+        tell(7, 10)  # too soon again
+        tell(10, 10)  # finished: always said
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == ["waiting: 6 of 10 s", "waiting: 10 of 10 s"]
 
 
 def test_empty_listings_say_so_and_contexts_pages_as_over_http(cli):
