@@ -71,7 +71,7 @@ def open(url: str | None = None, *, replicas: Sequence[str] | None = None) -> Co
     """Open a store: `sqlite:///path`, `postgresql://...`, `memory://`; default CTXSTORE_URL,
     else the embedded SQLite file (see README). `replicas`: PostgreSQL streaming replicas
     that reads which only look go to (else the URL's `replica=host:port`, else
-    CTXSTORE_REPLICAS); the client still reads its own writes (docs/scaling.md)."""
+    CTXSTORE_REPLICAS); the client still reads its own writes (docs/how-to/scaling.md)."""
     from ctxstore.adapters.store.facade import ContextStore
 
     return ContextStore.from_url(url, replicas=replicas)
@@ -80,7 +80,7 @@ def open(url: str | None = None, *, replicas: Sequence[str] | None = None) -> Co
 def open_sharded(urls: Sequence[str] | None = None) -> ShardedStore:
     """Open a store over several PostgreSQL servers (default CTXSTORE_SHARDS): each
     context lives on one, placed by rendezvous hashing and recorded on the first server;
-    `move` changes a context's server while the others go on (docs/scaling.md)."""
+    `move` changes a context's server while the others go on (docs/how-to/scaling.md)."""
     from ctxstore.adapters.settings import load_settings
     from ctxstore.adapters.store.shards.store import ShardedStore
 

@@ -2,4 +2,5 @@
 
 from ctxstore.adapters.cli.app import main
 
-main()
+if __name__ == "__main__":  # (importing the module, as documentation tools do, runs nothing)
+    main()

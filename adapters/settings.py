@@ -57,7 +57,7 @@ class ServiceConfig(BaseModel):
     # Bearer token -> tenant (every scope), or -> {"tenant": ..., "scopes": [...]}. Empty
     # (and none in the database): no authentication, one shared space (loopback only).
     tokens: dict[str, str | TokenGrant] = Field(default_factory=dict)
-    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)  # larger: 413
     # How long a finished request's response is replayed for a retry with its key.
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=1)
     # A request still running under a key after this long is taken as lost (crashed).
@@ -88,10 +88,10 @@ class CompactionSettings(CompactionConfig):
     """The compaction policy and which model writes the summaries (a provider choice and
     its credentials, kept out of the domain)."""
 
-    summarizer: Literal["extractive", "openai"] = "extractive"
-    model: str = "gpt-4o-mini"
-    base_url: str | None = None
-    api_key: str | None = Field(default=None, repr=False)
+    summarizer: Literal["extractive", "openai"] = "extractive"  # offline, or a model
+    model: str = "gpt-4o-mini"  # the summarizer's model (openai)
+    base_url: str | None = None  # any OpenAI-compatible endpoint
+    api_key: str | None = Field(default=None, repr=False)  # the endpoint's key
 
 
 class Settings(BaseSettings):

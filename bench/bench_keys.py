@@ -1,4 +1,4 @@
-"""Keys per context (docs/security.md), each target a ratio or a rate measured in one run.
+"""Keys per context (docs/explanation/security.md), each target a ratio or a rate measured in one run.
 
 - appends: the same appends (round-robin over 200 contexts, two messages each) with a data
   key per context, against one key for the whole store (the layout stores were encrypted

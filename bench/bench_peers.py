@@ -22,7 +22,7 @@
 5. ctxstore's read paths at 100, 1,000, 10,000 and 100,000 events: a cold head read, a
    warm one, time travel to the middle, a rollback, an audit page.
 
-Prints ratios measured in one run and draws docs/performance.png.
+Prints ratios measured in one run and draws docs/explanation/performance.png.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ from scratch_pg import scratch_databases
 from workload import COMPACT_EVERY, build_history, run_command, session_commands, turns
 
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/postgres"
-PLOT = Path(__file__).resolve().parents[1] / "docs" / "performance.png"
+PLOT = Path(__file__).resolve().parents[1] / "docs" / "explanation" / "performance.png"
 SERIES: dict[str, Any] = {}  # what the plot draws
 LISTING_BUDGET = 30.0  # seconds a peer's listing may take before it is stopped (--listing-budget)
 

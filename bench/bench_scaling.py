@@ -4,7 +4,7 @@
 
 Each writer is a process with its own store; "own contexts" gives each its own context (the
 usual case: one conversation per agent), "one context" makes them all append to the same one
-(the worst case: every append races). docs/scaling.md reads the figures.
+(the worst case: every append races). docs/how-to/scaling.md reads the figures.
 """
 
 from __future__ import annotations

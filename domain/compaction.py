@@ -207,12 +207,13 @@ class CompactionConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     auto: bool = False  # compact proactively after inserts that cross a threshold
-    message_limit: int = Field(default=200, ge=2)
-    max_context_tokens: int = Field(default=100_000, ge=1)
-    target_tokens: int = Field(default=800, ge=16)
+    message_limit: int = Field(default=200, ge=2)  # visible messages that trigger `auto`
+    max_context_tokens: int = Field(default=100_000, ge=1)  # visible tokens that trigger it
+    target_tokens: int = Field(default=800, ge=16)  # the length a summary is asked for
+    # How many times an input too long for the summarizer is split in two.
     max_depth: int = Field(default=6, ge=0)
-    min_chunk_messages: int = Field(default=4, ge=1)
-    min_rounds: int = Field(default=MIN_ROUNDS, ge=2)
+    min_chunk_messages: int = Field(default=4, ge=1)  # a chunk is not split below this
+    min_rounds: int = Field(default=MIN_ROUNDS, ge=2)  # rounds since the last summary needed
     # The share of the replaced messages' tokens a summary must save to be written.
     min_saving: float = Field(default=0.1, ge=0, lt=1)
 

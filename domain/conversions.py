@@ -1,7 +1,7 @@
 """Reading a context back in any of the four shapes (domain/shapes.py).
 
 A message read in its own shape is its payload exactly as it came. Across shapes the
-conversion is field by field (docs/messages.md lists it); what cannot cross — reasoning
+conversion is field by field (docs/reference/messages.md lists it); what cannot cross — reasoning
 items and thinking blocks (another provider cannot verify their encryption or signature),
 hosted-tool items, a provider's own fields — is left out and reported in `omitted`, never
 mangled. A reply that did not finish streaming is sent repaired (domain/stream_repair.py),

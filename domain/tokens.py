@@ -43,7 +43,7 @@ REPLY_PRIMING = 3
 # The estimate, where no tokenizer file is available: the text is split as the encodings'
 # pre-tokenizers split it (letter runs, digit runs, symbol runs, spaces) and each piece
 # priced per character class, fitted against exact o200k_base and cl100k_base on EN/ZH/JA/
-# KO text to err on the safe side (docs/tokens.md has the figures). Kana and hangul are
+# KO text to err on the safe side (docs/reference/tokens.md has the figures). Kana and hangul are
 # priced as what they are, not as Latin letters.
 _PIECE = re.compile(
     r"(?P<han>[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fa1f])"

@@ -1,4 +1,4 @@
-"""`ctxstore keys status|rotate`: the store's keys (docs/security.md)."""
+"""`ctxstore keys status|rotate`: the store's keys (docs/explanation/security.md)."""
 
 from __future__ import annotations
 

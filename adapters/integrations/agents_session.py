@@ -23,7 +23,7 @@ SDK's own SQLite and SQLAlchemy sessions are.
 Writes settle before a cancellation reaches the caller, as in the SDK's own sessions: a
 cancelled add has either been stored or not, and the caller is told only once it is known.
 
-A streamed run is stored as it streams through `streamed()` (docs/streaming.md): its output
+A streamed run is stored as it streams through `streamed()` (docs/how-to/streaming.md): its output
 items visible while they stream, finished in place by the SDK's own items, abandoned (kept)
 when the run stops half way; `get_items` gives an unfinished item back repaired.
 """
@@ -259,7 +259,7 @@ class CtxStoreSession(SessionABC):
         finished items to the session, each streamed one is finished with the SDK's item
         instead of written again. A run that raises or is cancelled (a client gone, a user's
         stop) leaves its items as they streamed, abandoned: what arrived stays in the
-        session, sent back repaired (docs/streaming.md)."""
+        session, sent back repaired (docs/how-to/streaming.md)."""
         try:
             async for event in events:
                 data = getattr(event, "data", None)
@@ -346,7 +346,7 @@ class CtxStoreSession(SessionABC):
         """The items the newest messages hold; None when they hold fewer than `newest` items
         and older messages may hold more (read them all)."""
         if any(INCOMPLETE in (m.get("metadata") or {}) for m in messages):
-            # A reply that did not finish streaming is given back repaired (docs/streaming.md).
+            # A reply that did not finish streaming is given back repaired (docs/how-to/streaming.md).
             messages = [
                 m.stored() for m in repair([Message.model_validate(m) for m in messages])[0]
             ]

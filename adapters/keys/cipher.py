@@ -69,7 +69,7 @@ def first_key_notice(vault: KeyVault) -> str:
         f"this store's data keys are kept in {vault.where} (table ctxstore_keys): a"
         " backup made before an erasure still opens the erased context with the current KEK"
         " until the KEK is rotated (ctxstore keys rotate); CTXSTORE_KEY_VAULT keeps the"
-        " keys apart (docs/security.md)"
+        " keys apart (docs/explanation/security.md)"
     )
 
 

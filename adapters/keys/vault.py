@@ -6,7 +6,7 @@ may have several generations while it is re-keyed; stored states name the genera
 were sealed with. Destroying a name's rows is what erasure does: once they are gone from
 every copy of the vault, nothing sealed under them can be opened again.
 
-Where the vault lives decides what erasure guarantees (docs/security.md): beside a SQLite
+Where the vault lives decides what erasure guarantees (docs/explanation/security.md): beside a SQLite
 store it is its own file (`<store>.keys`), so the store's file, its WAL and its backups hold
 ciphertext only; on PostgreSQL it is by default a table in the store's database, whose WAL,
 replicas and backups keep a destroyed key (wrapped) until the KEK that wrapped it is

@@ -290,7 +290,7 @@ class PostgresBackend(SQLBackend):
 
     def key_vault(self, recorder: Any) -> KeyVault:
         # A table of the store's database (migration 6): shared by every instance, but in
-        # its WAL and backups too (docs/security.md says what erasure guarantees then).
+        # its WAL and backups too (docs/explanation/security.md says what erasure guarantees then).
         return PostgresVault(
             recorder.datastore.get_connection, self.schema, "the store's database",
             apart=False, create=False,

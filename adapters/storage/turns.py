@@ -13,7 +13,7 @@ directly for CONTENDED_FOR seconds, renewed while that lasts: under sustained co
 writers queue instead of racing, and a refused race (whose half-applied state must be
 reloaded) stays rare. Without contention nobody takes a turn, and appends cost what they
 did; with a few writers on one context, turns are slower than racing alone would be, but no
-command gives up (docs/scaling.md has both).
+command gives up (docs/how-to/scaling.md has both).
 
 PostgreSQL: a session advisory lock keyed by the context id; every insert tries the same key
 shared inside the events table's insert function (adapters/storage/postgres.py) and is refused

@@ -14,7 +14,7 @@ On SQLite the deletion overwrites the freed pages (secure_delete) and the write-
 checkpointed and truncated, so the contents leave the file. On PostgreSQL the rows are
 deleted and the tables vacuumed; PostgreSQL's own write-ahead log and any backups keep the
 old pages until they are recycled, which is why erasure should be paired with encryption at
-rest and backup rotation (docs/reliability.md).
+rest and backup rotation (docs/explanation/reliability.md).
 
 Attachments (stored once per tenant by their hash) go with the last context that refers to
 them: erasing releases the context's references, and a blob no other context refers to is

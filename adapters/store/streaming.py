@@ -76,7 +76,7 @@ class StreamingSurface:
     ) -> Written:  # fmt: skip
         """Stop a streaming reply for good (the client went away, the user pressed stop):
         after the last `deltas`, kept as it stands and marked abandoned — prompts send it
-        repaired (docs/streaming.md) — or hidden with `keep=False`."""
+        repaired (docs/how-to/streaming.md) — or hidden with `keep=False`."""
         cid, command = self._commands.abandon(
             context_id, message_id, reason=reason, keep=keep, deltas=deltas, actor=actor
         )

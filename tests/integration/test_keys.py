@@ -1,5 +1,5 @@
 """Keys per context: envelope encryption, the audit index without user text, stores
-encrypted before keys per context, and KEK rotation (docs/security.md)."""
+encrypted before keys per context, and KEK rotation (docs/explanation/security.md)."""
 
 from __future__ import annotations
 

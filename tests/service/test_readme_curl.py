@@ -1,4 +1,5 @@
-"""The README's curl session runs as written against a live service, answer by answer."""
+"""The curl session of docs/how-to/http-service.md runs as written against a live service,
+answer by answer."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "http-service.md"
 
 
 @pytest.mark.skipif(not (shutil.which("curl") and shutil.which("jq")), reason="needs curl and jq")
 def test_the_curl_session_works(sqlite_service):
-    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(), flags=re.DOTALL)
+    blocks = re.findall(r"```bash\n(.*?)```", PAGE.read_text(), flags=re.DOTALL)
     session = next(b for b in blocks if "H='Authorization" in b)
     # One answer per line, and the status of each.
     script = session.replace("http://127.0.0.1:8080", sqlite_service.url)
