@@ -35,6 +35,7 @@ ROUTE_SCOPES: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/v1/contexts"): READ,
     ("POST", "/v1/contexts/by-key"): WRITE,
     ("GET", "/v1/contexts/by-key"): READ,
+    ("GET", "/v1/contexts/overview"): READ,
     ("GET", C): READ,
     ("DELETE", C): ADMIN,
     ("POST", f"{C}/fork"): WRITE,

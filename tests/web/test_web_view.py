@@ -159,9 +159,9 @@ def site(
             yield {**facts, "url": base, "store": store}
 
 
-@pytest.fixture
-def page(browser: Any, site: dict[str, Any]) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
+def opened(browser: Any, site: dict[str, Any], width: int, height: int) -> Iterator[Any]:
+    """A page of the web view in a window of this size; no script error may happen on it."""
+    context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -169,6 +169,11 @@ def page(browser: Any, site: dict[str, Any]) -> Iterator[Any]:
     yield page
     context.close()
     assert not errors, errors
+
+
+@pytest.fixture
+def page(browser: Any, site: dict[str, Any]) -> Iterator[Any]:
+    yield from opened(browser, site, 1400, 900)
 
 
 def sign_in(page: Any, token: str = "token-alpha") -> None:
@@ -318,7 +323,7 @@ def test_another_tenants_context_is_not_reachable(page, site):
 
 def test_a_view_left_while_it_loads_leaves_the_next_one_alone(page, site):
     held: list[Any] = []
-    page.route(re.compile(r".*/v1/contexts\?.*"), lambda route: held.append(route))  # held
+    page.route(re.compile(r".*/v1/contexts(/overview)?\?.*"), lambda route: held.append(route))
     sign_in(page)
     while not held:
         page.wait_for_timeout(20)

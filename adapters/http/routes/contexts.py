@@ -11,6 +11,7 @@ from fastapi import APIRouter, Query, Response
 from ctxstore.adapters.http.deps import API, Owned, Requester, pooled
 from ctxstore.adapters.http.schemas import CreateBody, Created, ForkBody, Found, KeyBody
 from ctxstore.adapters.store.results import ContextSummary, Erasure, VisibleContext
+from ctxstore.domain.errors import ContextNotFoundError
 from ctxstore.domain.limits import MAX_KEY, MAX_PAGE, tenant_scoped_id
 
 router = APIRouter(prefix=f"{API}/contexts", tags=["contexts"])
@@ -58,6 +59,42 @@ def contexts(
     """The caller's contexts in creation order; `search` matches name or id; `after` pages
     on from the last id listed."""
     return ctx.store.contexts(limit=limit, tenant=ctx.who.tenant, search=search, after=after)
+
+
+MAX_OVERVIEW = 200  # contexts an overview page reads the head of
+
+
+class ContextOverview(ContextSummary):
+    """A context as the web view lists it: beside its summary, where its head is now."""
+
+    version: int
+    messages: int
+    tokens: int
+    changed_at: datetime
+
+
+@router.get("/overview", response_model=list[ContextOverview])
+@pooled
+def overview(
+    ctx: Requester,
+    search: Annotated[str | None, Query(max_length=200)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_OVERVIEW)] = 100,
+    after: UUID | None = None,
+) -> list[ContextOverview]:
+    """The caller's contexts as `GET /contexts` lists them, each with its head's version,
+    visible messages, tokens and last change (a read of each head: at most 200 a page)."""
+    found = ctx.store.contexts(limit=limit, tenant=ctx.who.tenant, search=search, after=after)
+    rows = []
+    for summary in found:
+        try:
+            head = ctx.store.visible(summary.context_id)
+        except ContextNotFoundError:
+            continue  # erased or expired since it was listed
+        rows.append(ContextOverview(
+            **summary.model_dump(), version=head.version, messages=len(head.messages),
+            tokens=head.tokens, changed_at=head.modified_at,
+        ))  # fmt: skip
+    return rows
 
 
 @router.get("/by-key", response_model=Found)
