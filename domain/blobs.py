@@ -30,6 +30,7 @@ from urllib.parse import parse_qsl, quote
 
 from ctxstore.domain.errors import InvalidMessageError
 from ctxstore.domain.images import REFERENCE, image_size
+from ctxstore.domain.json_values import MAX_DEPTH
 
 SCHEME = REFERENCE
 LIFT_BYTES = 1024  # smaller payloads stay inline: a reference would save nothing
@@ -121,10 +122,13 @@ def _decoded(text: str, form: str = "base64") -> bytes | None:
     return data if again == text else None
 
 
-def _payloads(node: Any) -> Iterator[tuple[Any, Any, str | None, str]]:
+def _payloads(node: Any, depth: int = 0) -> Iterator[tuple[Any, Any, str | None, str]]:
     """(container, key, media type of a bare payload or None for a data: URL, form) of
     every inline payload in a message's JSON, where its shape puts one (a data: URL as a
-    text part's text is text, and stays)."""
+    text part's text is text, and stays). Nothing deeper than MAX_DEPTH is looked into:
+    such a message is refused when it is checked."""
+    if depth > MAX_DEPTH:
+        return
     if isinstance(node, dict):
         if node.get("type") == "base64" and isinstance(node.get("media_type"), str):
             yield node, "data", node["media_type"], "base64"  # an Anthropic source
@@ -140,11 +144,11 @@ def _payloads(node: Any) -> Iterator[tuple[Any, Any, str | None, str]]:
             if key in DATA_URL_KEYS and isinstance(value, str) and value.startswith("data:"):
                 yield node, key, None, "data-url"
             elif isinstance(value, dict | list):
-                yield from _payloads(value)
+                yield from _payloads(value, depth + 1)
     elif isinstance(node, list):
         for value in node:
             if isinstance(value, dict | list):
-                yield from _payloads(value)
+                yield from _payloads(value, depth + 1)
 
 
 def lift(message: Any, min_bytes: int = LIFT_BYTES) -> list[Blob]:
@@ -194,20 +198,23 @@ def _texts(found: Iterator[tuple[Any, Any, str | None, str]]) -> Iterator[Any]:
         yield container[key]
 
 
-def _ref_slots(node: Any) -> Iterator[tuple[dict[str, Any], str]]:
+def _ref_slots(node: Any, depth: int = 0) -> Iterator[tuple[dict[str, Any], str]]:
     """(container, key) of each reference in a message's JSON: where a payload was (a
-    string under REF_KEYS); the one walk every reader of references shares."""
+    string under REF_KEYS); the one walk every reader of references shares (no deeper
+    than MAX_DEPTH)."""
+    if depth > MAX_DEPTH:
+        return
     if isinstance(node, dict):
         for key, value in node.items():
             if isinstance(value, str):
                 if key in REF_KEYS and is_ref(value):
                     yield node, key
             elif isinstance(value, dict | list):
-                yield from _ref_slots(value)
+                yield from _ref_slots(value, depth + 1)
     elif isinstance(node, list):
         for value in node:
             if isinstance(value, dict | list):
-                yield from _ref_slots(value)
+                yield from _ref_slots(value, depth + 1)
 
 
 def _ref_texts(node: Any) -> Iterator[str]:

@@ -139,8 +139,10 @@ def chosen_id(context_id: Any) -> UUID:
 def key_context_id(key: Any, tenant: str | None) -> UUID:
     """The id of the context a caller's own key names: derived from (tenant, key), so every
     process finds the same one and two tenants' equal keys never meet."""
-    if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY:
-        raise InvalidOperationError(f"key must be a string of 1-{MAX_KEY} chars, got {key!r:.80}")
+    if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY or json_problem(key) is not None:
+        raise InvalidOperationError(
+            f"key must be a string of 1-{MAX_KEY} chars of valid Unicode, got {key!r:.80}"
+        )
     return uuid5(KEY_NAMESPACE, f"{tenant or ''}\x00{key}")
 
 

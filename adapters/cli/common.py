@@ -147,6 +147,8 @@ def json_option(text: str | None, flag: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidMessageError(f"{flag} is not JSON: {exc.msg}") from None
+    except RecursionError:
+        raise InvalidMessageError(f"{flag}: JSON nested too deeply") from None
 
 
 def read_messages_from_stdin() -> list[dict[str, Any]]:

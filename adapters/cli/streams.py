@@ -44,6 +44,8 @@ def _deltas(line: str, n: int) -> Any:
         return json.loads(line)
     except json.JSONDecodeError as exc:
         raise InvalidOperationError(f"line {n}: not JSON ({exc.msg})") from None
+    except RecursionError:
+        raise InvalidOperationError(f"line {n}: JSON nested too deeply") from None
 
 
 def _stdin_deltas() -> list[Any]:

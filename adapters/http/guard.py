@@ -19,9 +19,10 @@ from typing import Any, TypeVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ctxstore.adapters.http.auth import ACTOR_HEADER, NotAuthenticatedError, Tokens
+from ctxstore.adapters.http.auth import ACTOR_HEADER, Tokens
 from ctxstore.adapters.http.problems import problem
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
+from ctxstore.domain.errors import CtxStoreError
 
 KEY_HEADER = b"idempotency-key"
 CONTEXT_PATH = re.compile(r"^/v1/contexts/([0-9a-fA-F-]{32,36})/")
@@ -120,8 +121,10 @@ class RequestGuard:
                 headers.get(b"authorization", b"").decode("latin-1"),
                 headers.get(ACTOR_HEADER.encode(), b"").decode("latin-1"),
             )
-        except NotAuthenticatedError:
-            await self.app(scope, replay_body, send)  # the route answers 401
+        except CtxStoreError:
+            # Not authenticated, or a bad actor header: the route answers it (401, 422)
+            # exactly as it does without a key; nothing is claimed for a refused request.
+            await self.app(scope, replay_body, send)
             return
         fingerprint = hashlib.sha256(
             b"\0".join([b"POST", path.encode(), scope.get("query_string", b""), bytes(body)])

@@ -99,6 +99,8 @@ def _records(lines: Iterable[str]) -> Iterator[tuple[int, Any]]:
                 yield n, json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InvalidImportError(f"line {n} is not JSON: {exc.msg}") from None
+            except RecursionError:  # the parser's own stack: deeper than any message may be
+                raise InvalidImportError(f"line {n}: JSON nested too deeply") from None
 
 
 def _blobs(records: list[tuple[int, Any]]) -> dict[str, Blob]:
@@ -272,6 +274,8 @@ def transcript_messages(text: str) -> list[JSON]:
         data = json.loads(stripped)
     except json.JSONDecodeError:
         data = [rec for _, rec in _records(stripped.splitlines())]
+    except RecursionError:  # the parser's own stack: deeper than any message may be
+        raise InvalidImportError("the transcript's JSON is nested too deeply") from None
     if isinstance(data, dict) and isinstance(data.get("messages"), list):
         data = data["messages"]
     if isinstance(data, dict):

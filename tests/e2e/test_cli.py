@@ -339,3 +339,17 @@ def test_log_json_has_the_fields_audit_json_has(cli):
     audited = _json.loads(cli("audit", "--json").stdout.splitlines()[0])
     assert "reverted_by" in entry and entry["reverted_by"] is None
     assert set(audited) - {"position", "context_id"} <= set(entry)
+
+
+def test_json_nested_too_deeply_is_one_line_not_a_traceback(cli, tmp_path):
+    cid = cli("create").stdout.strip()
+    deep = "[" * 100_000 + "]" * 100_000
+    for args in (("insert", cid), ("import",), ("import", "--openai")):
+        done = cli(*args, input=deep, code=1)
+        assert "nested too deeply" in done.stderr and "Traceback" not in done.output
+    message = (
+        '{"role": "user", "content": "x", "metadata": ' + '{"a": ' * 500 + "1" + "}" * 500 + "}"
+    )
+    done = cli("insert", cid, input=message, code=1)
+    assert "nested deeper than 64" in done.stderr
+    assert len(json.loads(cli("log", cid, "--json").stdout)) == 1  # nothing written

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxstore import CtxStoreError
+from ctxstore import CtxStoreError, InvalidMessageError, InvalidOperationError
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
 
@@ -187,3 +187,41 @@ def test_no_nan_or_infinity_reaches_a_stored_state(number):
         with pytest.raises(CtxStoreError):
             attempt()
     assert store.visible(cid).version == version
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    top: dict[str, Any] = {}
+    here = top
+    for _ in range(depth):
+        here["a"] = {}
+        here = here["a"]
+    return top
+
+
+@pytest.mark.parametrize("depth", [65, 1000, 20_000])
+def test_json_nested_past_the_limit_is_refused_in_every_shape(store_url, depth):
+    """Deeper than 64 levels, anywhere in a message of any shape: InvalidMessageError
+    naming where, never the interpreter's RecursionError; nothing written."""
+    deep = _nested(depth)
+    shaped = [
+        (None, {"role": "user", "content": "hi", "metadata": deep}),
+        (None, {"role": "user", "content": [{"type": "text", "text": "x", "extra": deep}]}),
+        ("openai-responses", {"type": "message", "role": "user",
+                              "content": [{"type": "input_text", "text": "x", "x": deep}]}),
+        ("anthropic", {"role": "user", "content": [{"type": "text", "text": "x", "x": deep}]}),
+        ("gemini", {"role": "user", "parts": [{"text": "x", "x": deep}]}),
+    ]  # fmt: skip
+    with ContextStore.from_url(store_url, Settings(actor="fuzz")) as store:
+        cid = store.create()
+        for fmt, message in shaped:
+            with pytest.raises(InvalidMessageError, match="nested deeper than 64"):
+                store.insert(cid, message, format=fmt)
+        assert store.visible(cid).version == 1
+
+
+def test_a_key_that_is_not_valid_unicode_is_refused(store_url):
+    with ContextStore.from_url(store_url, Settings(actor="fuzz")) as store:
+        for ask in (store.context_for_key, store.lookup_key):
+            with pytest.raises(InvalidOperationError, match="valid Unicode"):
+                ask("k\ud800")
+        assert store.contexts() == []

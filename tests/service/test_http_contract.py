@@ -83,3 +83,37 @@ def test_json_cut_short_is_said_by_line_and_column(sqlite_service):
     said = response.json()
     assert said["errors"][0]["loc"] == ["body"]
     assert "not valid JSON" in said["detail"] and "at line 2, column" in said["detail"]
+
+
+def test_an_overlong_actor_with_an_idempotency_key_is_refused_as_without(sqlite_service):
+    """The idempotency guard reads the caller before claiming the key: a bad actor header
+    is the same 422 with a key as without one, nothing claimed and nothing written."""
+    store = sqlite_service.store
+    cid = store.create(tenant="acme")
+    url = f"{sqlite_service.url}/v1/contexts/{cid}/insert"
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    auth = {"Authorization": "Bearer tok-acme"}
+    bad = {**auth, "X-Ctxstore-Actor": "a" * (MAX_ACTOR + 1), "Idempotency-Key": "k-1"}
+    refused = httpx.post(url, json=body, headers=bad)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"] == "InvalidOperationError"
+    again = httpx.post(url, json=body, headers={**auth, "Idempotency-Key": "k-1"})
+    assert again.status_code == 200 and "Idempotent-Replayed" not in again.headers
+    assert store.visible(cid).version == 2
+
+
+def test_choosing_the_id_of_ones_own_context_is_a_conflict(sqlite_service):
+    """The README's promise: a chosen id that is taken answers 409, whether it is the id
+    chosen before or the id that creation returned; another tenant's id is no conflict."""
+    auth = {"Authorization": "Bearer tok-acme"}
+    url = f"{sqlite_service.url}/v1/contexts"
+    chosen = "0b8f5a1e-8c59-4d0c-9d32-4a1c7a2f0001"
+    made = httpx.post(url, json={"context_id": chosen}, headers=auth)
+    assert made.status_code == 201
+    given = made.json()["context_id"]
+    for taken in (chosen, given):
+        again = httpx.post(url, json={"context_id": taken}, headers=auth)
+        assert again.status_code == 409, again.text
+        assert again.json()["error"] == "ContextExistsError"
+    listed = httpx.get(url, headers=auth).json()
+    assert [c["context_id"] for c in listed] == [given]

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query, Response
 from ctxstore.adapters.http.deps import API, Owned, Requester, pooled
 from ctxstore.adapters.http.schemas import CreateBody, Created, ForkBody, Found, KeyBody
 from ctxstore.adapters.store.results import ContextSummary, Erasure, VisibleContext
-from ctxstore.domain.errors import ContextNotFoundError
+from ctxstore.domain.errors import ContextExistsError, ContextNotFoundError
 from ctxstore.domain.limits import MAX_KEY, MAX_PAGE, tenant_scoped_id
 
 router = APIRouter(prefix=f"{API}/contexts", tags=["contexts"])
@@ -26,6 +26,9 @@ def create(body: CreateBody, ctx: Requester, response: Response) -> Created:
     in your requests; another tenant's ids can neither be taken nor told apart from unused."""
     chosen = body.context_id
     if chosen is not None and ctx.who.tenant is not None:
+        if _owner(ctx, chosen) == ctx.who.tenant:
+            # The id of one of the tenant's own contexts (as a creation returned it): taken.
+            raise ContextExistsError(f"context {chosen} already exists")
         chosen = tenant_scoped_id(ctx.who.tenant, chosen)
     cid = ctx.store.create(
         name=body.name, metadata=body.metadata, encoding=body.encoding, model=body.model,
@@ -35,6 +38,14 @@ def create(body: CreateBody, ctx: Requester, response: Response) -> Created:
     response.headers["Location"] = f"{API}/contexts/{cid}"
     response.headers["ETag"] = '"1"'
     return Created(context_id=cid, version=1)
+
+
+def _owner(ctx: Requester, cid: UUID) -> str | None:
+    """The tenant whose context `cid` is, or None when there is no such context."""
+    try:
+        return ctx.store.tenant_of(cid)
+    except ContextNotFoundError:
+        return None
 
 
 @router.post("/by-key", response_model=Created)
