@@ -123,6 +123,13 @@ class _Library(Application[UUID]):
         return Environment(name, {"IS_SNAPSHOTTING_ENABLED": "y", **(env or {})})
 
 
+def unopened(url: str, exc: BaseException) -> StoreUnavailableError:
+    """Why the store at `url` could not be opened, in one line (a damaged file says so)."""
+    cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    damaged = " (the file is damaged: restore it from a backup)" if "malformed" in cause else ""
+    return StoreUnavailableError(f"cannot open the store at {redact(url)}: {cause}{damaged}")
+
+
 class EventStorage:
     """What one store reads and appends through, on the backend its URL chose."""
 
@@ -193,10 +200,14 @@ class EventStorage:
                 raise ConfigurationError(
                     f"{redact(url)} names a file that is not a SQLite database"
                 ) from None
-            raise StoreUnavailableError(f"cannot open the store at {redact(url)}: {exc}") from exc
+            raise unopened(url, exc) from exc
         except faults as exc:
-            raise StoreUnavailableError(f"cannot open the store at {redact(url)}: {exc}") from exc
-        storage.check_readable(url)
+            raise unopened(url, exc) from exc
+        try:
+            storage.check_readable(url)
+        except faults as exc:  # a damaged file, a page that does not read
+            storage.close()
+            raise unopened(url, exc) from exc
         return storage
 
     def repair_audit_index(self) -> None:
@@ -204,7 +215,9 @@ class EventStorage:
         position moved) is made anew and rebuilt from the events when next read."""
         try:
             damaged = self.audit_index.needs_rebuild()
-        except driver_errors():  # its table is gone: make it again
+        except driver_errors() as exc:  # its table is gone: make it again
+            if not any(said in str(exc) for said in ("no such table", "does not exist")):
+                raise  # not a missing table (a damaged file): said where the store opens
             log.warning("the audit index's table is missing; creating it again")
             self.audit_index.create_table()
             damaged = True

@@ -110,3 +110,24 @@ def test_a_read_only_database_file_is_named(tmp_path):
     assert result.exit_code == 5, result.output
     assert f"the SQLite file {db} cannot be written" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_a_damaged_sqlite_file_is_a_typed_error_and_one_line(tmp_path):
+    """Its last page overwritten: opening it raises StoreUnavailableError saying the file
+    is damaged; `ctxstore verify` and every other command print one line, exit 5."""
+    import os
+
+    db = tmp_path / "damaged.db"
+    with ctxstore.open(f"sqlite:///{db}") as store:
+        for _ in range(40):
+            store.insert(store.create(), {"role": "user", "content": "x" * 500})
+    with db.open("r+b") as f:
+        f.seek(db.stat().st_size - 4096)
+        f.write(os.urandom(4096))
+    with pytest.raises(ctxstore.StoreUnavailableError, match="the file is damaged"):
+        ctxstore.open(f"sqlite:///{db}")
+    for command in (["verify"], ["contexts"], ["show", "00000000-0000-0000-0000-000000000000"]):
+        result = CliRunner().invoke(app, ["--url", f"sqlite:///{db}", *command])
+        assert result.exit_code == 5, (command, result.output)
+        assert "Traceback" not in result.output
+        assert result.stderr.strip().splitlines()[-1].startswith("error: cannot open the store")
