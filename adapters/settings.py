@@ -300,11 +300,15 @@ def library_env(
         if not parts.path.strip("/"):
             raise StoreURLError(f"postgresql URL names no database: {redact(url)!r}")
         query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        hosts = url_hosts(parts.netloc, url)
+        if len(hosts) > 1:  # libpq tries them in order (target_session_attrs picks the role)
+            query.setdefault("host", ",".join(h for h, _ in hosts))
+            query.setdefault("port", ",".join(p for _, p in hosts))
         env = {
             "PERSISTENCE_MODULE": "eventsourcing.postgres",
             "POSTGRES_DBNAME": unquote(parts.path.strip("/")),
-            "POSTGRES_HOST": parts.hostname or "localhost",
-            "POSTGRES_PORT": str(parts.port or 5432),
+            "POSTGRES_HOST": hosts[0][0],
+            "POSTGRES_PORT": hosts[0][1],
             "POSTGRES_USER": unquote(parts.username or "postgres"),
             "POSTGRES_PASSWORD": unquote(parts.password or ""),
             "POSTGRES_CONNECT_TIMEOUT": str(connect_timeout),
@@ -322,6 +326,24 @@ def library_env(
         f"unknown store URL {redact(url)!r}: use sqlite:///path.db, postgresql://user@host/db "
         "or memory://"
     )
+
+
+def url_hosts(netloc: str, url: str) -> list[tuple[str, str]]:
+    """The (host, port) pairs of a PostgreSQL URL's netloc, as libpq reads them:
+    `h1:p1,h2:p2`, `[::1]:5432`, a host without a port (5432), none at all (localhost).
+    Raises StoreURLError for a port that is not a number."""
+    hostlist = unquote(netloc.rpartition("@")[2])
+    found = []
+    for item in hostlist.split(",") if hostlist else [""]:
+        if item.startswith("["):  # an IPv6 address
+            name, _, rest = item[1:].partition("]")
+            port = rest.removeprefix(":")
+        else:
+            name, _, port = item.partition(":")
+        if port and not port.isdigit() or port and not 0 < int(port) < 65536:
+            raise StoreURLError(f"PostgreSQL URL port {port!r} is not a port: {redact(url)!r}")
+        found.append((name or "localhost", port or "5432"))
+    return found
 
 
 def replica_urls(url: str) -> tuple[str, list[str]]:

@@ -59,7 +59,7 @@ POSTGRES_RESIDUE = (
     "PostgreSQL: the write-ahead log, streaming replicas and base backups keep the deleted "
     "rows until they are recycled, and VACUUM marks the rows' space free without zeroing it: "
     "the table files hold the bytes until the space is reused (encrypt at rest to rely on "
-    "erasure)"
+    "erasure); a transaction that began before the erasure still reads the rows until it ends"
 )
 
 
@@ -104,14 +104,21 @@ class PostgresEraser(Eraser):
         be vacuumed, and why."""
         left = []
         with self.datastore.get_connection() as conn:
+            # A role that does not own a table is only warned that VACUUM skipped it.
+            warned: list[str] = []
+            conn.add_notice_handler(lambda d: warned.append(d.message_primary or ""))
             for table in (self.events, self.snapshots, self.audit, self.keys):
+                warned.clear()
                 try:
                     conn.execute(SQL("VACUUM {0}").format(table))
+                    why = next((w for w in warned if "skipping" in w or "permission" in w), None)
                 except psycopg.Error as exc:
+                    why = str(exc).strip().splitlines()[0]
+                if why is not None:
                     left.append(
-                        f"PostgreSQL: {table.as_string(conn)} was not vacuumed "
-                        f"({str(exc).strip().splitlines()[0]}): its deleted rows stay in the "
-                        "table files until autovacuum or the tables' owner vacuums it"
+                        f"PostgreSQL: {table.as_string(conn)} was not vacuumed ({why}): its "
+                        "deleted rows stay in the table files as dead rows until autovacuum "
+                        "or the tables' owner vacuums it"
                     )
         return left
 
