@@ -19,7 +19,10 @@ from tests.conftest import make_url
 def test_every_host_list_libpq_reads_is_parsed():
     env = library_env("postgresql://u:pw@h1:5433,h2:5434/db?target_session_attrs=read-write")
     assert (env["POSTGRES_HOST"], env["POSTGRES_PORT"], env["POSTGRES_USER"]) == ("h1", "5433", "u")
-    assert '"host": "h1,h2"' in env["CTXSTORE_LIBPQ"] and '"port": "5433,5434"' in env["CTXSTORE_LIBPQ"]
+    assert (
+        '"host": "h1,h2"' in env["CTXSTORE_LIBPQ"]
+        and '"port": "5433,5434"' in env["CTXSTORE_LIBPQ"]
+    )
     assert '"port": "5432,5432"' in library_env("postgresql://u@h1,h2/db")["CTXSTORE_LIBPQ"]
     assert library_env("postgresql://u@[::1]:5440/db")["POSTGRES_PORT"] == "5440"
     assert library_env("postgresql:///db")["POSTGRES_HOST"] == "localhost"
@@ -35,7 +38,9 @@ def _unused_port() -> int:
 
 
 @pytest.mark.postgres
-def test_a_store_opens_through_the_host_that_answers(request: pytest.FixtureRequest, tmp_path: Path):
+def test_a_store_opens_through_the_host_that_answers(
+    request: pytest.FixtureRequest, tmp_path: Path
+):
     url = make_url("postgres", tmp_path, request)
     parts = urlsplit(url)
     auth = parts.netloc.rpartition("@")[0]
