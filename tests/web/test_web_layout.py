@@ -15,7 +15,17 @@ import pytest
 from . import test_web_view as view
 from .test_web_view import expect, sign_in, user
 
-browser, site = view.browser, view.site  # the same Chromium and seeded services
+browser = view.browser  # the same Chromium
+
+
+@pytest.fixture(scope="module")
+def site(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """The seeded service on SQLite: the layout is the page's, whatever the database (the
+    views' reads run on both in test_web_view.py)."""
+    yield from view.seeded_site("sqlite", request, tmp_path_factory)
+
 
 pytestmark = pytest.mark.slow  # the browser
 

@@ -151,7 +151,14 @@ def png(width: int, height: int) -> bytes:
 def site(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Any]]:
-    url = make_url(request.param, tmp_path_factory.mktemp("web"), request)
+    yield from seeded_site(request.param, request, tmp_path_factory)
+
+
+def seeded_site(
+    kind: str, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
+    """The service over a seeded store of this kind, and what the seed wrote."""
+    url = make_url(kind, tmp_path_factory.mktemp("web"), request)
     config = ServiceConfig(tokens=TOKENS, audit_refresh_seconds=0.2)
     with ContextStore.from_url(url, Settings(prices=PRICES)) as store:
         facts = {**seed(store), **seed_agent_run(store)}
