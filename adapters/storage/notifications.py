@@ -232,11 +232,15 @@ class PostgresNotifications(WatchingNotifications):
         from psycopg import sql
 
         backoff = 0.05
+        down = False  # an outage is said once, in one line, and its end once
         while not self._closed.is_set():
             try:
                 with psycopg.connect(self.conninfo, autocommit=True) as conn:
                     conn.execute(sql.SQL("LISTEN {0}").format(sql.Identifier(self.channel)))
                     backoff = 0.05
+                    if down:
+                        log.warning("listening for new events again")
+                        down = False
                     self.publish(None)  # anything written while not listening
                     while not self._closed.is_set():
                         for note in conn.notifies(timeout=0.5):
@@ -248,7 +252,12 @@ class PostgresNotifications(WatchingNotifications):
             except psycopg.Error as exc:
                 if self._closed.is_set():
                     return
-                log.warning("listening for new events failed (%s); reconnecting", exc)
+                if not down:  # libpq's message runs over several lines: its first says it
+                    said = (
+                        str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    )
+                    log.warning("listening for new events failed (%s); reconnecting", said)
+                    down = True
                 self._closed.wait(backoff)
                 backoff = min(backoff * 2, 2.0)
 
