@@ -8,5 +8,5 @@ def test_every_store_shares_one_encoder():
     first = Tokenizers(None).counter("o200k_base")
     second = Tokenizers(None).counter("o200k_base")
     if packaged_o200k() is not None:  # the packaged file is a dependency: it is here
-        assert first.encoding is second.encoding  # type: ignore[union-attr]
+        assert first.encoding is second.encoding
     assert first.count("hello world") == second.count("hello world")
