@@ -3,11 +3,13 @@
 - PostgreSQL: psycopg's async connections (a pool of its own, as the sync one is bounded),
   calling the same insert function the sync recorder calls — turn check and
   notification alike — and reading a context's newer events.
-- SQLite: statements on the event loop that never wait for another writer: the database's
-  write lock is tried without a busy timeout and, while another connection holds it,
-  awaited by sleeping; readers never wait in WAL mode. (The commit's own I/O, a WAL append
-  without fsync at synchronous=NORMAL, stays on the loop: it is shorter than the hop to a
-  thread it replaces.)
+- SQLite: each insert on a worker thread that never waits for another writer: the
+  database's write lock is tried without a busy timeout and, while another connection
+  holds it, awaited on the loop by sleeping; readers never wait in WAL mode. The commit
+  runs off the loop because its I/O is not always short: a commit that crosses the WAL's
+  checkpoint size copies pages into the database file (10-20 ms on the loop, measured).
+  A cancelled insert is awaited to its end before the cancellation goes on, so no write
+  is left half-applied and no lock held.
 - memory://: in process, nothing to wait for.
 """
 
@@ -28,6 +30,22 @@ from eventsourcing.persistence import (
 )
 
 BUSY_WAIT = (0.0002, 0.02)  # the first and the longest sleep while another writer writes
+
+
+async def settled_thread(fn: Any, *args: Any) -> Any:
+    """`fn(*args)` on a worker thread; when the awaiting task is cancelled meanwhile, the
+    call is awaited to its end first (it cannot be stopped half-way), then the
+    cancellation goes on."""
+    running = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        while not running.done():
+            try:
+                await asyncio.shield(running)
+            except asyncio.CancelledError:
+                continue
+        raise
 
 
 class AsyncEvents:
@@ -63,7 +81,7 @@ class SQLiteAsyncEvents(AsyncEvents):
     async def insert(self, cid: UUID, stored: Sequence[StoredEvent]) -> None:
         delay, most = BUSY_WAIT
         while True:
-            if self._try_insert(cid, stored):
+            if await settled_thread(self._try_insert, cid, stored):
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, most)

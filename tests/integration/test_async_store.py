@@ -222,3 +222,44 @@ def test_attachments_through_the_async_store(store_url: str):
             assert [m["content"] for m in inlined] == [message["content"]] * 2
 
     asyncio.run(main())
+
+
+def test_the_loop_keeps_turning_while_a_sqlite_commit_is_held_open(tmp_path):
+    """The commit is held open (the recorder's insert waits for a signal) until the loop
+    has turned ten times: only a commit off the loop lets those turns happen. Not a timing
+    assertion: with the commit on the loop, the signal never comes and the wait runs out."""
+    url = f"sqlite:///{tmp_path / 'turning.db'}"
+    released = threading.Event()
+
+    async def main() -> tuple[bool, int]:
+        async with await aopen(url) as store:
+            cid = await store.create()
+            recorder: Any = store._core.storage.recorder  # type: ignore[attr-defined]
+            insert = recorder.insert_events_with
+
+            held: list[bool] = []
+            entered = threading.Event()
+
+            def held_open(*args: Any, **kwargs: Any) -> Any:
+                entered.set()
+                held.append(released.wait(timeout=5))  # the commit, held open
+                return insert(*args, **kwargs)
+
+            recorder.insert_events_with = held_open
+            turns = 0
+
+            async def ticker() -> None:
+                nonlocal turns
+                while True:
+                    await asyncio.sleep(0)
+                    turns += entered.is_set()  # the loop's turns while the commit is open
+                    if turns == 10:
+                        released.set()
+
+            ticking = asyncio.create_task(ticker())
+            written = await store.insert(cid, {"role": "user", "content": "hi"})
+            ticking.cancel()
+            return held, written.version
+
+    held, version = asyncio.run(main())
+    assert held == [True] and version == 2  # held open once, released by the loop's turns
