@@ -231,10 +231,10 @@ def test_the_loop_keeps_turning_while_a_sqlite_commit_is_held_open(tmp_path):
     url = f"sqlite:///{tmp_path / 'turning.db'}"
     released = threading.Event()
 
-    async def main() -> tuple[bool, int]:
+    async def main() -> tuple[list[bool], int]:
         async with await aopen(url) as store:
             cid = await store.create()
-            recorder: Any = store._core.storage.recorder  # type: ignore[attr-defined]
+            recorder: Any = store._core.storage.recorder
             insert = recorder.insert_events_with
 
             held: list[bool] = []
