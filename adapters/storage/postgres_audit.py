@@ -63,7 +63,8 @@ CURSOR_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (position bigint PRIMARY KEY, event_xid xid8 NOT NULL, "
     "event_id bigint NOT NULL)"
 )
-OWN_WRITE_WAIT = 5.0  # seconds an audit read waits for an older transaction to end
+OWN_WRITE_WAIT = 15.0  # seconds an audit read waits for an older transaction to end (its
+# horizon is the cluster's: a transaction in another database of the server holds it too)
 
 
 class PostgresAuditView(PostgresTrackingRecorder, AuditView):
