@@ -177,7 +177,9 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
         if found and not found[0][0]:
             return True
         self._settled = own  # below the horizon (or erased): no need to ask again
-        return False
+        # Settled since the rows were read (the older transaction ended in between): the
+        # rows lack it, so they are read once more.
+        return bool(found)
 
     def reset(self) -> None:
         tracking = self.tracking
