@@ -58,11 +58,11 @@ from ctxstore.adapters.integrations.agents_items import (
     native_message,
     summary_message,
 )
-from ctxstore.adapters.integrations.settled import settled, settled_await
 from ctxstore.adapters.integrations.surface import faces
 from ctxstore.adapters.store.contract import ContextOperations, ReplyStream, StreamPolicy
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.adapters.store.results import VisibleContext
+from ctxstore.adapters.threads.settled import settled, settled_await
 from ctxstore.domain.context import JSON
 from ctxstore.domain.errors import (
     CtxStoreError,

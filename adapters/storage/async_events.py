@@ -29,23 +29,9 @@ from eventsourcing.persistence import (
     StoredEvent,
 )
 
+from ctxstore.adapters.threads.settled import settled
+
 BUSY_WAIT = (0.0002, 0.02)  # the first and the longest sleep while another writer writes
-
-
-async def settled_thread(fn: Any, *args: Any) -> Any:
-    """`fn(*args)` on a worker thread; when the awaiting task is cancelled meanwhile, the
-    call is awaited to its end first (it cannot be stopped half-way), then the
-    cancellation goes on."""
-    running = asyncio.get_running_loop().run_in_executor(None, fn, *args)
-    try:
-        return await asyncio.shield(running)
-    except asyncio.CancelledError:
-        while not running.done():
-            try:
-                await asyncio.shield(running)
-            except asyncio.CancelledError:
-                continue
-        raise
 
 
 class AsyncEvents:
@@ -81,7 +67,7 @@ class SQLiteAsyncEvents(AsyncEvents):
     async def insert(self, cid: UUID, stored: Sequence[StoredEvent]) -> None:
         delay, most = BUSY_WAIT
         while True:
-            if await settled_thread(self._try_insert, cid, stored):
+            if await settled(self._try_insert, cid, stored):
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, most)

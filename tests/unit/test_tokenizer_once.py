@@ -7,6 +7,6 @@ from ctxstore.adapters.llm.tokenizer import Tokenizers, packaged_o200k
 def test_every_store_shares_one_encoder():
     first = Tokenizers(None).counter("o200k_base")
     second = Tokenizers(None).counter("o200k_base")
-    if packaged_o200k() is not None:  # the packaged file is a dependency: it is here
-        assert first.encoding is second.encoding
+    assert packaged_o200k() is not None  # the packaged file is a dependency: it is here
+    assert first.encoding is second.encoding
     assert first.count("hello world") == second.count("hello world")

@@ -6,7 +6,6 @@ unknown pages and ids, and the token chart following the live head."""
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -150,4 +149,3 @@ def test_the_token_chart_follows_the_live_head(sized, site):
         store.insert(cid, user(f"more {n}"))
     expect(page.locator("#chart .last-version")).to_have_text("v7", timeout=20_000)
     expect(page.locator("#chart")).to_have_attribute("data-last", "7")
-    assert re.match(r"v\d+", page.locator("#chart .last-version").text_content() or "")

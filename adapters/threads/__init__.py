@@ -1,0 +1,1 @@
+"""Work on worker threads awaited from an event loop."""
