@@ -190,6 +190,8 @@ def _sweep(store: Served, stop: threading.Event, every: float) -> None:
             if store.admin.retention_policies():
                 store.admin.sweep()
         except Exception:  # noqa: BLE001 - logged; the next sweep tries again
+            if store.closed:  # closed under a service still running: nothing left to do
+                return
             problems.log.warning("retention sweep failed", exc_info=True)
 
 
@@ -198,4 +200,6 @@ def _refresh_audit(store: Served, stop: threading.Event, every: float) -> None:
         try:
             store.admin.refresh_audit_index()
         except Exception:  # noqa: BLE001 - the next audit read catches up and reports it
+            if store.closed:
+                return
             problems.log.warning("audit index refresh failed", exc_info=True)

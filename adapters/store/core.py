@@ -35,6 +35,7 @@ class StoreCore:
 
     def __init__(self, storage: EventStorage, settings: Settings, url: str) -> None:
         self.storage = storage
+        self.closed = False
         self.settings = settings
         self.url = url
         self.cache = ContextCache(settings.cache_size)
@@ -225,4 +226,5 @@ class StoreCore:
         return items
 
     def close(self) -> None:
+        self.closed = True
         self.storage.close()

@@ -491,6 +491,11 @@ class ContextStore(
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def closed(self) -> bool:
+        """Whether `close` has been called (a closed store's methods fail)."""
+        return self._core.closed
+
     def close(self) -> None:
         if self._replicas is not None:
             self._replicas.close()

@@ -381,3 +381,24 @@ def test_every_problem_names_its_error(service):
     assert r.status_code == 405 and r.json()["error"] == "InvalidOperationError"
     r = raw(service, "POST", "/v1/contexts", headers={"Content-Type": "text/plain"}, content=b"x")
     assert r.status_code == 415 and r.json()["error"] == "InvalidOperationError"
+
+
+def test_a_store_closed_under_a_running_service_ends_its_background_work_quietly(tmp_path, caplog):
+    """Closing the store before the service stops (a shutdown out of order) must not
+    leave the audit refresher logging a failure every few tenths of a second."""
+    import logging
+
+    from fastapi.testclient import TestClient
+
+    from ctxstore import ContextStore
+    from ctxstore.adapters.http import create_app
+    from ctxstore.adapters.settings import ServiceConfig
+
+    store = ContextStore.from_url(f"sqlite:///{tmp_path / 'closed.db'}")
+    config = ServiceConfig(tokens={"t": "acme"}, audit_refresh_seconds=0.05)
+    with caplog.at_level(logging.WARNING), TestClient(create_app(store, config)):
+        refresher = next(t for t in threading.enumerate() if t.name == "ctxstore-audit")
+        store.close()
+        refresher.join(timeout=5)
+        assert not refresher.is_alive()
+    assert not [r for r in caplog.records if "refresh failed" in r.getMessage()]

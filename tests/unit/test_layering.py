@@ -1,10 +1,9 @@
 """The architecture stays visible: domain imports nothing outward, projections no adapters."""
 
-import ast
+import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -30,33 +29,74 @@ DOMAIN_IO = (
 )
 
 
-# Files are parsed on a thread of their own: CPython 3.11's parser can refuse to run ("AST
-# constructor recursion depth mismatch") on a thread that caught a RecursionError before,
-# as a test worker's has after the hostile-input tests.
-PARSER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="parse")
+# Files are parsed in a child interpreter: CPython 3.11 keeps the AST converter's recursion
+# count in one place per interpreter, so a parse overlapping another thread's (a traceback
+# printed by a leftover thread parses its source lines) fails with "AST constructor
+# recursion depth mismatch".
+IMPORTS_OF = r"""
+import ast, json, sys
+
+class Imports(ast.NodeVisitor):
+    # Each import as [module, names, level, whether it only runs for type checkers].
+    def __init__(self):
+        self.found, self.checking = [], False
+
+    def visit_If(self, node):
+        if "TYPE_CHECKING" in ast.unparse(node.test):
+            was, self.checking = self.checking, True
+            for n in node.body:
+                self.visit(n)
+            self.checking = was
+            for n in node.orelse:
+                self.visit(n)
+            return
+        self.generic_visit(node)
+
+    def visit_Import(self, node):
+        for a in node.names:
+            self.found.append([a.name, [], 0, self.checking])
+
+    def visit_ImportFrom(self, node):
+        if node.module:
+            names = [a.name for a in node.names]
+            self.found.append([node.module, names, node.level, self.checking])
+
+found = {}
+for path in sys.argv[1:]:
+    visitor = Imports()
+    visitor.visit(ast.parse(open(path, encoding="utf-8").read(), filename=path))
+    found[path] = visitor.found
+print(json.dumps(found))
+"""
+Import = tuple[str, list[str], int, bool]  # module, names imported from it, level, typing-only
 
 
-def parse(path: Path) -> ast.Module:
-    return PARSER.submit(ast.parse, path.read_text(), filename=str(path)).result()
+def parsed_imports(paths: list[Path]) -> dict[Path, list[Import]]:
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORTS_OF, *map(str, paths)],
+        check=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    return {Path(p): [tuple(i) for i in found] for p, found in json.loads(done.stdout).items()}
+
+
+def imports_of(paths: list[Path]) -> dict[Path, list[str]]:
+    """The modules each file imports, by name (relative imports marked `<relative>.`)."""
+    return {
+        path: [m if level == 0 else f"<relative>.{m}" for m, _, level, _ in found]
+        for path, found in parsed_imports(paths).items()
+    }
 
 
 def imported_modules(path: Path) -> list[str]:
-    tree = parse(path)
-    names = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.append(node.module if node.level == 0 else f"<relative>.{node.module}")
-    return names
+    return imports_of([path])[path]
 
 
 @pytest.mark.parametrize("layer", sorted(FORBIDDEN))
 def test_inner_layers_do_not_import_outer_ones(layer):
     files = sorted((ROOT / layer).rglob("*.py"))
     assert files
-    for path in files:
-        for name in imported_modules(path):
+    for path, names in imports_of(files).items():
+        for name in names:
             assert not name.startswith("<relative>"), f"{path}: use absolute ctxstore imports"
             for bad in FORBIDDEN[layer]:
                 assert name != bad and not name.startswith(bad + "."), f"{path} imports {name}"
@@ -191,8 +231,8 @@ INTEGRATIONS_MAY_IMPORT = (
 def test_adapter_packages_keep_their_boundaries(folder):
     files = sorted((ROOT / folder).rglob("*.py"))
     assert files
-    for path in files:
-        for name in imported_modules(path):
+    for path, names in imports_of(files).items():
+        for name in names:
             for bad in ADAPTER_RULES[folder]:
                 assert not name.startswith(bad), f"{path} imports {name}"
 
@@ -222,29 +262,17 @@ def import_graph() -> dict[str, set[str]]:
             name = ".".join(("ctxstore", *parts)).removesuffix(".__init__")
             modules[name] = path
 
+    parsed = parsed_imports(list(modules.values()))
+
     def edges(path: Path) -> set[str]:
         found: set[str] = set()
-
-        class Imports(ast.NodeVisitor):
-            def visit_If(self, node: ast.If) -> None:
-                if "TYPE_CHECKING" in ast.unparse(node.test):
-                    for n in node.orelse:
-                        self.visit(n)
-                    return
-                self.generic_visit(node)
-
-            def visit_Import(self, node: ast.Import) -> None:
-                found.update(a.name for a in node.names)
-
-            def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-                if not node.module:
-                    return
-                subs = {f"{node.module}.{a.name}" for a in node.names} & modules.keys()
-                found.update(subs)
-                if len(subs) < len(node.names):
-                    found.add(node.module)
-
-        Imports().visit(parse(path))
+        for module, names, _, checking in parsed[path]:
+            if checking:
+                continue
+            subs = {f"{module}.{n}" for n in names} & modules.keys()
+            found.update(subs)
+            if len(subs) < len(names) or not names:
+                found.add(module)
         return found & modules.keys()
 
     return {name: edges(path) for name, path in modules.items()}

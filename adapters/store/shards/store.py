@@ -127,6 +127,10 @@ class ShardedStore(ShardRouted):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def closed(self) -> bool:
+        return all(s.closed for s in self.stores.values())
+
     def close(self) -> None:
         for s in self.stores.values():
             s.close()
