@@ -72,7 +72,8 @@ class StoreUnavailableError(CtxStoreError):
 class OutcomeUnknownError(StoreUnavailableError):
     """A write reached the database but whether it was committed cannot be told now (the
     store cannot be read). Its events carry `command_id`: once the store answers, the
-    context's history says whether they are there (never retry blindly)."""
+    context's history says whether they are there (an entry with that `command_id`);
+    never retry blindly."""
 
     def __init__(self, message: str, *, context_id: str = "", command_id: str = "") -> None:
         super().__init__(message)

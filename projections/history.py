@@ -64,6 +64,9 @@ class HistoryEntry(BaseModel):
     message_ids: list[str]
     details: dict[str, Any]
     changes: Change | None = None  # what it changed in the visible context, where asked for
+    # The id of the command that stored it: what an OutcomeUnknownError names, so a caller
+    # can tell whether that write is here (None for events stored before command ids).
+    command_id: str | None = None
 
 
 _HEADER = ("originator_id", "originator_version", "timestamp", "actor", "batch")
@@ -199,6 +202,7 @@ def fold_history(events: Iterable[Context.Event], *, changes: bool = False) -> l
             "reverted_by": None,
             "message_ids": ids,
             "details": details,
+            "command_id": getattr(e, "command", None),
         }
         if changes:
             ctx, row["changes"] = apply_event(ctx, e)

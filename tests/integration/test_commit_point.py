@@ -14,6 +14,7 @@ import time
 from collections import Counter
 
 import pytest
+from eventsourcing.persistence import OperationalError as PersistenceOperationalError
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
@@ -158,3 +159,29 @@ def test_terminated_backends_never_report_a_stored_command_as_failed(pg_url, pg_
         or (kind == "unknown" and stored[tag] > 1)
     }
     assert not wrong, (wrong, kinds)
+
+
+def test_an_unknown_outcome_names_a_command_the_history_can_be_asked_about(tmp_path):
+    """The reply to a commit is lost and the store cannot be read to check: the error names
+    the command, and once the store answers, the history says whether it is there."""
+    with ContextStore.from_url(f"sqlite:///{tmp_path / 'lost.db'}") as store:
+        cid = store.create(name="lost reply")
+        recorder = store._storage.recorder
+        real_insert, real_select = recorder.insert_events, recorder.select_events
+
+        def committed_then_lost(stored, **kwargs):
+            real_insert(stored, **kwargs)
+            raise PersistenceOperationalError("disk I/O error")  # the commit happened; its answer did not arrive
+
+        def unreadable(*args, **kwargs):
+            raise PersistenceOperationalError("unable to open database file")
+
+        recorder.insert_events, recorder.select_events = committed_then_lost, unreadable
+        with pytest.raises(OutcomeUnknownError) as lost:
+            store.insert(cid, [{"role": "user", "content": "was it stored?"}])
+        recorder.insert_events, recorder.select_events = real_insert, real_select
+        assert lost.value.command_id and lost.value.context_id == str(cid)
+        store._core.forget(cid)  # this process's view may be stale after a failure
+        found = [e for e in store.history(cid) if e.command_id == lost.value.command_id]
+        assert [e.type for e in found] == ["insert"]
+        assert len({e.command_id for e in store.history(cid)}) == 2  # creation, insert
