@@ -346,6 +346,9 @@ def url_hosts(netloc: str, url: str) -> list[tuple[str, str]]:
     return found
 
 
+WRITABLE = ("read-write", "primary")  # libpq's target_session_attrs that only a primary meets
+
+
 def replica_urls(url: str) -> tuple[str, list[str]]:
     """A store URL without its `replica=host[:port]` parameters, and the replicas' URLs
     they name: the same URL (user, database, schema, parameters) on each replica's host.
@@ -359,6 +362,11 @@ def replica_urls(url: str) -> tuple[str, list[str]]:
         raise StoreURLError(f"only PostgreSQL has replicas: {redact(url)!r}")
     rest = urlencode([(k, v) for k, v in pairs if k != "replica"])
     primary = urlunsplit(parts._replace(query=rest))
+    # A replica is a standby: the primary's demand for a writable session would refuse it.
+    rest = urlencode([
+        (k, v) for k, v in pairs
+        if k != "replica" and not (k == "target_session_attrs" and v in WRITABLE)
+    ])  # fmt: skip
     auth = parts.netloc.rpartition("@")[0]
     replicas = []
     for host in hosts:

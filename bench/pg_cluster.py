@@ -1,7 +1,8 @@
 """A private PostgreSQL cluster, started in a temporary folder on its own port, that a test or
 a benchmark may stop, start again, freeze (SIGSTOP) and thaw — never the shared server.
 
-Used by tests/integration/test_outages.py and bench_reliability.py.
+Used by tests/integration/test_outages.py, test_replicas.py, test_failover.py and
+bench_reliability.py.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ def _as_owner() -> list[str]:
 
 
 class Cluster:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, port: int | None = None) -> None:
         self.data = folder / "data"
-        self.port = _free_port()
+        self.port = port or _free_port()
         self.log = folder / "server.log"
         self.frozen: list[int] = []
 
@@ -66,15 +67,17 @@ class Cluster:
                 f"unix_socket_directories = '{self.data}'\nfsync = off\n"
             )
 
-    def base_backup(self, folder: Path, *, standby: bool = False) -> Cluster:
+    def base_backup(
+        self, folder: Path, *, standby: bool = False, port: int | None = None
+    ) -> Cluster:
         """A base backup of this running cluster (pg_basebackup, its WAL streamed), as a
         cluster of its own on another port, not started. With `standby`, it starts as a
         hot standby streaming from this one (pg_basebackup -R writes standby.signal and
         primary_conninfo)."""
-        copy = Cluster(folder)
+        copy = Cluster(folder, port)
         subprocess.run(
             [*_as_owner(), str(BIN / "pg_basebackup"), "-D", str(copy.data), "-h", "127.0.0.1",
-             "-p", str(self.port), "-U", "postgres", "-X", "stream", "--no-sync",
+             "-p", str(self.port), "-U", "postgres", "-X", "stream", "--no-sync", "--checkpoint=fast",
              *(["-R"] if standby else [])],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -101,6 +104,31 @@ class Cluster:
                 if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:
                     found.append(int(entry.name))
         return found
+
+    def kill(self) -> None:
+        """SIGKILL the server and its backends at once: a machine lost mid-write (nothing
+        is flushed or shut down; its connections end with a reset)."""
+        for pid in self._processes():
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        (self.data / "postmaster.pid").unlink(missing_ok=True)
+
+    def promote(self) -> None:
+        """Make this standby the primary (pg_ctl promote, waiting until it takes writes)."""
+        self._ctl("-w", "-t", "30", "promote")
+
+    def require_sync_standby(self) -> None:
+        """Commits wait until a standby has flushed them (synchronous_standby_names '*')."""
+        self.settings(synchronous_standby_names="'*'", synchronous_commit="on")
+
+    def settings(self, **values: str) -> None:
+        """ALTER SYSTEM each setting and reload the configuration."""
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            for name, value in values.items():
+                conn.execute(f"ALTER SYSTEM SET {name} = {value}")
+            conn.execute("SELECT pg_reload_conf()")
 
     def freeze(self) -> None:
         """SIGSTOP the server and its backends: connections stay open, nothing answers."""

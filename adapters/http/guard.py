@@ -20,9 +20,10 @@ from typing import Any, TypeVar
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ctxstore.adapters.http.auth import ACTOR_HEADER, Tokens
-from ctxstore.adapters.http.problems import problem
+from ctxstore.adapters.http.problems import for_error, log, problem
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
-from ctxstore.domain.errors import CtxStoreError
+from ctxstore.adapters.store.faults import typed
+from ctxstore.domain.errors import CtxStoreError, StoreUnavailableError
 
 KEY_HEADER = b"idempotency-key"
 CONTEXT_PATH = re.compile(r"^/v1/contexts/([0-9a-fA-F-]{32,36})/")
@@ -56,7 +57,8 @@ class RequestGuard:
         self.pool = pool
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        call = functools.partial(fn, *args)
+        # The keys live in the database: an outage is StoreUnavailableError (503), not 500.
+        call = functools.partial(typed(fn), *args)
         return await asyncio.get_running_loop().run_in_executor(self.pool, call)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -131,7 +133,11 @@ class RequestGuard:
         ).hexdigest()
         named = CONTEXT_PATH.match(path)
         context = named.group(1).lower() if named else None
-        held = await self._run(self.keys.claim, caller.scope, text, fingerprint, context)
+        try:
+            held = await self._run(self.keys.claim, caller.scope, text, fingerprint, context)
+        except StoreUnavailableError as exc:
+            await for_error(exc, scope["path"])(scope, receive, send)
+            return
         if held is not None:
             await self._answer_held(scope, receive, send, held.fingerprint == fingerprint, held)
             return
@@ -143,7 +149,7 @@ class RequestGuard:
         try:
             await self.app(scope, replay_body, capture)
         except BaseException:
-            await self._run(self.keys.release, caller.scope, text)
+            await self._settle(self.keys.release, caller.scope, text)
             raise
         start = next(m for m in sent if m["type"] == "http.response.start")
         status = int(start["status"])
@@ -157,11 +163,20 @@ class RequestGuard:
                 m.get("body", b"") for m in sent if m["type"] == "http.response.body"
             )
             record = json.dumps({"headers": kept, "body": payload.decode("utf-8")}).encode()
-            await self._run(self.keys.complete, caller.scope, text, status, record)
+            await self._settle(self.keys.complete, caller.scope, text, status, record)
         else:
-            await self._run(self.keys.release, caller.scope, text)
+            await self._settle(self.keys.release, caller.scope, text)
         for m in sent:
             await send(m)
+
+    async def _settle(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Complete or release a key. The request's own answer is sent whatever happens
+        here: a write that succeeded was stored, and must not be reported as failed (a key
+        left pending answers its retries 409 until CTXSTORE_SERVICE__IDEMPOTENCY_PENDING_SECONDS)."""
+        try:
+            await self._run(fn, *args)
+        except StoreUnavailableError as exc:
+            log.warning("idempotency key %s: could not be settled: %s", args[1], exc)
 
     def _too_large(self) -> str:
         return f"the request body exceeds {self.max_body} bytes"

@@ -28,10 +28,11 @@ from ctxstore.adapters.store.results import AuditPage
 from ctxstore.adapters.store.shards.merged_audit import PREFIX as MERGED
 from ctxstore.adapters.store.shards.merged_audit import MergedAuditPage, entry_cursors
 from ctxstore.adapters.store.shards.store import ShardedStore
-from ctxstore.adapters.store.tail import PAGE
+from ctxstore.adapters.store.tail import OUTAGE_WAIT, PAGE
 from ctxstore.domain.errors import (
     ContextNotFoundError,
     InvalidOperationError,
+    StoreUnavailableError,
     TooManyClientsError,
 )
 
@@ -87,6 +88,7 @@ class TailHub:
     ) -> AsyncIterator[bytes]:
         run = _runner(pool)
         woken = asyncio.Event()
+        down = False
         with _woken_by(store, woken, cid.hex):
             at = start if start is not None else await run(store.tail_head, cid)
             yield b"retry: 1000\n\n"
@@ -97,6 +99,12 @@ class TailHub:
                 except ContextNotFoundError:
                     yield _event(None, "gone", '{"detail": "the context is erased"}')
                     return
+                except StoreUnavailableError as exc:
+                    # A restart or failover: the stream stays open and reads again.
+                    down = await _outage(exc, f"context {cid}", down)
+                    yield b": the store does not answer; reading again\n\n"
+                    continue
+                down = False
                 for version, encoded in page:
                     yield encoded
                     at = version
@@ -139,6 +147,7 @@ class TailHub:
                 return list(entry_cursors(at, page, store.names))
             return [e.position for e in page.entries]
 
+        down = False
         with _woken_by(store, woken, None):
             at = start if start is not None else await run(store.admin.audit_head)
             page = await run(page_after, at)
@@ -150,7 +159,14 @@ class TailHub:
                 if not page.more and not await _wait(woken, self.keepalive):
                     yield b": keep-alive\n\n"
                 woken.clear()
-                page = await run(page_after, at)
+                while True:
+                    try:
+                        page = await run(page_after, at)
+                        down = False
+                        break
+                    except StoreUnavailableError as exc:
+                        down = await _outage(exc, f"the audit of {tenant or 'all'}", down)
+                        yield b": the store does not answer; reading again\n\n"
 
 
 class EventStream(StreamingResponse):
@@ -201,6 +217,14 @@ async def _body(send: Send, body: bytes) -> None:
 def _event(event_id: int | str | None, kind: str, data: str) -> bytes:
     head = "" if event_id is None else f"id: {event_id}\n"
     return f"{head}event: {kind}\ndata: {data}\n\n".encode()
+
+
+async def _outage(exc: StoreUnavailableError, what: str, said: bool) -> bool:
+    """Wait before reading again; say so once per outage. True: said."""
+    if not said:
+        log.warning("live tail of %s: the store does not answer (%s); reading again", what, exc)
+    await asyncio.sleep(OUTAGE_WAIT)
+    return True
 
 
 async def _wait(woken: asyncio.Event, timeout: float) -> bool:

@@ -8,16 +8,21 @@ Server-Sent Events and `ctxstore tail` are made of the same reads.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from uuid import UUID
 
+from ctxstore.adapters.storage.backend import driver_errors
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.domain.context import Context
-from ctxstore.domain.errors import ContextNotFoundError
+from ctxstore.domain.errors import ContextNotFoundError, StoreUnavailableError
 from ctxstore.projections.history import TailEvent, tail_event
 
 PAGE = 500  # events read at a time
+OUTAGE_WAIT = 1.0  # seconds between reads while the store does not answer
+log = logging.getLogger(__name__)
 
 
 def events_after(core: StoreCore, cid: UUID, after: int, limit: int = PAGE) -> list[TailEvent]:
@@ -53,11 +58,19 @@ def follow(
     unsubscribe = core.storage.notifications.subscribe(
         lambda h: woken.set() if h is None or h == hex_id else None, hex_id
     )
+    outage = Outage(cid, idle)
+    failures: tuple[type[BaseException], ...] = (StoreUnavailableError, *driver_errors())
     try:
         at = head_version(core, cid) if after is None else after
         while stop is None or not stop.is_set():
             woken.clear()
-            page = events_after(core, cid, at)
+            try:
+                page = events_after(core, cid, at)
+            except failures as exc:
+                if core.closed or not outage.wait(exc):
+                    raise
+                continue
+            outage.over()
             for event in page:
                 yield event
                 at = event.version
@@ -68,3 +81,36 @@ def follow(
                 return
     finally:
         unsubscribe()
+
+
+def first_line(exc: BaseException) -> str:
+    """A driver's error in one line (libpq's run over several)."""
+    said = str(exc).strip()
+    return f"{type(exc).__name__}: {said.splitlines()[0] if said else ''}"
+
+
+class Outage:
+    """A follower riding through a store that stops answering (a restart, a failover): it
+    reads again every OUTAGE_WAIT seconds from its last event, saying so once, and gives
+    up after `idle` seconds (if given), as it would without events."""
+
+    def __init__(self, cid: UUID, idle: float | None) -> None:
+        self.cid, self.idle, self.since = cid, idle, 0.0
+
+    def wait(self, exc: BaseException) -> bool:
+        """Whether to read again (after a pause)."""
+        now = time.monotonic()
+        if not self.since:
+            self.since = now
+            log.warning("following context %s: the store does not answer (%s); "
+                        "reading again every %g s", self.cid, first_line(exc), OUTAGE_WAIT)  # fmt: skip
+        if self.idle is not None and now - self.since >= self.idle:
+            return False
+        time.sleep(OUTAGE_WAIT)
+        return True
+
+    def over(self) -> None:
+        if self.since:
+            log.warning("following context %s: the store answers again after %.1f s",
+                        self.cid, time.monotonic() - self.since)  # fmt: skip
+            self.since = 0.0

@@ -171,7 +171,9 @@ def test_an_unknown_outcome_names_a_command_the_history_can_be_asked_about(tmp_p
 
         def committed_then_lost(stored, **kwargs):
             real_insert(stored, **kwargs)
-            raise PersistenceOperationalError("disk I/O error")  # the commit happened; its answer did not arrive
+            raise PersistenceOperationalError(
+                "disk I/O error"
+            )  # the commit happened; its answer did not arrive
 
         def unreadable(*args, **kwargs):
             raise PersistenceOperationalError("unable to open database file")

@@ -161,3 +161,9 @@ def test_replicas_by_url_and_by_settings() -> None:
     ]
     with pytest.raises(StoreURLError):
         replica_urls("sqlite:///x.db?replica=db2")
+    # The primary's hosts may be several; its replicas are standbys, read from as they are.
+    primary, replicas = replica_urls(
+        "postgresql://u@db1:5432,db2:5432/app?target_session_attrs=read-write&replica=db2"
+    )
+    assert primary == "postgresql://u@db1:5432,db2:5432/app?target_session_attrs=read-write"
+    assert replicas == ["postgresql://u@db2:5432/app"]

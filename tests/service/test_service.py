@@ -402,3 +402,39 @@ def test_a_store_closed_under_a_running_service_ends_its_background_work_quietly
         refresher.join(timeout=5)
         assert not refresher.is_alive()
     assert not [r for r in caplog.records if "refresh failed" in r.getMessage()]
+
+
+def test_an_outage_of_the_idempotency_keys_is_a_503_and_a_stored_write_is_acknowledged(
+    tmp_path, monkeypatch
+):
+    """The keys live in the database too: when it fails before the request runs, the answer
+    is 503 (nothing stored); when it fails after the write, the write's own answer is sent."""
+    from eventsourcing.persistence import OperationalError
+    from fastapi.testclient import TestClient
+
+    from ctxstore import ContextStore
+    from ctxstore.adapters.http import create_app
+    from ctxstore.adapters.settings import ServiceConfig
+    from ctxstore.adapters.storage.idempotency import SQLIdempotencyKeys
+
+    def down(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    with ContextStore.from_url(f"sqlite:///{tmp_path / 'keys.db'}") as store:
+        app = create_app(store, ServiceConfig(tokens={"t": "acme"}))
+        with TestClient(app, raise_server_exceptions=False) as http:
+            auth = {"Authorization": "Bearer t"}
+            cid = http.post("/v1/contexts", json={"name": "k"}, headers=auth).json()["context_id"]
+            body = {"messages": [{"role": "user", "content": "hi"}]}
+            with monkeypatch.context() as m:
+                m.setattr(SQLIdempotencyKeys, "claim", down)
+                refused = http.post(f"/v1/contexts/{cid}/insert", json=body,
+                                    headers={**auth, "Idempotency-Key": "k1"})  # fmt: skip
+            assert refused.status_code == 503 and refused.json()["error"] == "StoreUnavailableError"
+            assert store.visible(cid).version == 1
+            with monkeypatch.context() as m:
+                m.setattr(SQLIdempotencyKeys, "complete", down)
+                stored = http.post(f"/v1/contexts/{cid}/insert", json=body,
+                                   headers={**auth, "Idempotency-Key": "k2"})  # fmt: skip
+            assert stored.status_code == 200, stored.text
+            assert store.visible(cid).version == 2
