@@ -9,16 +9,16 @@ native `anthropic` message (its `message`; the rest of the entry in the message'
 metadata), so the context reads as the conversation (`to_anthropic()`); any other entry
 (a title, a file snapshot, a boundary) as a record — kept in the history, never sent to a
 model. An entry's `uuid` makes appending it again a no-op. A subagent's context names its
-parent session's. The session summaries the SDK folds are kept in a context of their own
-per session, as records. Deleting erases the contexts (a durable store: SQLite or
-PostgreSQL).
+parent session's. An append is one insert (one commit). The session summaries are the
+SDK's own fold over each transcript, done when they are listed, over what was appended
+since the last listing. Deleting erases the contexts (a durable store: SQLite or
+PostgreSQL; a summary context earlier releases kept goes too).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections import OrderedDict
 from typing import Any, TypeVar
 from uuid import UUID
@@ -26,7 +26,6 @@ from uuid import UUID
 from ctxstore.adapters.integrations.surface import faces, named_contexts
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
-from ctxstore.domain.context import JSON
 from ctxstore.domain.errors import (
     ContextNotFoundError,
     CtxStoreError,
@@ -43,7 +42,6 @@ except ModuleNotFoundError as exc:  # the SDK is not installed: say which packag
 
 ENTRY = "claude_entry"  # metadata: the entry (without its message, when that is the message)
 AT = "claude_message_at"  # metadata: the position of `message` among the entry's keys
-SUMMARY = "claude_summary"  # metadata of a summary record
 AS_GIVEN = {"ctxstore": {"transcript": "as-given"}}  # the SDK owns its transcript's validity
 REASON = "deleted through the Claude Agent SDK's SessionStore.delete"
 RETRIES = 20  # appends raced by other writers before giving up
@@ -68,6 +66,8 @@ class CtxStoreSessionStore:
         # transcript -> (version, uuids) as this store last wrote it: appends check uuids
         # without reading the transcript again (bounded: a few sessions are live at once)
         self._known: LRU[UUID, tuple[int, frozenset[str]]] = LRU(KNOWN)
+        # session -> (version, entries, summary) as last folded for list_session_summaries
+        self._summaries: LRU[UUID, tuple[int, int, Any]] = LRU(KNOWN)
 
     # ---- the protocol -----------------------------------------------------------------
 
@@ -200,15 +200,6 @@ class CtxStoreSessionStore:
             break
         else:
             raise VersionConflictError(f"transcript {self._name(key)} kept changing")
-        if key.get("subpath") is None:  # subagents do not touch the session's summary
-            sid = await self._context_of(key, "summary:")
-            last = (await self._async.visible(sid)).messages[-1:]
-            prev = last[0].metadata[SUMMARY] if last else None
-            record = self._summary_record(key, fresh, prev)
-            if last:
-                await self._async.replace(sid, last[0].id or "", record)
-            else:
-                await self._async.insert(sid, record)
 
     # ---- the work, on a thread ----------------------------------------------------------------
 
@@ -231,27 +222,6 @@ class CtxStoreSessionStore:
             break
         else:
             raise VersionConflictError(f"transcript {self._name(key)} kept changing")
-        if key.get("subpath") is None:  # subagents do not touch the session's summary
-            self._fold(key, fresh)
-
-    def _fold(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
-        sid = self._context(key, "summary:")
-        held = self._messages(sid, last=1) or []
-        prev = held[0]["metadata"][SUMMARY] if held else None
-        record = self._summary_record(key, entries, prev)
-        if held:
-            self.store.replace(sid, held[0]["id"], record)
-        else:
-            self.store.insert(sid, record)
-
-    @staticmethod
-    def _summary_record(key: dict[str, Any], entries: list[dict[str, Any]], prev: Any) -> JSON:
-        """The session's summary record after `entries` (the SDK's own fold)."""
-        summary = fold_session_summary(prev, key, entries)  # type: ignore[arg-type]
-        # Stamped after the transcript's write: never older than list_sessions' mtime.
-        summary["mtime"] = int(time.time() * 1000)
-        return {"role": "developer", "content": "",
-                "metadata": {**RECORD_MARK, SUMMARY: dict(summary)}}  # fmt: skip
 
     def _load(self, key: dict[str, Any]) -> list[dict[str, Any]] | None:
         cid = self._id(key)
@@ -267,11 +237,35 @@ class CtxStoreSessionStore:
 
     def _list_summaries(self, project_key: str) -> list[dict[str, Any]]:
         found = []
-        for cid, named in self._keys_of(project_key, "summary:"):
-            held = self._messages(cid, last=1)
-            if held and self._exists(self._id({"project_key": named[0], "session_id": named[1]})):
-                found.append(held[0]["metadata"][SUMMARY])
+        for cid, named in self._keys_of(project_key):
+            if named[2] is None:  # subagents' transcripts are not summarized
+                key = {"project_key": named[0], "session_id": named[1]}
+                summary = self._summary(cid, key)
+                if summary is not None:
+                    found.append(summary)
         return found
+
+    def _summary(self, cid: UUID, key: dict[str, Any]) -> dict[str, Any] | None:
+        """The session's summary: the SDK's fold over its transcript, folded when listed
+        rather than on every append (so an append is one commit), and only over the
+        entries appended since this instance last folded it. Its mtime is the transcript's
+        last write, the clock list_sessions reads."""
+        try:
+            seen = self.store.visible(cid, inline=False)
+        except ContextNotFoundError:
+            return None
+        if not seen.messages:
+            return None
+        version, count, summary = self._summaries.get(cid) or (0, 0, None)
+        if version != seen.version:
+            held = [{"native": m.native, "metadata": m.metadata} for m in seen.messages]
+            if count > len(held):  # not what this instance folded: fold it all again
+                count, summary = 0, None
+            entries = [_entry(m) for m in held[count:]]
+            summary = dict(fold_session_summary(summary, key, entries))  # type: ignore[arg-type]
+            summary["mtime"] = int(seen.modified_at.timestamp() * 1000)
+            self._summaries[cid] = (seen.version, len(held), summary)
+        return dict(summary or {})
 
     def _list_subkeys(self, key: dict[str, Any]) -> list[str]:
         return [
@@ -289,6 +283,7 @@ class CtxStoreSessionStore:
             if cid is None:
                 continue
             self._known.pop(cid, None)
+            self._summaries.pop(cid, None)
             for name in [n for n, c in self._contexts.items() if c == cid]:
                 self._contexts.pop(name, None)
             if self._exists(cid):

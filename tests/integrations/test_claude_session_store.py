@@ -106,3 +106,32 @@ def test_two_stores_appending_to_one_transcript_lose_and_repeat_nothing(durable_
         asyncio.run(one.delete(key))
         asyncio.run(one.append(key, [entry(1)]))  # a new transcript under the same key
         assert [e["uuid"] for e in asyncio.run(one.load(key))] == ["u1"]
+
+
+def test_an_append_is_one_commit_and_summaries_are_the_sdks_fold(durable_url, over):
+    """Each append writes one event to one context (no summary write beside it); the
+    summaries listed are the SDK's fold over everything appended, stamped with the
+    transcript's mtime, also after more is appended."""
+    from claude_agent_sdk._internal.session_summary import fold_session_summary
+
+    def turn(n: int) -> dict:
+        return {"type": "user", "uuid": f"u{n}", "timestamp": f"2026-01-0{n + 1}T00:00:00Z",
+                "cwd": "/work", "message": {"role": "user", "content": f"question {n}"}}  # fmt: skip
+
+    with ContextStore.from_url(durable_url) as store:
+        sessions = CtxStoreSessionStore(over(store))
+        key = {"project_key": "p", "session_id": "s"}
+        asyncio.run(sessions.append(key, [turn(0)]))
+        cid = store.lookup_key(sessions._name(key))
+        assert cid is not None
+        events = len(store.audit(limit=1000).entries)
+        for n in (1, 2):
+            asyncio.run(sessions.append(key, [turn(n)]))
+            assert len(store.audit(limit=1000).entries) == events + n  # one event each
+        assert len(store.contexts()) == 1
+        for more in (3, 4):
+            listed = asyncio.run(sessions.list_session_summaries("p"))
+            mtime = asyncio.run(sessions.list_sessions("p"))[0]["mtime"]
+            expected = dict(fold_session_summary(None, key, [turn(n) for n in range(more)]))
+            assert listed == [{**expected, "mtime": mtime}]
+            asyncio.run(sessions.append(key, [turn(more)]))
