@@ -8,6 +8,10 @@ backends, all in one run and taking turns, 20 adds at a time (this machine is sh
   faster than the thread hop.
 - PostgreSQL: SQLAlchemySession (asyncpg). Target: async >= 1.5x.
 
+Beside each rate: the longest the event loop went without turning while those adds ran
+(the thread hop and the async store should leave it free; the SDK's SQLite sessions run
+on threads too).
+
     python bench/bench_async.py [--turns 300] [--pg postgresql://postgres@127.0.0.1:5432/postgres]
 """
 
@@ -19,7 +23,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from scratch_pg import scratch_databases
 from workload import turns
@@ -35,27 +39,62 @@ def items_of(conversation: list[list[dict[str, Any]]]) -> list[list[dict[str, An
             for t in conversation]  # fmt: skip
 
 
+class Stalls:
+    """The longest time the event loop went without turning while adds ran: a ticker asks
+    to wake every millisecond and notes the longest gap past that."""
+
+    TICK = 0.001
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._task: asyncio.Task[None] | None = None
+
+    async def _tick(self) -> None:
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(self.TICK)
+            now = time.perf_counter()
+            self.longest = max(self.longest, now - last - self.TICK)
+            last = now
+
+    def __enter__(self) -> Self:
+        self._task = asyncio.get_running_loop().create_task(self._tick())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+
+
 async def race(sessions: dict[str, Any], batches: list[list[dict[str, Any]]], block: int = 20
-               ) -> dict[str, float]:  # fmt: skip
-    """Items added per second by each session, taking turns `block` adds at a time."""
+               ) -> tuple[dict[str, float], dict[str, float]]:  # fmt: skip
+    """Items added per second by each session, taking turns `block` adds at a time; and
+    the longest stall of the event loop (s) while each one's adds ran."""
     spent = dict.fromkeys(sessions, 0.0)
+    stalls = {name: Stalls() for name in sessions}
     for session in sessions.values():
         await session.add_items([{"role": "user", "content": "warm up"}])
     for start in range(0, len(batches), block):
         for name, session in sessions.items():
-            t = time.perf_counter()
-            for items in batches[start : start + block]:
-                await session.add_items(items)
-            spent[name] += time.perf_counter() - t
+            with stalls[name]:
+                await asyncio.sleep(0)  # the ticker starts before the adds
+                t = time.perf_counter()
+                for items in batches[start : start + block]:
+                    await session.add_items(items)
+                spent[name] += time.perf_counter() - t
     total = sum(len(b) for b in batches)
-    return {name: total / s for name, s in spent.items()}
+    rates = {name: total / s for name, s in spent.items()}
+    return rates, {name: stall.longest for name, stall in stalls.items()}
 
 
-def report(label: str, rates: dict[str, float], targets: dict[str, float]) -> None:
+def report(
+    label: str, measured: tuple[dict[str, float], dict[str, float]], targets: dict[str, float]
+) -> None:
+    rates, stalls = measured
     ours = rates["ctxstore async"]
-    print(f"\n{label} (items added/s):")
+    print(f"\n{label} (items added/s; longest event-loop stall while adding):")
     for name, rate in rates.items():
-        line = f"  {name:<24} {rate:8,.0f}"
+        line = f"  {name:<24} {rate:8,.0f}   stall {stalls[name] * 1000:7.1f} ms"
         if name != "ctxstore async":
             line += f"   async / this = {ours / rate:.2f}x"
             if name in targets:
@@ -70,7 +109,7 @@ async def sqlite(folder: Path, batches: list[list[dict[str, Any]]]) -> None:
     sync = ContextStore.from_url(f"sqlite:///{folder / 'sync.db'}")
     astore = await AsyncContextStore.open(f"sqlite:///{folder / 'async.db'}")
     try:
-        rates = await race({
+        measured = await race({
             "ctxstore async": CtxStoreSession("s", astore),
             "ctxstore thread hop": CtxStoreSession("s", sync),
             "SQLiteSession": SQLiteSession("s", str(folder / "sdk.db")),
@@ -81,7 +120,7 @@ async def sqlite(folder: Path, batches: list[list[dict[str, Any]]]) -> None:
     finally:
         await astore.close()
         sync.close()
-    report("Agents SDK sessions, SQLite", rates,
+    report("Agents SDK sessions, SQLite", measured,
            {"ctxstore thread hop": 1.0, "SQLiteSession": 0.6, "AdvancedSQLiteSession": 1.0})  # fmt: skip
 
 
@@ -93,7 +132,7 @@ async def postgres(make: Any, batches: list[list[dict[str, Any]]]) -> None:
     astore = await AsyncContextStore.open(make())
     sdk = SQLAlchemySession.from_url("s", url=theirs_url, create_tables=True)
     try:
-        rates = await race({
+        measured = await race({
             "ctxstore async": CtxStoreSession("s", astore),
             "ctxstore thread hop": CtxStoreSession("s", sync),
             "SQLAlchemySession": sdk,
@@ -102,7 +141,7 @@ async def postgres(make: Any, batches: list[list[dict[str, Any]]]) -> None:
         await sdk.engine.dispose()
         await astore.close()
         sync.close()
-    report("Agents SDK sessions, PostgreSQL", rates,
+    report("Agents SDK sessions, PostgreSQL", measured,
            {"ctxstore thread hop": 1.0, "SQLAlchemySession": 1.5})  # fmt: skip
 
 
