@@ -83,6 +83,10 @@ class Cluster:
         )  # fmt: skip
         with (copy.data / "postgresql.conf").open("a") as conf:
             conf.write(f"\nport = {copy.port}\nunix_socket_directories = '{copy.data}'\n")
+        # The sockets live in the data folder, and the backup copies their lock files: a
+        # copy on the port of a server the source was copied from would take it for running.
+        for lock in copy.data.glob(".s.PGSQL.*.lock"):
+            lock.unlink()
         return copy
 
     def start(self) -> None:

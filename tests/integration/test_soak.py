@@ -1,0 +1,34 @@
+"""The soak's short form (bench/soak.py): two minutes of mixed traffic from writer
+processes on PostgreSQL (a primary and a synchronous standby of its own) and on SQLite,
+while writers are killed, backends terminated, the primary frozen and failed over, and the
+SQLite filesystem filled. Everything the soak checks must hold."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+import pg_cluster
+import soak
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # slow: two minutes, servers of its own
+
+SECONDS = float(os.environ.get("CTXSTORE_SOAK_SECONDS", "120"))
+
+
+def test_two_minutes_of_mixed_traffic_and_chaos_lose_and_double_nothing() -> None:
+    if not pg_cluster.available():
+        pytest.fail("PostgreSQL 15's binaries are needed for the soak's servers")
+    found = soak.soak(SECONDS, writers=3)
+    assert soak.held(found) == [], found
+    chaos = found["chaos"]
+    assert chaos.get("failover") == 1 and chaos.get("kill") and chaos.get("terminate"), chaos
+    acknowledged = sum(n for k, n in found["commands"].items() if k.endswith("acknowledged"))
+    assert acknowledged > 200, found["commands"]
+    assert found["audit"]["read"] > 0
+    resumed = found["resumed after failover s"]
+    assert len(resumed) == 1 and resumed[0] == resumed[0], "no write went through afterwards"
