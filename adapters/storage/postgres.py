@@ -10,12 +10,14 @@ recorders (its schema, tuning and provisioning are in postgres_schema.py).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from uuid import UUID
 
 import psycopg
+from eventsourcing.persistence import PersistenceError
 from eventsourcing.postgres import (
     PostgresAggregateRecorder,
     PostgresDatastore,
@@ -48,7 +50,9 @@ from ctxstore.adapters.storage.postgres_turns import PostgresTurns
 from ctxstore.adapters.storage.retention_rows import RetentionRows
 from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.adapters.storage.tokens import StoredTokens
+from ctxstore.adapters.storage.turns import context_lock_key
 
+log = logging.getLogger(__name__)
 CHUNK = 500  # versions per query
 RESEAL_RESIDUE = (
     "PostgreSQL: the replaced states stay in the write-ahead log, replicas and backups made "
@@ -60,6 +64,13 @@ POSTGRES_RESIDUE = (
     "rows until they are recycled, and VACUUM marks the rows' space free without zeroing it: "
     "the table files hold the bytes until the space is reused (encrypt at rest to rely on "
     "erasure); a transaction that began before the erasure still reads the rows until it ends"
+)
+
+
+NOT_VACUUMED = (
+    "PostgreSQL: the tables were not vacuumed after the deletion (the erasure was stored, "
+    "then the connection failed): the deleted rows stay in the table files as dead rows "
+    "until autovacuum runs"
 )
 
 
@@ -75,7 +86,13 @@ class PostgresEraser(Eraser):
 
     def erase(self, record: Erasure) -> Erasure:
         cid = record.context_id
+        # The record goes in with the deletion, naming the tables as not vacuumed yet; once
+        # that commits the erasure stands, and what follows only narrows the residue.
+        residue = list(record.residue) if record.shredded else [POSTGRES_RESIDUE, NOT_VACUUMED]
         with self.datastore.transaction(commit=True) as c:
+            # The context's turn, exclusively: an append in flight ends first, and a later
+            # one finds its previous version gone (the insert function checks it).
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (context_lock_key(cid),))
             c.execute(SQL("DELETE FROM {0} WHERE originator_id = %s").format(self.events), (cid,))
             events = c.rowcount
             c.execute(
@@ -84,20 +101,29 @@ class PostgresEraser(Eraser):
             snapshots = c.rowcount
             c.execute(SQL("DELETE FROM {0} WHERE context_id = %s").format(self.audit), (cid.hex,))
             c.execute(SQL("DELETE FROM {0} WHERE context = %s").format(self.keys), (str(cid),))
-        residue = [POSTGRES_RESIDUE, *self._vacuum()]
-        if record.shredded:  # what the rows' leftovers hold is ciphertext without its key
-            residue = list(record.residue)
-        done = record.model_copy(
-            update={"events": events, "snapshots": snapshots, "residue": residue}
-        )
-        with self.datastore.transaction(commit=True) as c:
+            done = record.model_copy(
+                update={"events": events, "snapshots": snapshots, "residue": residue}
+            )
             c.execute(
                 SQL("INSERT INTO {0} (" + ERASURE_COLUMNS + ") VALUES "
                     "(%s, %s, %s, %s, %s, %s, %s, %s, %s)").format(self.table),
                 (cid.hex, done.tenant, done.erased_at.timestamp(), done.actor, done.reason,
                  events, snapshots, json.dumps(residue), forks_json(done)),
             )  # fmt: skip
-        return done
+        if record.shredded:  # what the rows' leftovers hold is ciphertext without its key
+            return done
+        try:
+            left = [POSTGRES_RESIDUE, *self._vacuum()]
+            with self.datastore.transaction(commit=True) as c:
+                c.execute(
+                    SQL("UPDATE {0} SET residue = %s WHERE context_id = %s AND erased_at = %s")
+                    .format(self.table),
+                    (json.dumps(left), cid.hex, done.erased_at.timestamp()),
+                )  # fmt: skip
+        except (PersistenceError, psycopg.Error) as exc:  # stored: the record says the worst
+            log.warning("erasure of %s: the tables were not vacuumed: %s", cid, exc)
+            return done
+        return done.model_copy(update={"residue": left})
 
     def _vacuum(self) -> list[str]:
         """VACUUM every table that held the content (outside a transaction); what could not

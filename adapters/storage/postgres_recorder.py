@@ -21,6 +21,8 @@ from psycopg.sql import SQL, Composed, Identifier
 
 from ctxstore.adapters.storage.postgres_schema import MOVED_TABLE
 from ctxstore.adapters.storage.turns import (
+    GONE,
+    GONE_SQLSTATE,
     MOVED,
     MOVED_SQLSTATE,
     TURN_HELD,
@@ -117,6 +119,14 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
             "       AND NOT pg_try_advisory_xact_lock_shared(turn) THEN"
             "        RAISE EXCEPTION '{turn_held}' USING ERRCODE = '{turn_code}';"
             "    END IF;"
+            # The version before the first must be there: an erasure (which takes the turn
+            # exclusively, so never between this check and the commit) left none.
+            "    IF (events[1]).originator_version > 1 AND NOT EXISTS ("
+            "        SELECT 1 FROM {schema}.{table} p"
+            "        WHERE p.originator_id = (events[1]).originator_id"
+            "          AND p.originator_version = (events[1]).originator_version - 1) THEN"
+            "        RAISE EXCEPTION '{gone}' USING ERRCODE = '{gone_code}';"
+            "    END IF;"
             "    RETURN QUERY"
             "    INSERT INTO {schema}.{table} AS t ("
             "    originator_id, originator_version, topic, state)"
@@ -127,6 +137,8 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
             "$BODY$"
         ).format(
             turn_held=SQL(TURN_HELD),
+            gone=SQL(GONE.replace("'", "''")),
+            gone_code=SQL(GONE_SQLSTATE),
             moved=Identifier(MOVED_TABLE),
             moved_text=SQL(MOVED),
             moved_code=SQL(MOVED_SQLSTATE),

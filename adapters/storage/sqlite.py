@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 import time
@@ -26,6 +27,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import (
     IntegrityError,
+    PersistenceError,
     StoredEvent,
 )
 from eventsourcing.sqlite import (
@@ -63,8 +65,9 @@ from ctxstore.adapters.storage.sqlite_audit import SQLiteAuditView, add_column, 
 from ctxstore.adapters.storage.sqlite_blobs import SQLiteBlobRows
 from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.adapters.storage.tokens import StoredTokens
-from ctxstore.adapters.storage.turns import Turn, Turns
+from ctxstore.adapters.storage.turns import GONE, Turn, Turns
 
+log = logging.getLogger(__name__)
 CHUNK = 500  # versions per query (SQLite allows 999 parameters in its oldest builds)
 WAL_RESIDUE = (
     "SQLite: the write-ahead log (the -wal file) still holds the erased pages: another "
@@ -94,6 +97,24 @@ class SQLiteEventsRecorder(SQLiteApplicationRecorder):
         with SQLiteTransaction(conn, commit=True) as curs, curs:
             return self._insert_events(curs, stored_events, **kwargs)
 
+    def _insert_events(
+        self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        found: Sequence[int] | None = super()._insert_events(c, stored_events, **kwargs)
+        # The version before the first must be there (an erasure left none). Asked after
+        # the insert, which took the file's write lock: no erasure can come in between.
+        first = stored_events[0] if stored_events else None
+        if first is not None and first.originator_version > 1:
+            cid = first.originator_id
+            c.execute(
+                f"SELECT 1 FROM {self.events_table_name} "
+                "WHERE originator_id = ? AND originator_version = ?",
+                (cid.hex if isinstance(cid, UUID) else cid, first.originator_version - 1),
+            )
+            if c.fetchone() is None:
+                raise IntegrityError(GONE)
+        return found
+
 
 class SQLiteEraser(Eraser):
     def __init__(self, datastore: SQLiteDatastore, events: str, snapshots: str) -> None:
@@ -101,6 +122,9 @@ class SQLiteEraser(Eraser):
 
     def erase(self, record: Erasure) -> Erasure:
         hex_id = record.context_id.hex
+        # The record goes in with the deletion, naming the residue the log may hold; once
+        # that commits the erasure stands, and what follows only narrows the residue.
+        residue = list(record.residue) if record.shredded else [WAL_RESIDUE]
         with self.datastore.transaction(commit=True) as c:
             c.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left as they were
             c.execute(f"DELETE FROM {self.events} WHERE originator_id = ?", (hex_id,))
@@ -121,19 +145,28 @@ class SQLiteEraser(Eraser):
                 "AND notification_id > ?",
                 (newest, TRACKING_NAME, newest),
             )
-        residue = self._checkpoint()
-        if record.shredded:  # what the rows' leftovers hold is ciphertext without its key
-            residue = list(record.residue)
-        done = record.model_copy(
-            update={"events": events, "snapshots": snapshots, "residue": residue}
-        )
-        with self.datastore.transaction(commit=True) as c:
+            done = record.model_copy(
+                update={"events": events, "snapshots": snapshots, "residue": residue}
+            )
             c.execute(
                 f"INSERT INTO {TABLE} ({ERASURE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (hex_id, done.tenant, done.erased_at.timestamp(), done.actor, done.reason,
                  events, snapshots, json.dumps(residue), forks_json(done)),
             )  # fmt: skip
-        return done
+        if record.shredded:  # what the rows' leftovers hold is ciphertext without its key
+            return done
+        try:
+            left = self._checkpoint()
+            if not left:
+                with self.datastore.transaction(commit=True) as c:
+                    c.execute(
+                        f"UPDATE {TABLE} SET residue = ? WHERE context_id = ? AND erased_at = ?",
+                        (json.dumps(left), hex_id, done.erased_at.timestamp()),
+                    )
+        except (PersistenceError, sqlite3.Error) as exc:  # stored: the record says the worst
+            log.warning("erasure of %s: the log was not checkpointed: %s", hex_id, exc)
+            return done
+        return done.model_copy(update={"residue": left})
 
     def _checkpoint(self) -> list[str]:
         """Move the log's pages into the file and truncate the log, so the erased pages leave

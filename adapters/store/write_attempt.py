@@ -20,9 +20,10 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
-from ctxstore.adapters.storage.turns import MOVED, TURN_HELD
+from ctxstore.adapters.storage.turns import GONE, MOVED, TURN_HELD
 from ctxstore.domain.errors import (
     ContextMovedError,
+    ContextNotFoundError,
     StoreUnavailableError,
 )
 
@@ -53,6 +54,8 @@ def settle(cid: UUID, before: int, exc: BaseException) -> Settle:
     Raises ContextMovedError (the context lives on another server now) or
     StoreUnavailableError (not stored).
     """
+    if GONE in str(exc):
+        raise ContextNotFoundError(f"no context with id {cid}: it was erased") from exc
     if isinstance(exc, IntegrityError):
         if TURN_HELD in str(exc):
             return Next.TAKE_TURN

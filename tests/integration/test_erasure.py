@@ -179,3 +179,64 @@ def test_erasing_the_newest_context_leaves_the_audit_index_consistent(tmp_path, 
     assert not [r for r in caplog.records if "disagrees" in r.getMessage()]
     assert (str(later), 2) in seen and all(c != str(gone) for c, _ in seen)
     assert [v for c, v in seen if c == str(kept)] == [1, 2]
+
+
+@pytest.mark.parametrize("awaited", [False, True])
+def test_a_process_still_holding_an_erased_context_cannot_write_to_it(durable_url, awaited):
+    """Another process erased the context while this one kept it in its cache: an append
+    there must be refused (the context is gone), not stored on top of nothing, where it
+    would bring erased content's context back as a damaged one."""
+    import asyncio
+
+    from ctxstore.adapters.store.async_store import AsyncContextStore
+
+    with ContextStore.from_url(durable_url) as mine, ContextStore.from_url(durable_url) as other:
+        cid = mine.create(name="erased elsewhere")
+        mine.insert(cid, [{"role": "user", "content": "before"}])
+        other.erase(cid, reason="the user asked")
+        if awaited:
+
+            async def append() -> None:
+                events = mine.parts.storage.async_events()
+                try:
+                    await AsyncContextStore(mine, events).insert(
+                        cid, [{"role": "user", "content": SECRET}]
+                    )
+                finally:
+                    events.discard()
+
+            with pytest.raises(ContextNotFoundError):
+                asyncio.run(append())
+        else:
+            with pytest.raises(ContextNotFoundError):
+                mine.insert(cid, [{"role": "user", "content": SECRET}])
+        with pytest.raises(ContextNotFoundError):
+            other.visible(cid)
+        assert SECRET.encode() not in raw_bytes(durable_url, other)
+        assert other.verify().broken == []
+
+
+def test_an_erasure_is_reported_done_when_only_its_cleanup_fails(durable_url, monkeypatch):
+    """The deletion and its record commit together; a failure after that (the VACUUM or the
+    log's checkpoint on a connection that died) leaves the erasure reported as done, its
+    record naming the worst residue, never as a failure a caller would retry on a gone
+    context."""
+    from eventsourcing.persistence import OperationalError
+
+    from ctxstore.adapters.storage.postgres import PostgresEraser
+    from ctxstore.adapters.storage.sqlite import SQLiteEraser
+
+    def dies(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(PostgresEraser, "_vacuum", dies)
+    monkeypatch.setattr(SQLiteEraser, "_checkpoint", dies)
+    with ContextStore.from_url(durable_url) as store:
+        cid = store.create(name="cleanup fails")
+        store.insert(cid, [{"role": "user", "content": SECRET}])
+        done = store.erase(cid, reason="the user asked")
+        assert done.events == 2 and done.residue
+        assert [e.context_id for e in store.erasures()] == [cid]
+        assert store.erasures()[0].residue == done.residue
+        with pytest.raises(ContextNotFoundError):
+            store.visible(cid)
