@@ -2,9 +2,9 @@
 
 Each writer process works on contexts of its own: inserts, replaces, deletes, batches kept
 and rolled back, compactions, forks, streamed replies, usage records, erasures, and an
-OpenAI Agents SDK session through its integration. It notes each command's outcome in a
-journal (fsynced): acknowledged, refused as not stored, or unknown. An audit reader
-follows the whole store with one cursor. The writers run on a PostgreSQL primary with a
+OpenAI Agents SDK session through its integration. It notes each command in a journal
+before it runs and its outcome after: acknowledged, refused as not stored, or unknown (a
+writer killed in between). An audit reader follows the whole store with one cursor. The writers run on a PostgreSQL primary with a
 synchronous standby (clusters of the soak's own, through the multi-host URL) and on a
 SQLite file on a small filesystem of its own. Meanwhile the chaos loop:
 
@@ -67,9 +67,9 @@ def writer(url: str, journal: Path, name: str, seconds: float, seed: int) -> Non
     out = journal.open("a", encoding="utf-8")
 
     def note(**fields: Any) -> None:
+        # Flushed to the kernel: a writer killed (not its machine) loses nothing written.
         out.write(json.dumps({**fields, "t": time.time()}) + "\n")
         out.flush()
-        os.fsync(out.fileno())
 
     settings = Settings(actor=name, connect_timeout=2, statement_timeout=5)
     deadline = time.monotonic() + seconds
@@ -82,6 +82,7 @@ def writer(url: str, journal: Path, name: str, seconds: float, seed: int) -> Non
             mark = f"{name}.{os.getpid()}.{n}"
             kind = "create" if len(contexts) < 2 else rng.choice(KINDS)
             cid = rng.choice(contexts) if contexts else None
+            note(kind=kind, mark=mark, cid=cid, ok="pending")  # killed before its outcome: unknown
             try:
                 if kind == "create":
                     contexts.append(str(store.create(name=mark)))
@@ -261,7 +262,7 @@ def soak(seconds: float, writers: int = 4, *, failover_at: float = 0.5) -> dict[
             with suppress(subprocess.CalledProcessError, FileNotFoundError):
                 c.stop()
             shutil.rmtree(c.data.parent, ignore_errors=True)
-        if not os.environ.get("CTXSTORE_SOAK_KEEP"):  # (kept: the writers' logs)
+        if not os.environ.get("CTXSTORE_SOAK_KEEP"):  # (kept: the journals and logs)
             shutil.rmtree(root, ignore_errors=True)
 
 
@@ -364,12 +365,17 @@ def _growth(samples: dict[int, list[tuple[float, int, int]]]) -> dict[str, Any]:
 
 
 def _notes(journals: Path) -> list[dict[str, Any]]:
-    found = []
+    """Each command's outcome; a command whose writer was killed before its outcome was
+    noted is unknown (None)."""
+    found: dict[str, dict[str, Any]] = {}
     for path in sorted(journals.glob("*.jsonl")):
         for line in path.read_text().splitlines():
             with suppress(ValueError):  # a writer killed mid-line leaves half of one
-                found.append({**json.loads(line), "on": "sqlite" if "lite" in path.name else "pg"})
-    return found
+                n = {**json.loads(line), "on": "sqlite" if "lite" in path.name else "pg"}
+                if n["ok"] == "pending":
+                    n["ok"] = None
+                found[n["mark"]] = n
+    return list(found.values())
 
 
 def _texts(store: Any, cid: Any) -> tuple[Counter[str], dict[int, str]]:
@@ -444,7 +450,10 @@ def _check(journals: Path, audit_file: Path, pg_url: str, standby_url: str, sqli
                         found["unknown stored twice"] += 1
                 want = TYPE_OF.get(n["kind"])
                 if want and n["ok"] and n.get("version"):
-                    found["wrong event at version"] += types.get((n["cid"], n["version"])) != want
+                    seen = types.get((n["cid"], n["version"]))
+                    if seen != want:
+                        found["wrong event at version"] += 1
+                        found.setdefault("examples", []).append({**n, "found": seen})
             erased = [n["cid"] for n in mine if n["kind"] == "erase" and n["ok"]]
             readers = [store] + ([ContextStore.from_url(standby_url)] if on == "pg" else [])
             for reader in readers:
@@ -460,7 +469,8 @@ def _check(journals: Path, audit_file: Path, pg_url: str, standby_url: str, sqli
     seen_pairs = {(c, int(v)) for c, v in seen}
     found["audit"] = {"read": sum(seen.values()),
                       "repeated": sum(v - 1 for v in seen.values() if v > 1),
-                      "missed": len(events - seen_pairs)}  # fmt: skip
+                      "missed": len(events - seen_pairs),
+                      "missed examples": sorted(events - seen_pairs)[:5]}  # fmt: skip
     pg_acks = sorted(n["t"] for n in notes if n["on"] == "pg" and n["ok"])
     found["resumed after failover s"] = [
         round(min((t for t in pg_acks if t > at), default=float("nan")) - at, 2)
@@ -481,6 +491,8 @@ def _all_contexts(store: Any) -> list[Any]:
 
 def print_table(found: dict[str, Any]) -> None:
     print(f"\nsoak: {found['seconds']:g} s")
+    for example in found.get("examples", [])[:10]:
+        print(f"  did not hold: {example}")
     print("  commands (kind outcome):")
     for what, n in sorted(found["commands"].items()):
         print(f"    {what:<32} {n:>7,}")
