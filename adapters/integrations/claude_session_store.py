@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import OrderedDict
-from typing import Any, TypeVar
+from typing import Any
 from uuid import UUID
 
-from ctxstore.adapters.integrations.surface import faces, named_contexts
+from ctxstore.adapters.integrations.surface import LRU, faces, named_contexts
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.domain.errors import (
@@ -46,8 +45,6 @@ AS_GIVEN = {"ctxstore": {"transcript": "as-given"}}  # the SDK owns its transcri
 REASON = "deleted through the Claude Agent SDK's SessionStore.delete"
 RETRIES = 20  # appends raced by other writers before giving up
 KNOWN = 256  # transcripts whose uuids an instance remembers
-K = TypeVar("K")
-V = TypeVar("V")
 
 
 class CtxStoreSessionStore:
@@ -288,20 +285,6 @@ class CtxStoreSessionStore:
                 self._contexts.pop(name, None)
             if self._exists(cid):
                 self.store.erase(cid, reason=REASON, with_forks=True)
-
-
-class LRU(OrderedDict[K, V]):
-    """A dict that forgets its least recently set keys past `most`."""
-
-    def __init__(self, most: int) -> None:
-        super().__init__()
-        self.most = most
-
-    def __setitem__(self, key: K, value: V) -> None:
-        super().__setitem__(key, value)
-        self.move_to_end(key)
-        while len(self) > self.most:
-            self.popitem(last=False)
 
 
 def _message(entry: dict[str, Any]) -> dict[str, Any]:

@@ -67,12 +67,13 @@ from ctxstore.adapters.integrations.langgraph_records import (
     untyped,
     version_key,
 )
-from ctxstore.adapters.integrations.surface import faces, named_contexts
+from ctxstore.adapters.integrations.surface import LRU, faces, named_contexts
 from ctxstore.domain.messages import Message
 from ctxstore.domain.plain import is_record
 
 NAME = "langgraph thread "  # contexts' names: the prefix, then the thread id
 MESSAGES = "messages"  # the channel kept as the context's messages
+THREADS = 256  # threads a saver keeps as last read
 
 
 class CtxStoreSaver(BaseCheckpointSaver[str]):
@@ -87,7 +88,7 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         self.prefix = key_prefix
         # Threads as last read, by context: reused while the context's version is the same
         # (a write of this saver's own is folded in; anyone else's makes it read again).
-        self._threads: dict[UUID, Thread] = {}
+        self._threads: LRU[UUID, Thread] = LRU(THREADS)  # bounded: a few threads are live
         self._versions: dict[tuple[UUID, int], dict[str, Message]] = {}  # messages at a version
         self._lock = threading.RLock()
 

@@ -5,13 +5,30 @@ contexts a request)."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypeVar
 
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.results import ContextSummary
 
 PAGE = 1000  # contexts read per request
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class LRU(OrderedDict[K, V]):
+    """A dict that forgets its least recently set keys past `most`."""
+
+    def __init__(self, most: int) -> None:
+        super().__init__()
+        self.most = most
+
+    def __setitem__(self, key: K, value: V) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.most:
+            self.popitem(last=False)
 
 
 def faces(given: Any) -> tuple[ContextOperations, Any]:
@@ -36,4 +53,4 @@ def named_contexts(store: ContextOperations, prefix: str) -> Iterator[ContextSum
         after = page[-1].context_id
 
 
-__all__ = ["PAGE", "faces", "named_contexts"]
+__all__ = ["LRU", "PAGE", "faces", "named_contexts"]
