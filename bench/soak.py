@@ -450,10 +450,10 @@ def _check(journals: Path, audit_file: Path, pg_url: str, standby_url: str, sqli
                         found["unknown stored twice"] += 1
                 want = TYPE_OF.get(n["kind"])
                 if want and n["ok"] and n.get("version"):
-                    seen = types.get((n["cid"], n["version"]))
-                    if seen != want:
+                    there = types.get((n["cid"], n["version"]))
+                    if there != want:
                         found["wrong event at version"] += 1
-                        found.setdefault("examples", []).append({**n, "found": seen})
+                        found.setdefault("examples", []).append({**n, "found": there})
             erased = [n["cid"] for n in mine if n["kind"] == "erase" and n["ok"]]
             readers = [store] + ([ContextStore.from_url(standby_url)] if on == "pg" else [])
             for reader in readers:
