@@ -362,10 +362,12 @@ def replica_urls(url: str) -> tuple[str, list[str]]:
         raise StoreURLError(f"only PostgreSQL has replicas: {redact(url)!r}")
     rest = urlencode([(k, v) for k, v in pairs if k != "replica"])
     primary = urlunsplit(parts._replace(query=rest))
-    # A replica is a standby: the primary's demand for a writable session would refuse it.
+    # A replica is a standby on its own host: the primary's hosts (as parameters) and its
+    # demand for a writable session would send it elsewhere or refuse it.
     rest = urlencode([
         (k, v) for k, v in pairs
-        if k != "replica" and not (k == "target_session_attrs" and v in WRITABLE)
+        if k not in ("replica", "host", "hostaddr", "port")
+        and not (k == "target_session_attrs" and v in WRITABLE)
     ])  # fmt: skip
     auth = parts.netloc.rpartition("@")[0]
     replicas = []

@@ -62,9 +62,15 @@ def pair() -> Iterator[tuple[Any, Any]]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def both(primary: Any, standby: Any, attrs: str = "read-write") -> str:
+def both(primary: Any, standby: Any, form: str = "hosts") -> str:
+    """The URL naming both servers in one of the forms libpq reads."""
+    if form == "params":
+        return (
+            "postgresql://postgres@/postgres?host=127.0.0.1,127.0.0.1"
+            f"&port={primary.port},{standby.port}&target_session_attrs=read-write"
+        )
     hosts = f"127.0.0.1:{primary.port},127.0.0.1:{standby.port}"
-    return f"postgresql://postgres@{hosts}/postgres?target_session_attrs={attrs}"
+    return f"postgresql://postgres@{hosts}/postgres?target_session_attrs=read-write"
 
 
 class Writers:
@@ -122,9 +128,10 @@ def _follow(source: Any, cid: UUID, seen: list[int], until: threading.Event, las
             return
 
 
-def test_a_promoted_standby_takes_over_and_nothing_is_lost_or_doubled(pair) -> None:
+@pytest.mark.parametrize("form", ["hosts", "params"])
+def test_a_promoted_standby_takes_over_and_nothing_is_lost_or_doubled(pair, form) -> None:
     primary, standby = pair
-    url = both(primary, standby)
+    url = both(primary, standby, form)
     settings = Settings(actor="failover", connect_timeout=CONNECT_TIMEOUT)
     with ContextStore.from_url(url, settings) as store, served(store) as service_url:
         client = CtxStoreClient(service_url, token="token-acme")  # a tenant's token

@@ -167,3 +167,7 @@ def test_replicas_by_url_and_by_settings() -> None:
     )
     assert primary == "postgresql://u@db1:5432,db2:5432/app?target_session_attrs=read-write"
     assert replicas == ["postgresql://u@db2:5432/app"]
+    _, replicas = replica_urls(
+        "postgresql://u@/app?host=db1,db2&port=5432,5433&sslmode=require&replica=db2:5433"
+    )
+    assert replicas == ["postgresql://u@db2:5433/app?sslmode=require"]
