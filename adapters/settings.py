@@ -435,7 +435,7 @@ def _sqlite_env(url: str, *, create: bool) -> dict[str, str]:
         "SQLITE_DBNAME": path,
         "SQLITE_LOCK_TIMEOUT": "30",
         # The library's recorder with a shorter path into its write transaction.
-        "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.sqlite:SQLiteEventsRecorder",
+        "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.sqlite_recorder:SQLiteEventsRecorder",
     }
 
 

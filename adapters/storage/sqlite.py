@@ -1,10 +1,6 @@
 """SQLite: everything a store on one SQLite file needs beside the library's recorders.
 
-- Events: the library's application recorder, with a shorter way into a write transaction.
-  `SQLiteDatastore.transaction` reaches the library's own transaction through three
-  generator context managers; around a one-row append that machinery costs more CPU than
-  the insert itself, so an insert takes the same writer connection from the same pool and
-  runs in the same `SQLiteTransaction` without the layers.
+- Events: the library's application recorder with a shorter way in (sqlite_recorder.py).
 - The audit index, erasure records and the HTTP service's idempotency keys, in the file.
 - Turns: a one-byte POSIX record lock in a `<file>-turns` file beside the database, at an
   offset given by the context id, exclusive for the holder and tried shared around a
@@ -28,12 +24,9 @@ from uuid import UUID
 from eventsourcing.persistence import (
     IntegrityError,
     PersistenceError,
-    StoredEvent,
 )
 from eventsourcing.sqlite import (
-    SQLiteApplicationRecorder,
     SQLiteDatastore,
-    SQLiteTransaction,
 )
 
 from ctxstore.adapters.keys.vault import KeyVault, MemoryVault, SQLiteVault
@@ -65,7 +58,7 @@ from ctxstore.adapters.storage.sqlite_audit import SQLiteAuditView, add_column, 
 from ctxstore.adapters.storage.sqlite_blobs import SQLiteBlobRows
 from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.adapters.storage.tokens import StoredTokens
-from ctxstore.adapters.storage.turns import GONE, Turn, Turns
+from ctxstore.adapters.storage.turns import Turn, Turns
 
 log = logging.getLogger(__name__)
 CHUNK = 500  # versions per query (SQLite allows 999 parameters in its oldest builds)
@@ -74,46 +67,6 @@ WAL_RESIDUE = (
     "connection was reading the database; they leave it at the next checkpoint that no "
     "reader holds up"
 )
-
-
-class SQLiteEventsRecorder(SQLiteApplicationRecorder):
-    """The library's application recorder; `insert_events` as it is, one layer deep."""
-
-    def insert_events(
-        self, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        pool = self.datastore.pool
-        conn = pool.get_connection(is_writer=True)  # the pool's writer interlock, as before
-        try:
-            return self.insert_events_with(conn, stored_events, **kwargs)
-        finally:
-            pool.put_connection(conn)
-
-    def insert_events_with(
-        self, conn: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        """Insert on a writer connection already taken (the async store's, which takes it
-        without waiting)."""
-        with SQLiteTransaction(conn, commit=True) as curs, curs:
-            return self._insert_events(curs, stored_events, **kwargs)
-
-    def _insert_events(
-        self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        found: Sequence[int] | None = super()._insert_events(c, stored_events, **kwargs)
-        # The version before the first must be there (an erasure left none). Asked after
-        # the insert, which took the file's write lock: no erasure can come in between.
-        first = stored_events[0] if stored_events else None
-        if first is not None and first.originator_version > 1:
-            cid = first.originator_id
-            c.execute(
-                f"SELECT 1 FROM {self.events_table_name} "
-                "WHERE originator_id = ? AND originator_version = ?",
-                (cid.hex if isinstance(cid, UUID) else cid, first.originator_version - 1),
-            )
-            if c.fetchone() is None:
-                raise IntegrityError(GONE)
-        return found
 
 
 class SQLiteEraser(Eraser):

@@ -7,7 +7,7 @@ import pytest
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder
 
-from ctxstore.adapters.storage.sqlite import SQLiteEventsRecorder
+from ctxstore.adapters.storage.sqlite_recorder import SQLiteEventsRecorder
 from ctxstore.adapters.store.facade import ContextStore
 
 
