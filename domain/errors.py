@@ -115,3 +115,10 @@ class NothingToSummarizeError(CtxStoreError, ValueError):
 
 class ContextOverflowError(CtxStoreError):
     """The summarizer's model could not take this much input."""
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's message in one line (a driver's, libpq's above all, runs over several);
+    "" when it says nothing."""
+    said = str(exc).strip()
+    return said.splitlines()[0] if said else ""

@@ -23,6 +23,7 @@ from ctxstore.domain.errors import (
     StoreUnavailableError,
     UnknownMessageError,
     VersionConflictError,
+    first_line,
 )
 from ctxstore.domain.streaming import incomplete_state
 
@@ -103,7 +104,7 @@ def handles_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except CtxStoreError as exc:
             code = next(c for cls, c in EXIT_CODES if isinstance(exc, cls))
-            said = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            said = first_line(exc) or type(exc).__name__
             if kwargs.get("as_json"):  # a script reading JSON gets its error as JSON too
                 problem = {"error": type(exc).__name__, "detail": said, "exit": code}
                 sys.stderr.write(json.dumps(problem, ensure_ascii=False) + "\n")

@@ -50,6 +50,7 @@ from ctxstore.domain.errors import (
     CtxStoreError,
     DamagedContextError,
     StoreUnavailableError,
+    first_line,
 )
 
 log = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ class _Library(Application[UUID]):
 
 def unopened(url: str, exc: BaseException) -> StoreUnavailableError:
     """Why the store at `url` could not be opened, in one line (a damaged file says so)."""
-    cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    cause = first_line(exc) or type(exc).__name__
     damaged = " (the file is damaged: restore it from a backup)" if "malformed" in cause else ""
     return StoreUnavailableError(f"cannot open the store at {redact(url)}: {cause}{damaged}")
 

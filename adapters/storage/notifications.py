@@ -29,6 +29,8 @@ from collections.abc import Callable
 from itertools import count
 from typing import Any
 
+from ctxstore.domain.errors import first_line
+
 log = logging.getLogger(__name__)
 Wake = Callable[[str | None], None]
 RENEW = 5.0  # seconds between renewals of the contexts a PostgreSQL store follows
@@ -253,9 +255,7 @@ class PostgresNotifications(WatchingNotifications):
                 if self._closed.is_set():
                     return
                 if not down:  # libpq's message runs over several lines: its first says it
-                    said = (
-                        str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                    )
+                    said = first_line(exc) or type(exc).__name__
                     log.warning("listening for new events failed (%s); reconnecting", said)
                     down = True
                 self._closed.wait(backoff)

@@ -51,6 +51,7 @@ from ctxstore.adapters.storage.retention_rows import RetentionRows
 from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import context_lock_key
+from ctxstore.domain.errors import first_line
 
 log = logging.getLogger(__name__)
 CHUNK = 500  # versions per query
@@ -139,7 +140,7 @@ class PostgresEraser(Eraser):
                     conn.execute(SQL("VACUUM {0}").format(table))
                     why = next((w for w in warned if "skipping" in w or "permission" in w), None)
                 except psycopg.Error as exc:
-                    why = str(exc).strip().splitlines()[0]
+                    why = first_line(exc)
                 if why is not None:
                     left.append(
                         f"PostgreSQL: {table.as_string(conn)} was not vacuumed ({why}): its "
@@ -318,7 +319,7 @@ class PostgresBackend(SQLBackend):
             try:
                 conn.execute(SQL("VACUUM {0}").format(pg_table(recorder)))
             except psycopg.Error as exc:
-                return [f"PostgreSQL: not vacuumed ({str(exc).strip().splitlines()[0]})"]
+                return [f"PostgreSQL: not vacuumed ({first_line(exc)})"]
         return [RESEAL_RESIDUE]
 
     def key_vault(self, recorder: Any) -> KeyVault:

@@ -22,7 +22,7 @@ from collections.abc import (
 from typing import Any, TypeVar
 
 from ctxstore.adapters.storage.backend import driver_errors
-from ctxstore.domain.errors import CtxStoreError, StoreUnavailableError
+from ctxstore.domain.errors import CtxStoreError, StoreUnavailableError, first_line
 
 T = TypeVar("T")
 
@@ -30,7 +30,7 @@ T = TypeVar("T")
 def fault(exc: BaseException, owner: Any = None) -> StoreUnavailableError:
     """The typed error for a database fault; `owner`, the store whose method met it, names
     a SQLite file that cannot be written (the driver's message does not)."""
-    cause = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    cause = first_line(exc)
     url = getattr(owner, "url", None)
     if isinstance(url, str) and url.startswith("sqlite:///") and "readonly database" in cause:
         return StoreUnavailableError(

@@ -17,7 +17,7 @@ from uuid import UUID
 from ctxstore.adapters.storage.backend import driver_errors
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.domain.context import Context
-from ctxstore.domain.errors import ContextNotFoundError, StoreUnavailableError
+from ctxstore.domain.errors import ContextNotFoundError, StoreUnavailableError, first_line
 from ctxstore.projections.history import TailEvent, tail_event
 
 PAGE = 500  # events read at a time
@@ -83,12 +83,6 @@ def follow(
         unsubscribe()
 
 
-def first_line(exc: BaseException) -> str:
-    """A driver's error in one line (libpq's run over several)."""
-    said = str(exc).strip()
-    return f"{type(exc).__name__}: {said.splitlines()[0] if said else ''}"
-
-
 class Outage:
     """A follower riding through a store that stops answering (a restart, a failover): it
     reads again every OUTAGE_WAIT seconds from its last event, saying so once, and gives
@@ -103,7 +97,7 @@ class Outage:
         if not self.since:
             self.since = now
             log.warning("following context %s: the store does not answer (%s); "
-                        "reading again every %g s", self.cid, first_line(exc), OUTAGE_WAIT)  # fmt: skip
+                        "reading again every %g s", self.cid, f"{type(exc).__name__}: {first_line(exc)}", OUTAGE_WAIT)  # fmt: skip
         if self.idle is not None and now - self.since >= self.idle:
             return False
         time.sleep(OUTAGE_WAIT)
