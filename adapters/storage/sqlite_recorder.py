@@ -43,24 +43,22 @@ class SQLiteEventsRecorder(SQLiteApplicationRecorder):
     def _insert_events(
         self, c: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        """The library's insert, one statement an event; the first (past a creation) goes in
-        only if the version before it is there: an erasure left none, and the statement runs
-        under the file's write lock, so none comes in between."""
+        """The library's insert, one statement an event; the first (past a creation) stays
+        only if the version before it is there (an erasure left none). Asked after the
+        insert, which holds the file's write lock: no erasure comes in between."""
         returning = []
         for n, s in enumerate(stored_events):
             cid = s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id
             row = (cid, s.originator_version, s.topic, s.state)
+            c.execute(self.insert_events_statement, row)
             if n == 0 and s.originator_version > 1:
-                table = self.events_table_name
                 c.execute(
-                    f"INSERT INTO {table} SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM {table}"
-                    " WHERE originator_id = ? AND originator_version = ?)",
-                    (*row, cid, s.originator_version - 1),
+                    f"SELECT 1 FROM {self.events_table_name} "
+                    "WHERE originator_id = ? AND originator_version = ?",
+                    (cid, s.originator_version - 1),
                 )
-                if c.sqlite_cursor.rowcount == 0:
+                if c.fetchone() is None:
                     raise IntegrityError(GONE)
-            else:
-                c.execute(self.insert_events_statement, row)
             returning.append(c.lastrowid)
         return returning
 
