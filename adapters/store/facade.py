@@ -29,6 +29,7 @@ from ctxstore.adapters.store import (
 from ctxstore.adapters.store.admin import StoreAdmin
 from ctxstore.adapters.store.attachments import Attachments
 from ctxstore.adapters.store.commands import Commands
+from ctxstore.adapters.store.compaction_surface import CompactionSurface
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
@@ -37,7 +38,6 @@ from ctxstore.adapters.store.parts import StoreParts
 from ctxstore.adapters.store.replicas import Replicas
 from ctxstore.adapters.store.results import (
     BatchFrame,
-    Compaction,
     ContextSummary,
     HistoryEntry,
     ModelUsage,
@@ -50,20 +50,17 @@ from ctxstore.adapters.store.streaming import StreamingSurface
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import BlobRef
 from ctxstore.domain.context import JSON, Context, MessageRef
-from ctxstore.domain.errors import BlobNotFoundError, ContextExistsError, InvalidOperationError
+from ctxstore.domain.errors import BlobNotFoundError, ContextExistsError
 from ctxstore.domain.limits import check_page, chosen_id, key_context_id
 from ctxstore.domain.messages import Message
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import Similarity, Strategy
-from ctxstore.domain.summarize import Summarizer
 from ctxstore.projections.listing import list_contexts
-
-MAX_TRIGGER = 64  # what a compaction's trigger may be called
 
 
 @type_faults
 class ContextStore(
-    HistorySurface, StreamingSurface, ContextOperations,
+    HistorySurface, StreamingSurface, CompactionSurface, ContextOperations,
 ):  # fmt: skip
     """Stores contexts as event streams; every public method is one command or one read."""
 
@@ -273,57 +270,6 @@ class ContextStore(
             actor=self._core.actor(actor), max_message_bytes=self.settings.max_message_bytes,
             latency=latency,
         )  # fmt: skip
-
-    def compact(
-        self, context_id: UUID | str, *, trigger: str = "manual", dry_run: bool = False,
-        summarizer: Summarizer | None = None, actor: str | None = None,
-    ) -> Compaction:  # fmt: skip
-        """Summarize the older half of the rounds since the latest summary (half window,
-        bisecting summarizer). Writes one compress event in the current batch (it opens
-        and closes none: a rollback of an enclosing batch undoes it, expand() undoes it
-        alone); a failed summarization writes nothing. Raises
-        NothingToSummarizeError, and what the summarizer raises that is not an overflow."""
-        who = self._core.actor(actor)
-        if not isinstance(trigger, str) or not 0 < len(trigger) <= MAX_TRIGGER:
-            raise InvalidOperationError(
-                f"trigger must be a name of 1-{MAX_TRIGGER} characters, got {trigger!r:.80}"
-            )
-        return compaction.compact(
-            self._core, self._writer, self._core.id(context_id), trigger=trigger,
-            dry_run=dry_run, summarizer=summarizer, actor=who,
-        )  # fmt: skip
-
-    def maybe_compact(
-        self, context_id: UUID | str, *, actor: str | None = None
-    ) -> Compaction | None:
-        """Compact proactively if the visible context crossed a configured threshold."""
-        cid = self._core.id(context_id)
-        if not compaction.crossed(self._core, *reads.head_size(self._core, cid)):
-            return None
-        return compaction.compact_proactively(
-            self._core, self._writer, cid, self._core.actor(actor)
-        )
-
-    def recover_from_overflow(
-        self,
-        context_id: UUID | str,
-        budget: int,
-        strategy: Strategy | None = None,
-        *,
-        actor: str | None = None,
-        **prompt: Any,
-    ) -> Prompt:
-        """After a model request failed with a context overflow: compact, then the prompt to
-        retry with (trigger overflow_retry), which always fits. Raises PromptDoesNotFitError
-        when even the messages that must be sent do not fit."""
-        return compaction.recover(
-            self._core, self._writer, self._core.id(context_id), budget, strategy,
-            self._core.actor(actor), prompt,
-        )  # fmt: skip
-
-    def summarizer(self) -> Summarizer:
-        """The configured summarizer: offline extractive by default, or an OpenAI-compatible model."""
-        return compaction.configured_summarizer(self._core)
 
     # ---- reads ------------------------------------------------------------------------
 

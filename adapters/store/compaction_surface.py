@@ -1,0 +1,79 @@
+"""The facade's compaction half: summarize older rounds on demand (`compact`), when a
+threshold is crossed (`maybe_compact`), and after a model refused an overflowing prompt
+(`recover_from_overflow`). ContextStore inherits it; the work is in
+adapters/store/compaction.py."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from ctxstore.adapters.store import compaction, reads
+from ctxstore.adapters.store.core import StoreCore
+from ctxstore.adapters.store.faults import type_faults
+from ctxstore.adapters.store.results import Compaction, Prompt
+from ctxstore.adapters.store.writer import Writer
+from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.domain.prompt import Strategy
+from ctxstore.domain.summarize import Summarizer
+
+MAX_TRIGGER = 64  # what a compaction's trigger may be called
+
+
+@type_faults
+class CompactionSurface:
+    """What ContextStore offers to keep a context inside a model's window (see the module)."""
+
+    _core: StoreCore
+    _writer: Writer
+
+    def compact(
+        self, context_id: UUID | str, *, trigger: str = "manual", dry_run: bool = False,
+        summarizer: Summarizer | None = None, actor: str | None = None,
+    ) -> Compaction:  # fmt: skip
+        """Summarize the older half of the rounds since the latest summary (half window,
+        bisecting summarizer). Writes one compress event in the current batch (it opens
+        and closes none: a rollback of an enclosing batch undoes it, expand() undoes it
+        alone); a failed summarization writes nothing. Raises
+        NothingToSummarizeError, and what the summarizer raises that is not an overflow."""
+        who = self._core.actor(actor)
+        if not isinstance(trigger, str) or not 0 < len(trigger) <= MAX_TRIGGER:
+            raise InvalidOperationError(
+                f"trigger must be a name of 1-{MAX_TRIGGER} characters, got {trigger!r:.80}"
+            )
+        return compaction.compact(
+            self._core, self._writer, self._core.id(context_id), trigger=trigger,
+            dry_run=dry_run, summarizer=summarizer, actor=who,
+        )  # fmt: skip
+
+    def maybe_compact(
+        self, context_id: UUID | str, *, actor: str | None = None
+    ) -> Compaction | None:
+        """Compact proactively if the visible context crossed a configured threshold."""
+        cid = self._core.id(context_id)
+        if not compaction.crossed(self._core, *reads.head_size(self._core, cid)):
+            return None
+        return compaction.compact_proactively(
+            self._core, self._writer, cid, self._core.actor(actor)
+        )
+
+    def recover_from_overflow(
+        self,
+        context_id: UUID | str,
+        budget: int,
+        strategy: Strategy | None = None,
+        *,
+        actor: str | None = None,
+        **prompt: Any,
+    ) -> Prompt:
+        """After a model request failed with a context overflow: compact, then the prompt to
+        retry with (trigger overflow_retry), which always fits. Raises PromptDoesNotFitError
+        when even the messages that must be sent do not fit."""
+        return compaction.recover(
+            self._core, self._writer, self._core.id(context_id), budget, strategy,
+            self._core.actor(actor), prompt,
+        )  # fmt: skip
+
+    def summarizer(self) -> Summarizer:
+        """The configured summarizer: offline extractive by default, or an OpenAI-compatible model."""
+        return compaction.configured_summarizer(self._core)
