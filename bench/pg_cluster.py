@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -133,6 +134,20 @@ class Cluster:
             for name, value in values.items():
                 conn.execute(f"ALTER SYSTEM SET {name} = {value}")
             conn.execute("SELECT pg_reload_conf()")
+
+    def replayed(self, source: Cluster) -> None:
+        """Wait (10 s at most) until this standby has replayed all `source` wrote so far."""
+        import psycopg
+
+        with psycopg.connect(source.url, autocommit=True) as p:
+            lsn = p.execute("SELECT pg_current_wal_lsn()").fetchone()[0]  # type: ignore[index]
+        with psycopg.connect(self.url, autocommit=True) as s:
+            for _ in range(1000):
+                row = s.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,)).fetchone()
+                if row and row[0]:
+                    return
+                time.sleep(0.01)
+        raise AssertionError(f"the standby on port {self.port} did not catch up in 10 s")
 
     def freeze(self) -> None:
         """SIGSTOP the server and its backends: connections stay open, nothing answers."""

@@ -217,21 +217,9 @@ def test_a_promoted_standby_takes_over_and_nothing_is_lost_or_doubled(pair, form
         with ContextStore.from_url(replica, settings) as store:
             written = store.insert(cids[0], {"role": "user", "content": "after the rejoin"})
             assert written.version == last[0] + 1
-            _replayed(standby, old)
+            old.replayed(standby)
             assert store.history(cids[0])[-1].version == written.version
             assert store._replicas is not None and store._replicas.served["replica"] >= 1
     finally:
         old.stop()
         shutil.rmtree(old.data.parent, ignore_errors=True)
-
-
-def _replayed(primary: Any, standby: Any) -> None:
-    with psycopg.connect(primary.url, autocommit=True) as p:
-        lsn = p.execute("SELECT pg_current_wal_lsn()").fetchone()[0]  # type: ignore[index]
-    with psycopg.connect(standby.url, autocommit=True) as s:
-        for _ in range(1000):
-            row = s.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,)).fetchone()
-            if row and row[0]:
-                return
-            time.sleep(0.01)
-    raise AssertionError("the rejoined standby did not catch up in 10 s")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -42,19 +41,6 @@ def servers() -> Iterator[tuple[Any, Any]]:
             standby.stop()
 
 
-def _replayed(primary: Any, standby: Any) -> None:
-    """Wait until the standby has replayed everything the primary wrote so far."""
-    with psycopg.connect(primary.url, autocommit=True) as p:
-        lsn = p.execute("SELECT pg_current_wal_lsn()").fetchone()[0]  # type: ignore[index]
-    with psycopg.connect(standby.url, autocommit=True) as s:
-        for _ in range(1000):
-            row = s.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,)).fetchone()
-            if row and row[0]:
-                return
-            time.sleep(0.01)
-    raise AssertionError("the standby did not catch up in 10 s")
-
-
 def _pause(standby: Any, paused: bool) -> None:
     with psycopg.connect(standby.url, autocommit=True) as s:
         s.execute("SELECT pg_wal_replay_pause()" if paused else "SELECT pg_wal_replay_resume()")
@@ -76,7 +62,7 @@ def test_reads_come_from_the_replica_and_match_the_primary(servers) -> None:
         for i in range(6):
             s.insert(cid, [user(f"m{i}")])
         s.record_usage(cid, model="gpt-4o", prompt_tokens=10, completion_tokens=3)
-        _replayed(primary, standby)
+        standby.replayed(primary)
         with ContextStore.from_url(primary.url, Settings(actor="a")) as only_primary:
             for read in (
                 lambda st: st.audit(context_id=cid).entries,
@@ -99,7 +85,7 @@ def test_a_client_reads_its_own_writes_while_the_replica_is_behind(servers) -> N
     with ContextStore.from_url(primary.url, settings, replicas=[standby.url]) as s:
         cid = s.create(name="behind")
         s.insert(cid, [user("one")])
-        _replayed(primary, standby)
+        standby.replayed(primary)
         _pause(standby, True)
         try:
             s.insert(cid, [user("two")])  # the replica does not have it
@@ -109,7 +95,7 @@ def test_a_client_reads_its_own_writes_while_the_replica_is_behind(servers) -> N
             assert _served(s)["primary"] == served["primary"] + 2  # not the replica
         finally:
             _pause(standby, False)
-        _replayed(primary, standby)
+        standby.replayed(primary)
         served = dict(_served(s))
         assert len(s.history(cid)) == 3
         assert _served(s)["replica"] == served["replica"] + 1  # caught up: replica
@@ -120,7 +106,7 @@ def test_a_client_waits_for_a_replica_behind_when_told_to(servers) -> None:
     settings = Settings(actor="a", replica_wait=5.0)
     with ContextStore.from_url(primary.url, settings, replicas=[standby.url]) as s:
         cid = s.create(name="wait")
-        _replayed(primary, standby)
+        standby.replayed(primary)
         _pause(standby, True)
         s.insert(cid, [user("one")])
         threading.Timer(0.5, _pause, (standby, False)).start()
@@ -135,7 +121,7 @@ def test_a_stopped_replica_leaves_reads_to_the_primary(servers) -> None:
     with ContextStore.from_url(primary.url, Settings(actor="a"), replicas=[standby.url]) as s:
         cid = s.create(name="stopped")
         s.insert(cid, [user("one")])
-        _replayed(primary, standby)
+        standby.replayed(primary)
         assert len(s.history(cid)) == 2
         standby.stop()
         try:
