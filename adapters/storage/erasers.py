@@ -5,13 +5,16 @@ says what erasure guarantees."""
 from __future__ import annotations
 
 import json
+import logging
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
 
+log = logging.getLogger(__name__)
 TABLE = "ctxstore_erasures"
 COLUMNS = "context_id, tenant, erased_at, actor, reason, events, snapshots, residue, forks"
 
@@ -39,6 +42,28 @@ class Erasure(BaseModel):
 
 class Eraser(ABC):
     """Deletes one context's rows in one transaction, and keeps the erasure records."""
+
+    # What the backend's driver raises: a cleanup failing so is logged, not raised.
+    driver_errors: tuple[type[BaseException], ...] = ()
+
+    def narrowed(self, done: Erasure, cleanup: Callable[[], list[str]]) -> Erasure:
+        """`done` stands once its deletion and record (naming the worst residue) commit:
+        run the cleanup (a VACUUM, a checkpoint) and record the residue it leaves. A cleanup
+        that fails is logged; the erasure is still reported done, its record as it was."""
+        if done.shredded:  # what the rows' leftovers hold is ciphertext without its key
+            return done
+        try:
+            left = cleanup()
+            if left != done.residue:
+                self._set_residue(done, left)
+        except self.driver_errors as exc:
+            log.warning("erasure of %s: stored; its cleanup failed: %s", done.context_id, exc)
+            return done
+        return done.model_copy(update={"residue": left})
+
+    @abstractmethod
+    def _set_residue(self, done: Erasure, residue: list[str]) -> None:
+        """Replace the residue `done`'s stored record names."""
 
     @abstractmethod
     def erase(self, record: Erasure) -> Erasure:

@@ -10,7 +10,6 @@ recorders (its schema, tuning and provisioning are in postgres_schema.py).
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -53,7 +52,6 @@ from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import context_lock_key
 from ctxstore.domain.errors import first_line
 
-log = logging.getLogger(__name__)
 CHUNK = 500  # versions per query
 RESEAL_RESIDUE = (
     "PostgreSQL: the replaced states stay in the write-ahead log, replicas and backups made "
@@ -76,6 +74,8 @@ NOT_VACUUMED = (
 
 
 class PostgresEraser(Eraser):
+    driver_errors = (PersistenceError, psycopg.Error)
+
     def __init__(self, datastore: PostgresDatastore, events: str, snapshots: str) -> None:
         self.datastore = datastore
         schema = Identifier(datastore.schema)
@@ -111,20 +111,15 @@ class PostgresEraser(Eraser):
                 (cid.hex, done.tenant, done.erased_at.timestamp(), done.actor, done.reason,
                  events, snapshots, json.dumps(residue), forks_json(done)),
             )  # fmt: skip
-        if record.shredded:  # what the rows' leftovers hold is ciphertext without its key
-            return done
-        try:
-            left = [POSTGRES_RESIDUE, *self._vacuum()]
-            with self.datastore.transaction(commit=True) as c:
-                c.execute(
-                    SQL("UPDATE {0} SET residue = %s WHERE context_id = %s AND erased_at = %s")
-                    .format(self.table),
-                    (json.dumps(left), cid.hex, done.erased_at.timestamp()),
-                )  # fmt: skip
-        except (PersistenceError, psycopg.Error) as exc:  # stored: the record says the worst
-            log.warning("erasure of %s: the tables were not vacuumed: %s", cid, exc)
-            return done
-        return done.model_copy(update={"residue": left})
+        return self.narrowed(done, lambda: [POSTGRES_RESIDUE, *self._vacuum()])
+
+    def _set_residue(self, done: Erasure, residue: list[str]) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(
+                SQL("UPDATE {0} SET residue = %s WHERE context_id = %s AND erased_at = %s")
+                .format(self.table),
+                (json.dumps(residue), done.context_id.hex, done.erased_at.timestamp()),
+            )  # fmt: skip
 
     def _vacuum(self) -> list[str]:
         """VACUUM every table that held the content (outside a transaction); what could not

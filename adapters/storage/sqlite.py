@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import sqlite3
 import threading
 import time
@@ -60,7 +59,6 @@ from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import Turn, Turns
 
-log = logging.getLogger(__name__)
 CHUNK = 500  # versions per query (SQLite allows 999 parameters in its oldest builds)
 WAL_RESIDUE = (
     "SQLite: the write-ahead log (the -wal file) still holds the erased pages: another "
@@ -70,6 +68,8 @@ WAL_RESIDUE = (
 
 
 class SQLiteEraser(Eraser):
+    driver_errors = (PersistenceError, sqlite3.Error)
+
     def __init__(self, datastore: SQLiteDatastore, events: str, snapshots: str) -> None:
         self.datastore, self.events, self.snapshots = datastore, events, snapshots
 
@@ -106,20 +106,14 @@ class SQLiteEraser(Eraser):
                 (hex_id, done.tenant, done.erased_at.timestamp(), done.actor, done.reason,
                  events, snapshots, json.dumps(residue), forks_json(done)),
             )  # fmt: skip
-        if record.shredded:  # what the rows' leftovers hold is ciphertext without its key
-            return done
-        try:
-            left = self._checkpoint()
-            if not left:
-                with self.datastore.transaction(commit=True) as c:
-                    c.execute(
-                        f"UPDATE {TABLE} SET residue = ? WHERE context_id = ? AND erased_at = ?",
-                        (json.dumps(left), hex_id, done.erased_at.timestamp()),
-                    )
-        except (PersistenceError, sqlite3.Error) as exc:  # stored: the record says the worst
-            log.warning("erasure of %s: the log was not checkpointed: %s", hex_id, exc)
-            return done
-        return done.model_copy(update={"residue": left})
+        return self.narrowed(done, self._checkpoint)
+
+    def _set_residue(self, done: Erasure, residue: list[str]) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(
+                f"UPDATE {TABLE} SET residue = ? WHERE context_id = ? AND erased_at = ?",
+                (json.dumps(residue), done.context_id.hex, done.erased_at.timestamp()),
+            )
 
     def _checkpoint(self) -> list[str]:
         """Move the log's pages into the file and truncate the log, so the erased pages leave
