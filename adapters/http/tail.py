@@ -28,7 +28,7 @@ from ctxstore.adapters.store.results import AuditPage
 from ctxstore.adapters.store.shards.merged_audit import PREFIX as MERGED
 from ctxstore.adapters.store.shards.merged_audit import MergedAuditPage, entry_cursors
 from ctxstore.adapters.store.shards.store import ShardedStore
-from ctxstore.adapters.store.tail import OUTAGE_WAIT, PAGE
+from ctxstore.adapters.store.tail import OUTAGE_WAIT, PAGE, Outage
 from ctxstore.domain.errors import (
     ContextNotFoundError,
     InvalidOperationError,
@@ -88,7 +88,7 @@ class TailHub:
     ) -> AsyncIterator[bytes]:
         run = _runner(pool)
         woken = asyncio.Event()
-        down = False
+        outage = Outage(f"context {cid}")
         with _woken_by(store, woken, cid.hex):
             at = start if start is not None else await run(store.tail_head, cid)
             yield b"retry: 1000\n\n"
@@ -101,10 +101,11 @@ class TailHub:
                     return
                 except StoreUnavailableError as exc:
                     # A restart or failover: the stream stays open and reads again.
-                    down = await _outage(exc, f"context {cid}", down)
+                    outage.failed(exc)
                     yield b": the store does not answer; reading again\n\n"
+                    await asyncio.sleep(OUTAGE_WAIT)
                     continue
-                down = False
+                outage.over()
                 for version, encoded in page:
                     yield encoded
                     at = version
@@ -147,7 +148,7 @@ class TailHub:
                 return list(entry_cursors(at, page, store.names))
             return [e.position for e in page.entries]
 
-        down = False
+        outage = Outage(f"the audit of {tenant or 'every tenant'}")
         with _woken_by(store, woken, None):
             at = start if start is not None else await run(store.admin.audit_head)
             page = await run(page_after, at)
@@ -162,11 +163,12 @@ class TailHub:
                 while True:
                     try:
                         page = await run(page_after, at)
-                        down = False
+                        outage.over()
                         break
                     except StoreUnavailableError as exc:
-                        down = await _outage(exc, f"the audit of {tenant or 'all'}", down)
+                        outage.failed(exc)
                         yield b": the store does not answer; reading again\n\n"
+                        await asyncio.sleep(OUTAGE_WAIT)
 
 
 class EventStream(StreamingResponse):
@@ -217,14 +219,6 @@ async def _body(send: Send, body: bytes) -> None:
 def _event(event_id: int | str | None, kind: str, data: str) -> bytes:
     head = "" if event_id is None else f"id: {event_id}\n"
     return f"{head}event: {kind}\ndata: {data}\n\n".encode()
-
-
-async def _outage(exc: StoreUnavailableError, what: str, said: bool) -> bool:
-    """Wait before reading again; say so once per outage. True: said."""
-    if not said:
-        log.warning("live tail of %s: the store does not answer (%s); reading again", what, exc)
-    await asyncio.sleep(OUTAGE_WAIT)
-    return True
 
 
 async def _wait(woken: asyncio.Event, timeout: float) -> bool:

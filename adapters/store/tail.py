@@ -58,7 +58,7 @@ def follow(
     unsubscribe = core.storage.notifications.subscribe(
         lambda h: woken.set() if h is None or h == hex_id else None, hex_id
     )
-    outage = Outage(cid, idle)
+    outage = Outage(f"context {cid}", idle)
     failures: tuple[type[BaseException], ...] = (StoreUnavailableError, *driver_errors())
     try:
         at = head_version(core, cid) if after is None else after
@@ -67,8 +67,9 @@ def follow(
             try:
                 page = events_after(core, cid, at)
             except failures as exc:
-                if core.closed or not outage.wait(exc):
+                if core.closed or not outage.failed(exc):
                     raise
+                time.sleep(OUTAGE_WAIT)
                 continue
             outage.over()
             for event in page:
@@ -85,26 +86,24 @@ def follow(
 
 class Outage:
     """A follower riding through a store that stops answering (a restart, a failover): it
-    reads again every OUTAGE_WAIT seconds from its last event, saying so once, and gives
-    up after `idle` seconds (if given), as it would without events."""
+    reads again every OUTAGE_WAIT seconds from its last event (the caller waits, on a
+    thread or on the loop), says so once and when it is over, and gives up after `idle`
+    seconds (if given), as it would without events."""
 
-    def __init__(self, cid: UUID, idle: float | None) -> None:
-        self.cid, self.idle, self.since = cid, idle, 0.0
+    def __init__(self, what: str, idle: float | None = None) -> None:
+        self.what, self.idle, self.since = what, idle, 0.0
 
-    def wait(self, exc: BaseException) -> bool:
-        """Whether to read again (after a pause)."""
+    def failed(self, exc: BaseException) -> bool:
+        """Whether to read again, after OUTAGE_WAIT seconds."""
         now = time.monotonic()
         if not self.since:
             self.since = now
-            log.warning("following context %s: the store does not answer (%s); "
-                        "reading again every %g s", self.cid, f"{type(exc).__name__}: {first_line(exc)}", OUTAGE_WAIT)  # fmt: skip
-        if self.idle is not None and now - self.since >= self.idle:
-            return False
-        time.sleep(OUTAGE_WAIT)
-        return True
+            log.warning("following %s: the store does not answer (%s: %s); reading again "
+                        "every %g s", self.what, type(exc).__name__, first_line(exc), OUTAGE_WAIT)  # fmt: skip
+        return self.idle is None or now - self.since < self.idle
 
     def over(self) -> None:
         if self.since:
-            log.warning("following context %s: the store answers again after %.1f s",
-                        self.cid, time.monotonic() - self.since)  # fmt: skip
+            log.warning("following %s: the store answers again after %.1f s", self.what,
+                        time.monotonic() - self.since)  # fmt: skip
             self.since = 0.0
