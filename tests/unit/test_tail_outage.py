@@ -8,8 +8,8 @@ import logging
 import pytest
 from eventsourcing.persistence import OperationalError
 
-from ctxstore import ContextStore
 from ctxstore.adapters.store import tail
+from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import StoreUnavailableError
 
 
