@@ -409,6 +409,7 @@ def _count(texts: Counter[str], mark: str) -> int:
 
 def _check(journals: Path, audit_file: Path, pg_url: str, standby_url: str, sqlite_url: str,
            chaos: Chaos) -> dict[str, Any]:  # fmt: skip
+    from ctxstore.adapters.integrations.surface import listed_contexts
     from ctxstore.adapters.store.facade import ContextStore
     from ctxstore.domain.errors import ContextNotFoundError
 
@@ -429,7 +430,7 @@ def _check(journals: Path, audit_file: Path, pg_url: str, standby_url: str, sqli
             found["broken links"] += len(store.verify().broken)
             texts: Counter[str] = Counter()
             types: dict[tuple[str, int], str] = {}
-            for summary in _all_contexts(store):
+            for summary in listed_contexts(store):
                 cid = str(summary.context_id)
                 held, versions = _texts(store, cid)
                 texts += held
@@ -477,16 +478,6 @@ def _check(journals: Path, audit_file: Path, pg_url: str, standby_url: str, sqli
         for at in chaos.failovers
     ]
     return found
-
-
-def _all_contexts(store: Any) -> list[Any]:
-    found, after = [], None
-    while True:
-        page = store.contexts(limit=1000, after=after)
-        found += page
-        if len(page) < 1000:
-            return found
-        after = page[-1].context_id
 
 
 def print_table(found: dict[str, Any]) -> None:

@@ -39,18 +39,26 @@ def faces(given: Any) -> tuple[ContextOperations, Any]:
     return (given, None) if twin is None else (twin, given)
 
 
-def named_contexts(store: ContextOperations, prefix: str) -> Iterator[ContextSummary]:
-    """The contexts (of the caller's tenant, on a service) whose names start with `prefix`,
-    in creation order."""
+def listed_contexts(
+    store: ContextOperations, search: str | None = None
+) -> Iterator[ContextSummary]:
+    """Every context the surface lists (those whose name or id contains `search`, if
+    given), in creation order, a page at a time."""
     after: Any = None
     while True:
-        page = store.contexts(limit=PAGE, search=prefix, after=after)
-        for c in page:
-            if c.name is not None and c.name.startswith(prefix):
-                yield c
+        page = store.contexts(limit=PAGE, search=search, after=after)
+        yield from page
         if len(page) < PAGE:
             return
         after = page[-1].context_id
 
 
-__all__ = ["LRU", "PAGE", "faces", "named_contexts"]
+def named_contexts(store: ContextOperations, prefix: str) -> Iterator[ContextSummary]:
+    """The contexts (of the caller's tenant, on a service) whose names start with `prefix`,
+    in creation order."""
+    for c in listed_contexts(store, prefix):
+        if c.name is not None and c.name.startswith(prefix):
+            yield c
+
+
+__all__ = ["LRU", "PAGE", "faces", "listed_contexts", "named_contexts"]
