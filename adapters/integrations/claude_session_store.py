@@ -63,8 +63,8 @@ class CtxStoreSessionStore:
         # transcript -> (version, uuids) as this store last wrote it: appends check uuids
         # without reading the transcript again (bounded: a few sessions are live at once)
         self._known: LRU[UUID, tuple[int, frozenset[str]]] = LRU(KNOWN)
-        # session -> (version, entries, summary) as last folded for list_session_summaries
-        self._summaries: LRU[UUID, tuple[int, int, Any]] = LRU(KNOWN)
+        # session -> (version, last message id, summary) as last folded for its listing
+        self._summaries: LRU[UUID, tuple[int, str, Any]] = LRU(KNOWN)
 
     # ---- the protocol -----------------------------------------------------------------
 
@@ -253,15 +253,18 @@ class CtxStoreSessionStore:
             return None
         if not seen.messages:
             return None
-        version, count, summary = self._summaries.get(cid) or (0, 0, None)
-        if version != seen.version:
-            held = [{"native": m.native, "metadata": m.metadata} for m in seen.messages]
-            if count > len(held):  # not what this instance folded: fold it all again
-                count, summary = 0, None
-            entries = [_entry(m) for m in held[count:]]
+        version, last, summary = self._summaries.get(cid) or (0, "", None)
+        ids = [m.id for m in seen.messages]
+        if version != seen.version or ids[-1] != last:  # (made again: the version may match)
+            # Fold on from the last message folded; a transcript without it (erased and
+            # made again by another instance) is folded from its start.
+            count = ids.index(last) + 1 if last in ids else 0
+            summary = None if count == 0 else summary
+            entries = [_entry({"native": m.native, "metadata": m.metadata})
+                       for m in seen.messages[count:]]  # fmt: skip
             summary = dict(fold_session_summary(summary, key, entries))  # type: ignore[arg-type]
             summary["mtime"] = int(seen.modified_at.timestamp() * 1000)
-            self._summaries[cid] = (seen.version, len(held), summary)
+            self._summaries[cid] = (seen.version, ids[-1] or "", summary)
         return dict(summary or {})
 
     def _list_subkeys(self, key: dict[str, Any]) -> list[str]:

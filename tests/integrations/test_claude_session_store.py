@@ -135,3 +135,25 @@ def test_an_append_is_one_commit_and_summaries_are_the_sdks_fold(durable_url, ov
             expected = dict(fold_session_summary(None, key, [turn(n) for n in range(more)]))
             assert listed == [{**expected, "mtime": mtime}]
             asyncio.run(sessions.append(key, [turn(more)]))
+
+
+def test_a_summary_follows_a_session_deleted_and_made_again_by_another_instance(durable_url):
+    """The summary is folded on from the last entry this instance folded; a transcript
+    without that entry (deleted and written again elsewhere) is folded from its start."""
+    from claude_agent_sdk._internal.session_summary import fold_session_summary
+
+    def turn(n: int, text: str) -> dict:
+        return {"type": "user", "uuid": f"u{n}", "timestamp": f"2026-01-0{n + 1}T00:00:00Z",
+                "cwd": f"/{text}", "message": {"role": "user", "content": text}}  # fmt: skip
+
+    with ContextStore.from_url(durable_url) as store:
+        mine, theirs = CtxStoreSessionStore(store), CtxStoreSessionStore(store)
+        key = {"project_key": "p", "session_id": "s"}
+        asyncio.run(mine.append(key, [turn(0, "before")]))
+        assert asyncio.run(mine.list_session_summaries("p"))[0]["data"]
+        asyncio.run(theirs.delete(key))
+        again = [turn(n, f"after{n}") for n in range(3)]
+        asyncio.run(theirs.append(key, again))
+        listed = asyncio.run(mine.list_session_summaries("p"))
+        mtime = asyncio.run(mine.list_sessions("p"))[0]["mtime"]
+        assert listed == [{**dict(fold_session_summary(None, key, again)), "mtime": mtime}]
