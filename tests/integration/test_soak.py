@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 import pg_cluster
 import soak
+from soak_check import held
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]  # slow: two minutes, servers of its own
 
@@ -26,8 +27,8 @@ def test_two_minutes_of_mixed_traffic_and_chaos_lose_and_double_nothing() -> Non
     if not pg_cluster.available():
         pytest.fail("PostgreSQL 15's binaries are needed for the soak's servers")
     found = soak.soak(SECONDS, writers=3)
-    if soak.held(found):
-        pytest.fail(f"did not hold: {soak.held(found)}\n{pprint.pformat(found)}")
+    if held(found):
+        pytest.fail(f"did not hold: {held(found)}\n{pprint.pformat(found)}")
     chaos = found["chaos"]
     assert chaos.get("failover") == 1 and chaos.get("kill") and chaos.get("terminate"), chaos
     acknowledged = sum(n for k, n in found["commands"].items() if k.endswith("acknowledged"))
