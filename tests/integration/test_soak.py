@@ -26,7 +26,8 @@ SECONDS = float(os.environ.get("CTXSTORE_SOAK_SECONDS", "120"))
 def test_two_minutes_of_mixed_traffic_and_chaos_lose_and_double_nothing() -> None:
     if not pg_cluster.available():
         pytest.fail("PostgreSQL 15's binaries are needed for the soak's servers")
-    found = soak.soak(SECONDS, writers=3)
+    found = soak.soak(SECONDS, writers=2)  # one on PostgreSQL, one on SQLite: the rest of
+    # the suite runs beside it on this machine
     if held(found):
         pytest.fail(f"did not hold: {held(found)}\n{pprint.pformat(found)}")
     chaos = found["chaos"]
