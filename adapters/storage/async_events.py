@@ -164,8 +164,7 @@ class PostgresAsyncEvents(AsyncEvents):
         params: list[Any] = []
         for e in stored:
             params.extend((e.originator_id, e.originator_version, e.topic, e.state))
-        rows = await self._run(self._insert(len(stored)), params)
-        self.recorder.wrote([r[0] for r in rows])
+        await self._run(self._insert(len(stored)), params)
 
     async def select(self, cid: UUID, after: int) -> list[StoredEvent]:
         rows = await self._run(self._select, (cid, after))

@@ -63,7 +63,7 @@ CURSOR_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (position bigint PRIMARY KEY, event_xid xid8 NOT NULL, "
     "event_id bigint NOT NULL)"
 )
-OWN_WRITE_WAIT = 15.0  # seconds an audit read waits for an older transaction to end (its
+WRITE_WAIT = 15.0  # seconds an audit read waits for an older transaction to end (its
 # horizon is the cluster's: a transaction in another database of the server holds it too)
 
 
@@ -75,24 +75,22 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
         schema = Identifier(datastore.schema)
         self.table = SQL("{0}.ctxstore_audit").format(schema)
         self.cursor = SQL("{0}.{1}").format(schema, Identifier(CURSOR_TABLE))
-        self._settled = 0  # this process's newest append known to be below the horizon
         self.tracking = SQL("{0}.{1}").format(schema, Identifier(self.tracking_table_name))
         self.events = SQL("{0}.{1}").format(schema, Identifier(events_table))
         # One round trip: the mark of the position (no row at all when it has none), then
         # the events after it below the horizon (one row of nulls when there are none).
         self.sql_unindexed = SQL(
             "SELECT e.notification_id, e.commit_xid::text, e.originator_id, "
-            "e.originator_version, e.topic, e.state FROM "
+            "e.originator_version, e.topic, e.state, "
+            # The newest committed transaction and the horizon, in the same snapshot.
+            "(SELECT commit_xid FROM {0} ORDER BY commit_xid DESC LIMIT 1)::text, "
+            "pg_snapshot_xmin(pg_current_snapshot())::text FROM "
             "(SELECT event_xid AS x, event_id AS n FROM {1} WHERE position = %s "
             " UNION ALL SELECT '0'::xid8, 0 WHERE %s = 0) m "
             "LEFT JOIN LATERAL (SELECT * FROM {0} WHERE (commit_xid, notification_id) > (m.x, m.n) "
             " AND commit_xid < pg_snapshot_xmin(pg_current_snapshot()) "
             " ORDER BY commit_xid, notification_id LIMIT %s) e ON true"
         ).format(self.events, self.cursor)
-        self.sql_settled = SQL(
-            "SELECT commit_xid < pg_snapshot_xmin(pg_current_snapshot()) FROM {0} "
-            "WHERE notification_id = %s"
-        ).format(self.events)
         self.sql_create_statements.append(
             SQL(
                 "CREATE TABLE IF NOT EXISTS {0} ("
@@ -146,18 +144,21 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
 
     def unindexed(self, recorder: Any, position: int, limit: int) -> Unindexed:
         """Events committed after the index's mark and below the horizon of transactions
-        still running, in commit-safe order, numbered from position + 1. When this
-        process's own newest append is committed but not yet below the horizon (an older
-        transaction still runs), waits for it a little: a client reads its own writes."""
-        deadline = time.monotonic() + OWN_WRITE_WAIT
+        still running, in commit-safe order, numbered from position + 1. When an event
+        committed before this read (by any process) is not yet below the horizon (an older
+        transaction still runs), waits for it a little: a reader sees every write that was
+        acknowledged before it asked, its own and other processes'."""
+        deadline = time.monotonic() + WRITE_WAIT
+        target: int | None = None  # the newest transaction committed when the read began
         while True:
             found = self._fetch(self.sql_unindexed, [position, position, limit])
             if not found:  # another indexer moved on (older marks are deleted)
                 raise IntegrityError(f"the audit index has no mark at position {position}")
             rows = [r for r in found if r[0] is not None]
-            if len(rows) == limit or not self._own_write_pending(recorder, rows):
-                break
-            if time.monotonic() > deadline:
+            newest, horizon = found[0][6], int(found[0][7])
+            if target is None:
+                target = int(newest) if newest is not None else 0
+            if len(rows) == limit or target < horizon or time.monotonic() > deadline:
                 break
             time.sleep(0.002)
         entries = [
@@ -166,20 +167,6 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
             for i, r in enumerate(rows, start=1)
         ]  # fmt: skip
         return Unindexed(entries, (rows[-1][1], rows[-1][0]) if rows else None)
-
-    def _own_write_pending(self, recorder: Any, rows: list[Any]) -> bool:
-        """Whether this process's newest append is committed but was not read (its
-        transaction's xid is not yet below the horizon)."""
-        own = getattr(recorder, "newest_written", None)
-        if not own or own <= self._settled or any(r[0] == own for r in rows):
-            return False
-        found = self._fetch(self.sql_settled, [own])
-        if found and not found[0][0]:
-            return True
-        self._settled = own  # below the horizon (or erased): no need to ask again
-        # Settled since the rows were read (the older transaction ended in between): the
-        # rows lack it, so they are read once more.
-        return bool(found)
 
     def reset(self) -> None:
         tracking = self.tracking

@@ -43,21 +43,6 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
     once (SQLSTATE TURN_HELD_SQLSTATE) instead of losing later.
     """
 
-    newest_written: int | None = None  # this process's newest append (audit reads wait on it)
-
-    # Decorated as the library's, so that bound_retries finds and bounds its retries.
-    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
-    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Any:
-        library = PostgresApplicationRecorder.insert_events.__wrapped__
-        ids = library(self, stored_events, **kwargs)
-        if ids:
-            self.wrote(ids)
-        return ids
-
-    def wrote(self, ids: Sequence[int]) -> None:
-        """Remember the newest notification id this process appended."""
-        self.newest_written = max(self.newest_written or 0, max(ids))
-
     def sql_insert_rows(self, n: int) -> Composed:
         """The insert function called with `n` events given as row parameters (originator
         id, version, topic, state each): what an async connection sends, having no
@@ -87,7 +72,6 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
         try:
             with conn.cursor() as curs:
                 curs.execute(self.sql_invoke_pg_function_insert_events, (pg_events,), prepare=True)
-                self.wrote([next(iter(row.values())) for row in curs.fetchall()])
         except psycopg.IntegrityError as exc:
             raise IntegrityError(str(exc)) from exc
         except psycopg.Error as exc:

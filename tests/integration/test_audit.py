@@ -141,6 +141,28 @@ def test_a_second_store_and_concurrent_readers_index_each_event_once(durable_url
         assert [e.actor for e in a.audit(after=results[0][-1]).entries] == ["b"]
 
 
+@pytest.mark.postgres
+def test_an_audit_read_sees_another_store_s_write_while_an_older_transaction_runs(
+    pg_url, pg_admin_dsn
+):
+    """The horizon of running transactions is the server's: a transaction begun before
+    another process's append holds that append back from cursors; a read that starts after
+    the append was acknowledged waits for it (a client reads what it was told is stored)."""
+    with ContextStore.from_url(pg_url) as a, ContextStore.from_url(pg_url) as b:
+        cid = a.create(actor="a")
+        head = a.audit().cursor
+        with psycopg.connect(pg_admin_dsn, autocommit=True) as older:
+            older.execute("BEGIN")
+            older.execute("SELECT pg_current_xact_id()")  # a transaction id, held open
+            b.insert(cid, [user("from b")], actor="b")
+            ended = threading.Timer(0.5, lambda: older.execute("COMMIT"))
+            ended.start()
+            try:
+                assert [e.actor for e in a.audit(after=head).entries] == ["b"]
+            finally:
+                ended.join()
+
+
 # ---- per-context history, diff, replay ------------------------------------------------------
 
 

@@ -129,12 +129,20 @@ def test_terminated_backends_never_report_a_stored_command_as_failed(pg_url, pg_
                 with lock:
                     outcomes[tag] = kind
 
+        def acked() -> int:
+            with lock:
+                return sum(kind == "acked" for kind in outcomes.values())
+
         threads = [threading.Thread(target=write, args=(n,)) for n in range(4)]
         for t in threads:
             t.start()
         rng = random.Random(7)
+        # Forty terminations at least, and on until enough commands were acknowledged
+        # between them (a loaded machine writes fewer per second).
+        deadline, terminated = time.monotonic() + 120, 0
         with psycopg.connect(_admin(pg_url, pg_admin_dsn), autocommit=True) as admin:
-            for _ in range(40):
+            while terminated < 40 or (acked() < 150 and time.monotonic() < deadline):
+                terminated += 1
                 time.sleep(rng.uniform(0.02, 0.15))
                 admin.execute(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
