@@ -10,13 +10,10 @@ from typing import Any
 import psycopg
 from eventsourcing.persistence import (
     IntegrityError,
-    InterfaceError,
-    OperationalError,
     PersistenceError,
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
-from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composed, Identifier
 
 from ctxstore.adapters.storage.postgres_schema import MOVED_TABLE
