@@ -41,7 +41,7 @@ from ctxstore.adapters.storage.erasers import (
 from ctxstore.adapters.storage.idempotency import SQLIdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.storage.notifications import Notifications, PostgresNotifications
-from ctxstore.adapters.storage.postgres_audit import PostgresAuditView
+from ctxstore.adapters.storage.postgres_audit import DELETION_LOCK, PostgresAuditView
 from ctxstore.adapters.storage.postgres_blobs import PostgresBlobRows
 from ctxstore.adapters.storage.postgres_bounds import bound_datastore, bound_retries
 from ctxstore.adapters.storage.postgres_recorder import binary_snapshot_inserts
@@ -94,6 +94,8 @@ class PostgresEraser(Eraser):
             # The context's turn, exclusively: an append in flight ends first, and a later
             # one finds its previous version gone (the insert function checks it).
             c.execute("SELECT pg_advisory_xact_lock(%s)", (context_lock_key(cid),))
+            # No audit indexer stores a page meanwhile: its rows of the context go too.
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (DELETION_LOCK,))
             c.execute(SQL("DELETE FROM {0} WHERE originator_id = %s").format(self.events), (cid,))
             events = c.rowcount
             c.execute(
@@ -286,6 +288,7 @@ class PostgresBackend(SQLBackend):
     def remove_history(self, storage: Any, cid: UUID, through: int) -> int:
         schema = Identifier(self.schema)
         with storage.recorder.datastore.transaction(commit=True) as c:
+            c.execute("SELECT pg_advisory_xact_lock(%s)", (DELETION_LOCK,))  # (see erase)
             c.execute(
                 SQL(
                     "DELETE FROM {0} WHERE originator_id = %s AND originator_version > 1 "

@@ -63,6 +63,8 @@ CURSOR_DDL = (
     "CREATE TABLE IF NOT EXISTS {0} (position bigint PRIMARY KEY, event_xid xid8 NOT NULL, "
     "event_id bigint NOT NULL)"
 )
+DELETION_LOCK = 0x63747864  # advisory lock key: taken by deletions of events (erasure,
+# history removal) alone, by the indexer's stores of pages together
 WRITE_WAIT = 15.0  # seconds an audit read waits for an older transaction to end (its
 # horizon is the cluster's: a transaction in another database of the server holds it too)
 
@@ -179,11 +181,21 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
             )
 
     def project(
-        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any = None
-    ) -> None:
+        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any = None,
+        ids: Sequence[int] = (),
+    ) -> int:  # fmt: skip
         if mark is None:
             raise IntegrityError("an audit page on PostgreSQL needs its mark in commit order")
         with self.datastore.transaction(commit=True) as curs:
+            # A deletion of events committed since the page was read is seen by the next
+            # statement; one not yet begun waits for this transaction (DELETION_LOCK).
+            curs.execute("SELECT pg_advisory_xact_lock_shared(%s)", (DELETION_LOCK,))
+            curs.execute(
+                SQL("SELECT notification_id FROM {0} WHERE notification_id = ANY(%s)")
+                .format(self.events), (list(ids),),
+            )  # fmt: skip
+            stored = {r["notification_id"] for r in curs.fetchall()}
+            rows = [r for r, n in zip(rows, ids, strict=True) if n in stored]
             curs.executemany(
                 SQL(
                     "INSERT INTO {0} (position, context_id, version, type, actor, ts, batch, "
@@ -210,6 +222,7 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
                 .format(self.cursor), (upto, mark[0], mark[1]),
             )  # fmt: skip
             curs.execute(SQL("DELETE FROM {0} WHERE position < %s").format(self.cursor), (upto,))
+        return upto
 
     def query(
         self, where: AuditFilter, after: int, limit: int

@@ -99,13 +99,17 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
         truncate_wal(self.datastore)  # nor in the log's older frames
 
     def project(
-        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any = None
-    ) -> None:
+        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any = None,
+        ids: Sequence[int] = (),
+    ) -> int:  # fmt: skip
         with self.datastore.transaction(commit=True) as c:
+            # Each row only while its event is stored: one writer at a time, so an erasure
+            # committed since the page was read is seen here, and one after it waits.
             c.executemany(
                 "INSERT INTO ctxstore_audit (position, context_id, version, type, actor, ts, "
-                "batch, facts, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [audit_params(r) for r in self.sealed(rows)],
+                "batch, facts, tenant) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS "
+                f"(SELECT 1 FROM {self.events_table} WHERE rowid = ?)",
+                [(*audit_params(r), n) for r, n in zip(self.sealed(rows), ids, strict=True)],
             )
             for rv in reverts:
                 c.execute(
@@ -113,7 +117,20 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
                     "AND version >= ? AND version < ? AND reverted_by IS NULL",
                     (rv.by, rv.context_id.hex, rv.from_version, rv.by),
                 )
+            # Erased since the page was read: SQLite gives the newest rowids out again, so
+            # the position stops at the newest event left, or the next would be passed over.
+            c.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {self.events_table}")
+            newest = int(c.fetchone()[0])
+            if newest < upto:
+                c.execute(
+                    "SELECT COALESCE(MAX(notification_id), 0) FROM tracking "
+                    "WHERE application_name = ?", (TRACKING_NAME,),
+                )  # fmt: skip
+                if c.fetchone()[0] >= newest:
+                    return newest  # the erasure moved the position back already
+                upto = newest
             self._insert_tracking(c, Tracking(TRACKING_NAME, upto))
+        return upto
 
     def last_writes(self) -> list[tuple[str, int, str | None, int]]:
         with self.datastore.transaction(commit=False) as c:

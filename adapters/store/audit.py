@@ -60,9 +60,9 @@ def _index_page(core: StoreCore, position: int) -> int:
         rv = revert_of(event)
         if rv is not None:
             reverts.append(rv)
-    reached = page.entries[-1][0]
-    view.project(rows, reverts, reached, page.mark)
-    return reached
+    return view.project(
+        rows, reverts, page.entries[-1][0], page.mark, [n.id for _, n in page.entries]
+    )
 
 
 def _time(value: datetime | None, name: str) -> int | None:

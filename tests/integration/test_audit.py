@@ -141,6 +141,37 @@ def test_a_second_store_and_concurrent_readers_index_each_event_once(durable_url
         assert [e.actor for e in a.audit(after=results[0][-1]).entries] == ["b"]
 
 
+def test_an_erasure_between_reading_a_page_and_indexing_it_leaves_no_rows(durable_url, monkeypatch):
+    """An indexer (another process's audit read) read the context's newest events, then the
+    context was erased, then the indexer stores its page: no row of the erased context is
+    left (they would describe what was erased, and hide the events of a context made again
+    under the same id, as a session store does)."""
+    from ctxstore.adapters.store import history_surface
+
+    with ContextStore.from_url(durable_url) as store:
+        cid = store.create(actor="a")
+        for n in range(3):
+            store.insert(cid, [user(f"m{n}")], actor="a")
+        view = store._storage.audit_index
+        real = view.project
+
+        def erased_meanwhile(*args, **kwargs):
+            view.project = real
+            with monkeypatch.context() as m:
+                # The erasing process indexed before these events were appended.
+                m.setattr(history_surface.audit, "catch_up", lambda core: 0)
+                store.erase(cid, reason="asked")
+            return real(*args, **kwargs)
+
+        view.project = erased_meanwhile
+        assert store.audit(context_id=cid).entries == []
+        assert view.project is real, "the page was indexed after the erasure"
+        store.create(context_id=cid, actor="b")
+        store.insert(cid, [user("again")], actor="b")
+        found = store.audit(context_id=cid).entries
+        assert [(e.version, e.actor) for e in found] == [(1, "b"), (2, "b")]
+
+
 @pytest.mark.postgres
 def test_an_audit_read_sees_another_store_s_write_while_an_older_transaction_runs(
     pg_url, pg_admin_dsn
