@@ -30,7 +30,6 @@ from eventsourcing.sqlite import (
 
 from ctxstore.adapters.keys.vault import KeyVault, MemoryVault, SQLiteVault
 from ctxstore.adapters.storage.async_events import AsyncEvents, SQLiteAsyncEvents
-from ctxstore.adapters.storage.audit_index import TRACKING_NAME
 from ctxstore.adapters.storage.backend import Backend, SQLBackend
 from ctxstore.adapters.storage.erasers import COLUMNS as ERASURE_COLUMNS
 from ctxstore.adapters.storage.erasers import (
@@ -55,6 +54,7 @@ from ctxstore.adapters.storage.notifications import Notifications, PollingNotifi
 from ctxstore.adapters.storage.retention_rows import RetentionRows, lifecycle_tables
 from ctxstore.adapters.storage.sqlite_audit import SQLiteAuditView, add_column, truncate_wal
 from ctxstore.adapters.storage.sqlite_blobs import SQLiteBlobRows
+from ctxstore.adapters.storage.sqlite_recorder import EVENT_IDS
 from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import Turn, Turns
@@ -80,6 +80,7 @@ class SQLiteEraser(Eraser):
         residue = list(record.residue) if record.shredded else [WAL_RESIDUE]
         with self.datastore.transaction(commit=True) as c:
             c.execute("PRAGMA secure_delete = ON")  # freed pages are zeroed, not left as they were
+            keep_ids_rising(c, self.events)
             c.execute(f"DELETE FROM {self.events} WHERE originator_id = ?", (hex_id,))
             events = c.sqlite_cursor.rowcount
             c.execute(f"DELETE FROM {self.snapshots} WHERE originator_id = ?", (hex_id,))
@@ -87,16 +88,6 @@ class SQLiteEraser(Eraser):
             c.execute("DELETE FROM ctxstore_audit WHERE context_id = ?", (hex_id,))
             c.execute(
                 "DELETE FROM ctxstore_idempotency WHERE context = ?", (str(record.context_id),)
-            )
-            # Erasing the newest events: the next event takes the rowid after the newest
-            # left (SQLite reuses them), so the audit index's mark comes back to it, or it
-            # would pass over the events written next (and take itself for damaged).
-            c.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {self.events}")
-            newest = c.fetchone()[0]
-            c.execute(
-                "UPDATE tracking SET notification_id = ? WHERE application_name = ? "
-                "AND notification_id > ?",
-                (newest, TRACKING_NAME, newest),
             )
             done = record.model_copy(
                 update={"events": events, "snapshots": snapshots, "residue": residue}
@@ -266,6 +257,27 @@ def _tokens_and_retention(backend: Backend, events: Any, snapshots: Any) -> None
             c.execute(ddl.format(t=table))
 
 
+def keep_ids_rising(c: Any, events: str) -> None:
+    """Before events are deleted: remember the newest event id, which the next event's id
+    must exceed (SQLite would give the deleted newest rowids out again, and audit cursors
+    and the index's position, past them, would pass over the events that took them)."""
+    c.execute(
+        f"INSERT INTO {EVENT_IDS} (one, newest) SELECT 1, COALESCE(MAX(rowid), 0) FROM "
+        f"{events} WHERE true ON CONFLICT (one) DO UPDATE SET newest = "
+        "max(newest, excluded.newest)"
+    )
+
+
+def _event_ids(backend: Backend, events: Any, snapshots: Any) -> None:
+    """Event ids are never given out twice, even after the newest events were erased."""
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(
+            f"CREATE TABLE IF NOT EXISTS {EVENT_IDS} (one INTEGER PRIMARY KEY CHECK (one = 1), "
+            "newest INTEGER NOT NULL)"
+        )
+        keep_ids_rising(c, events.events_table_name)  # (a store erased before this release)
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
@@ -273,6 +285,7 @@ MIGRATIONS = (
     Migration(4, "attachments stored once by their hash (blobs and references)", _blobs),
     Migration(5, "hashed tokens; retention policies, sweeps, checkpoints", _tokens_and_retention),
     Migration(6, "attachments under keys of their own, wrapped per context", _blob_keys),
+    Migration(7, "event ids never given out twice after an erasure", _event_ids),
 )
 
 
@@ -372,6 +385,7 @@ class SQLiteBackend(SQLBackend):
         snapshots = storage.snapshots.recorder.events_table_name
         with storage.recorder.datastore.transaction(commit=True) as c:
             c.execute("PRAGMA secure_delete = ON")
+            keep_ids_rising(c, events)
             c.execute(
                 f"DELETE FROM {events} WHERE originator_id = ? AND originator_version > 1 "
                 "AND originator_version <= ?",

@@ -30,6 +30,7 @@ from ctxstore.adapters.storage.audit_index import (
     sql_filter,
 )
 from ctxstore.adapters.storage.codec.chain import Row
+from ctxstore.adapters.storage.sqlite_recorder import EVENT_IDS
 from ctxstore.projections.audit import AuditRow, Revert
 
 
@@ -88,7 +89,11 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
             newest_row = c.fetchone()[0]
             c.execute(f"SELECT MAX(rowid) FROM {self.events_table} WHERE rowid <= ?", (tracked,))
             newest_event = c.fetchone()[0]
-            c.execute(f"SELECT MAX(rowid) FROM {self.events_table}")
+            # The newest id given out: the newest event's, or an erased one's after it.
+            c.execute(
+                f"SELECT max(COALESCE((SELECT MAX(rowid) FROM {self.events_table}), 0), "
+                f"COALESCE((SELECT newest FROM {EVENT_IDS}), 0))"
+            )
             return newest_row, newest_event, c.fetchone()[0]
 
     def reset(self) -> None:
@@ -117,18 +122,6 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
                     "AND version >= ? AND version < ? AND reverted_by IS NULL",
                     (rv.by, rv.context_id.hex, rv.from_version, rv.by),
                 )
-            # Erased since the page was read: SQLite gives the newest rowids out again, so
-            # the position stops at the newest event left, or the next would be passed over.
-            c.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {self.events_table}")
-            newest = int(c.fetchone()[0])
-            if newest < upto:
-                c.execute(
-                    "SELECT COALESCE(MAX(notification_id), 0) FROM tracking "
-                    "WHERE application_name = ?", (TRACKING_NAME,),
-                )  # fmt: skip
-                if c.fetchone()[0] >= newest:
-                    return newest  # the erasure moved the position back already
-                upto = newest
             self._insert_tracking(c, Tracking(TRACKING_NAME, upto))
         return upto
 

@@ -10,6 +10,7 @@ same `SQLiteTransaction` without the layers.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 from uuid import UUID
 
@@ -18,9 +19,21 @@ from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteTransaction
 
 from ctxstore.adapters.storage.turns import GONE
 
+EVENT_IDS = "ctxstore_event_ids"  # the newest event id before events were deleted (sqlite.py)
+
 
 class SQLiteEventsRecorder(SQLiteApplicationRecorder):
-    """The library's application recorder; `insert_events` as it is, one layer deep."""
+    """The library's application recorder; `insert_events` one layer deep, each event's id
+    (rowid) above every id given out before, deleted or not."""
+
+    @cached_property
+    def insert_rising_statement(self) -> str:
+        table = self.events_table_name
+        return (
+            f"INSERT INTO {table} (rowid, originator_id, originator_version, topic, state) "
+            f"VALUES (max(COALESCE((SELECT MAX(rowid) FROM {table}), 0), "
+            f"COALESCE((SELECT newest FROM {EVENT_IDS}), 0)) + 1, ?, ?, ?, ?)"
+        )
 
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -50,7 +63,7 @@ class SQLiteEventsRecorder(SQLiteApplicationRecorder):
         for n, s in enumerate(stored_events):
             cid = s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id
             row = (cid, s.originator_version, s.topic, s.state)
-            c.execute(self.insert_events_statement, row)
+            c.execute(self.insert_rising_statement, row)
             if n == 0 and s.originator_version > 1:
                 c.execute(
                     f"SELECT 1 FROM {self.events_table_name} "

@@ -172,6 +172,22 @@ def test_an_erasure_between_reading_a_page_and_indexing_it_leaves_no_rows(durabl
         assert [(e.version, e.actor) for e in found] == [(1, "b"), (2, "b")]
 
 
+def test_a_cursor_past_an_erased_context_reads_the_events_written_after_it(durable_url):
+    """The newest events erased: the events written next take new positions, after every
+    cursor handed out (SQLite would give the erased rowids out again)."""
+    with ContextStore.from_url(durable_url) as store:
+        kept = store.create(actor="a")
+        gone = store.create(actor="a")
+        for n in range(3):
+            store.insert(gone, [user(f"g{n}")], actor="a")
+        cursor = store.audit().cursor
+        store.erase(gone, reason="asked")
+        store.insert(kept, [user("after")], actor="b")
+        found = store.audit(after=cursor).entries
+        assert [(e.context_id, e.version, e.actor) for e in found] == [(kept, 2, "b")]
+        assert store.audit(after=cursor).entries == found
+
+
 @pytest.mark.postgres
 def test_an_audit_read_sees_another_store_s_write_while_an_older_transaction_runs(
     pg_url, pg_admin_dsn

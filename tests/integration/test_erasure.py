@@ -158,9 +158,9 @@ def test_erasing_a_context_with_forks_says_so_and_does_what_it_is_told(durable_u
 
 
 def test_erasing_the_newest_context_leaves_the_audit_index_consistent(tmp_path, caplog):
-    """SQLite gives the next event the rowid after the newest left: erasing the newest
-    events brings the index's mark back, so nothing says the index disagrees (no rebuild on
-    the next open) and the events written next are audited."""
+    """SQLite would give the next event the rowid after the newest left: the events written
+    after the newest were erased take ids after the erased ones, so nothing says the index
+    disagrees (no rebuild on the next open) and the events written next are audited."""
     import logging
 
     url = f"sqlite:///{tmp_path / 'e.db'}"
