@@ -17,6 +17,7 @@ from uuid import UUID
 from eventsourcing.persistence import IntegrityError, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteTransaction
 
+from ctxstore.adapters.storage.group_commit import GroupCommit
 from ctxstore.adapters.storage.turns import GONE
 
 EVENT_IDS = "ctxstore_event_ids"  # the newest event id before events were deleted (sqlite.py)
@@ -35,15 +36,16 @@ class SQLiteEventsRecorder(SQLiteApplicationRecorder):
             f"COALESCE((SELECT newest FROM {EVENT_IDS}), 0)) + 1, ?, ?, ?, ?)"
         )
 
+    @cached_property
+    def group(self) -> GroupCommit:
+        return GroupCommit(self.datastore.pool, self._insert_events)
+
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
-        pool = self.datastore.pool
-        conn = pool.get_connection(is_writer=True)  # the pool's writer interlock, as before
-        try:
-            return self.insert_events_with(conn, stored_events, **kwargs)
-        finally:
-            pool.put_connection(conn)
+        """Stored with the appends other threads make meanwhile (group_commit.py), each
+        succeeding or failing alone."""
+        return self.group.append(stored_events)
 
     def insert_events_with(
         self, conn: Any, stored_events: Sequence[StoredEvent], **kwargs: Any
