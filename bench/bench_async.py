@@ -121,7 +121,7 @@ async def sqlite(folder: Path, batches: list[list[dict[str, Any]]]) -> None:
         await astore.close()
         sync.close()
     report("Agents SDK sessions, SQLite", measured,
-           {"ctxstore thread hop": 1.0, "SQLiteSession": 0.6, "AdvancedSQLiteSession": 1.0})  # fmt: skip
+           {"ctxstore thread hop": 1.0, "SQLiteSession": 0.8, "AdvancedSQLiteSession": 1.1})  # fmt: skip
 
 
 async def postgres(make: Any, batches: list[list[dict[str, Any]]]) -> None:
@@ -142,7 +142,7 @@ async def postgres(make: Any, batches: list[list[dict[str, Any]]]) -> None:
         await astore.close()
         sync.close()
     report("Agents SDK sessions, PostgreSQL", measured,
-           {"ctxstore thread hop": 1.0, "SQLAlchemySession": 1.5})  # fmt: skip
+           {"ctxstore thread hop": 1.0, "SQLAlchemySession": 2.0})  # fmt: skip
 
 
 def main() -> None:
