@@ -97,3 +97,44 @@ def test_a_failed_commit_stores_nothing_of_its_group(tmp_path, monkeypatch):
             assert store.visible(cid).messages == []
         assert store.insert(cids[0], {"role": "user", "content": "again"}).version == 2
         assert store.verify().broken == []
+
+
+def test_threads_racing_on_shared_contexts_store_each_acknowledged_append_once(tmp_path):
+    """Six threads append to three shared contexts (their versions race inside the groups)
+    while a seventh erases a fourth context they also write to: every acknowledged append
+    is stored once, none refused is stored, every chain verifies."""
+    from collections import Counter
+
+    from ctxstore.domain.errors import ContextNotFoundError
+
+    with ContextStore.from_url(f"sqlite:///{tmp_path / 'g.db'}") as store:
+        shared = [store.create(name=f"s{i}") for i in range(3)]
+        doomed = store.create(name="doomed")
+        acked: list[tuple[object, str]] = []
+        refused: list[str] = []
+
+        def write(w: int) -> None:
+            for n in range(40):
+                cid = doomed if n % 10 == 5 else shared[(w + n) % 3]
+                text = f"w{w}-{n}"
+                try:
+                    store.insert(cid, {"role": "user", "content": text})
+                    acked.append((cid, text))
+                except ContextNotFoundError:
+                    refused.append(text)
+
+        threads = [threading.Thread(target=write, args=(w,)) for w in range(6)]
+        for t in threads:
+            t.start()
+        time.sleep(0.05)
+        store.erase(doomed, reason="racing the writers")
+        for t in threads:
+            t.join(timeout=60)
+        stored = Counter((cid, m.content) for cid in shared for m in store.visible(cid).messages)
+        assert all(n == 1 for n in stored.values())
+        assert {k for k in acked if k[0] != doomed} == set(stored)
+        assert not set(refused) & {text for _, text in stored}
+        assert store.verify().broken == []
+        assert sum(len(store.visible(c).messages) for c in shared) == len(stored)
+        group = store._storage.recorder.group
+        assert group.commits < group.appends  # (groups formed: ~220 appends in ~120 commits)
