@@ -14,6 +14,7 @@ A lone writer finds the queue empty but for its own append: one transaction, as 
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -97,7 +98,8 @@ class GroupCommit:
                             raise a.error  # the statement's failure ended the transaction
             except BaseException:
                 if _open(conn):  # a failed COMMIT may leave it open
-                    conn.rollback()
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.rollback()
                 raise
             finally:
                 self.pool.put_connection(conn)
