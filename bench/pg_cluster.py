@@ -153,7 +153,8 @@ class Cluster:
         """SIGSTOP the server and its backends: connections stay open, nothing answers."""
         self.frozen = self._processes()
         for pid in self.frozen:
-            os.kill(pid, signal.SIGSTOP)
+            with suppress(ProcessLookupError):  # a backend that ended meanwhile
+                os.kill(pid, signal.SIGSTOP)
 
     def thaw(self) -> None:
         for pid in self.frozen:
