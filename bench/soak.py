@@ -288,54 +288,62 @@ def _soak(
     for name in urls:
         start(name)
     audit = _spawn(root / "auditor.log", "auditor", pg_url, str(root / "audit.txt"), str(stop))
-    chaos = Chaos()
-    failed_over = False
-    rng = random.Random(7)
-    while time.monotonic() < end:
-        time.sleep(rng.uniform(1.0, 3.0))
-        now = time.monotonic()
+    try:
+        chaos = Chaos()
+        failed_over = False
+        rng = random.Random(7)
+        while time.monotonic() < end:
+            time.sleep(rng.uniform(1.0, 3.0))
+            now = time.monotonic()
+            for p in procs.values():
+                got = _sample(p.pid)
+                if got is not None:
+                    samples[p.pid].append((now - started, *got))
+            if now >= end:
+                break
+            if not failed_over and now - started >= seconds * failover_at:
+                failed_over = True
+                primary.kill()
+                time.sleep(0.5)
+                standby.promote()
+                chaos.failovers.append(time.time())
+                chaos.done["failover"] += 1
+                old = standby.base_backup(
+                    pg_cluster.private_folder(), standby=True, port=primary.port
+                )
+                old.start()
+                clusters.append(old)
+                standby.require_sync_standby()
+                primary, standby = standby, old
+                continue
+            act = rng.choice(["kill", "terminate", "freeze", "fill"])
+            if act == "kill":
+                name = rng.choice(sorted(procs))
+                procs[name].send_signal(signal.SIGKILL)
+                procs[name].wait()
+                start(name)
+            elif act == "terminate":
+                _terminate_backends(primary.url)
+            elif act == "freeze":
+                primary.freeze()
+                time.sleep(2.0)
+                primary.thaw()
+            elif act == "fill" and disk:
+                _fill(root / "disk")
+                time.sleep(2.0)
+                (root / "disk" / "ballast").unlink(missing_ok=True)
+            else:
+                continue
+            chaos.done[act] += 1
         for p in procs.values():
-            got = _sample(p.pid)
-            if got is not None:
-                samples[p.pid].append((now - started, *got))
-        if now >= end:
-            break
-        if not failed_over and now - started >= seconds * failover_at:
-            failed_over = True
-            primary.kill()
-            time.sleep(0.5)
-            standby.promote()
-            chaos.failovers.append(time.time())
-            chaos.done["failover"] += 1
-            old = standby.base_backup(pg_cluster.private_folder(), standby=True, port=primary.port)
-            old.start()
-            clusters.append(old)
-            standby.require_sync_standby()
-            primary, standby = standby, old
-            continue
-        act = rng.choice(["kill", "terminate", "freeze", "fill"])
-        if act == "kill":
-            name = rng.choice(sorted(procs))
-            procs[name].send_signal(signal.SIGKILL)
-            procs[name].wait()
-            start(name)
-        elif act == "terminate":
-            _terminate_backends(primary.url)
-        elif act == "freeze":
-            primary.freeze()
-            time.sleep(2.0)
-            primary.thaw()
-        elif act == "fill" and disk:
-            _fill(root / "disk")
-            time.sleep(2.0)
-            (root / "disk" / "ballast").unlink(missing_ok=True)
-        else:
-            continue
-        chaos.done[act] += 1
-    for p in procs.values():
-        p.wait(timeout=120)
-    stop.touch()
-    audit.wait(timeout=120)
+            p.wait(timeout=120)
+        stop.touch()
+        audit.wait(timeout=120)
+    except BaseException:
+        for p in [*procs.values(), audit]:  # no writer outlives a failed run
+            with suppress(ProcessLookupError):
+                p.kill()
+        raise
     found = check(journals, root / "audit.txt", primary.url, standby.url, sqlite_url, chaos)
     found["seconds"] = seconds
     found["memory"] = _growth(samples)
