@@ -12,11 +12,12 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
+from ctxstore.adapters.keys.cipher import KeyDestroyedError
 from ctxstore.adapters.storage.audit_index import AuditFilter
 from ctxstore.adapters.storage.codec.chain import ChainWalker, Verification
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.domain.context import Context
-from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
 from ctxstore.domain.limits import check_text, strict_int
 from ctxstore.projections.audit import AuditPage, audit_entry, audit_row, revert_of, to_micros
 from ctxstore.projections.history import event_type_filter
@@ -49,20 +50,27 @@ def _index_page(core: StoreCore, position: int) -> int:
     page = view.unindexed(core.storage.recorder, position, PROJECT_PAGE)
     if not page.entries:
         return position
-    rows, reverts = [], []
+    rows, reverts, ids = [], [], []
     for at, n in page.entries:
-        event = cast(Context.Event, core.storage.mapper.to_domain_event(n))
+        try:
+            event = cast(Context.Event, core.storage.mapper.to_domain_event(n))
+        except KeyDestroyedError:
+            if core.exists(core.id(n.originator_id)):
+                raise  # a vault other than the store's: not an erasure
+            continue  # crypto-shredded since the page was read: nothing of it is indexed
         if isinstance(event, Context.ContextCreated):
             tenant = core.cache.remember_tenant(event.originator_id, event.tenant)
         else:
-            tenant = core.tenant_of(event.originator_id)
+            try:
+                tenant = core.tenant_of(event.originator_id)
+            except ContextNotFoundError:
+                tenant = None  # erased since the page was read: project() drops its row
         rows.append(audit_row(event, at, tenant))
+        ids.append(n.id)
         rv = revert_of(event)
         if rv is not None:
             reverts.append(rv)
-    return view.project(
-        rows, reverts, page.entries[-1][0], page.mark, [n.id for _, n in page.entries]
-    )
+    return view.project(rows, reverts, page.entries[-1][0], page.mark, ids)
 
 
 def _time(value: datetime | None, name: str) -> int | None:

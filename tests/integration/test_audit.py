@@ -172,6 +172,46 @@ def test_an_erasure_between_reading_a_page_and_indexing_it_leaves_no_rows(durabl
         assert [(e.version, e.actor) for e in found] == [(1, "b"), (2, "b")]
 
 
+@pytest.mark.parametrize("keyed", [False, True])
+def test_an_erasure_after_the_indexer_read_a_page_fails_no_audit_read(
+    durable_url, monkeypatch, keyed
+):
+    """Another process erased a context after this one read a page holding its events and
+    before it decoded them (with keys: its key is destroyed) or looked up the context's
+    tenant: the audit read goes on without the erased events. (It raised, naming a
+    context the caller never asked about.)"""
+    from eventsourcing.cryptography import AESCipher
+    from pydantic import SecretStr
+
+    from ctxstore.adapters.store import history_surface
+
+    settings = Settings(
+        encryption_key=SecretStr(AESCipher.create_key(32)) if keyed else None, actor="a"
+    )
+    with ContextStore.from_url(durable_url, settings) as writer:
+        kept = writer.create()
+        gone = writer.create()
+        writer.audit()  # indexed here: the reader below never sees the creations
+        writer.insert(gone, [user("soon gone")])
+        writer.insert(kept, [user("stays")])
+        with ContextStore.from_url(durable_url, settings) as reader:
+            view = reader._storage.audit_index
+            real = view.unindexed
+
+            def erased_after_reading(*args, **kwargs):
+                page = real(*args, **kwargs)
+                if page.entries:
+                    monkeypatch.setattr(view, "unindexed", real)
+                    with monkeypatch.context() as m:
+                        m.setattr(history_surface.audit, "catch_up", lambda core: 0)
+                        writer.erase(gone, reason="asked")
+                return page
+
+            monkeypatch.setattr(view, "unindexed", erased_after_reading)
+            found = [(e.context_id, e.version) for e in reader.audit().entries]
+        assert found == [(kept, 1), (kept, 2)]
+
+
 def test_a_cursor_past_an_erased_context_reads_the_events_written_after_it(durable_url):
     """The newest events erased: the events written next take new positions, after every
     cursor handed out (SQLite would give the erased rowids out again)."""
