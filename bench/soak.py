@@ -345,6 +345,9 @@ def _soak(
                 p.kill()
         raise
     found = check(journals, root / "audit.txt", primary.url, standby.url, sqlite_url, chaos)
+    if audit.returncode:  # the auditor died: say why, beside what it then missed
+        said = (root / "auditor.log").read_text(errors="replace").strip().splitlines()
+        found["untyped errors"].append(f"auditor: {said[-1] if said else audit.returncode}")
     found["seconds"] = seconds
     found["memory"] = _growth(samples)
     found["disk filled"] = chaos.done["fill"] if disk else "no filesystem of its own (not root)"
