@@ -107,14 +107,13 @@ class AuditView(TrackingRecorder, ABC):
 
     @abstractmethod
     def project(
-        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any = None,
-        ids: Sequence[int] = (),
-    ) -> int:  # fmt: skip
+        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any,
+        ids: Sequence[int],
+    ) -> None:  # fmt: skip
         """Store rows and rollback marks, and the position reached (with the backend's mark
-        of it, from `unindexed`), in one transaction. `ids`: the rows' events' notification
-        ids; a row whose event is gone (erased, or its history removed, since the page was
-        read) is not stored. Returns the position reached (`upto`, or less where the
-        backend gives the erased events' positions out again).
+        of it, from `unindexed`; None where the backend has none), in one transaction.
+        `ids`: the rows' events' notification ids; a row whose event is gone (erased, or its
+        history removed, since the page was read) is not stored.
 
         Raises the library's IntegrityError when another process got there first.
         """

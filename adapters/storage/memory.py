@@ -56,16 +56,15 @@ class MemoryAuditView(POPOTrackingRecorder, AuditView):
         return heads
 
     def project(
-        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any = None,
-        ids: Sequence[int] = (),
-    ) -> int:  # fmt: skip
+        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any,
+        ids: Sequence[int],
+    ) -> None:  # fmt: skip
         with self._rows_lock:  # (memory:// erases nothing)
             self.insert_tracking(Tracking(TRACKING_NAME, upto))  # raises if not ahead
             self._rows.extend(rows)
             for rv in reverts:
                 for v in range(rv.from_version, rv.by):
                     self._reverted.setdefault((rv.context_id, v), rv.by)
-        return upto
 
     def query(
         self, where: AuditFilter, after: int, limit: int

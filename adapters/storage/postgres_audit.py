@@ -181,9 +181,9 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
             )
 
     def project(
-        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any = None,
-        ids: Sequence[int] = (),
-    ) -> int:  # fmt: skip
+        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any,
+        ids: Sequence[int],
+    ) -> None:  # fmt: skip
         if mark is None:
             raise IntegrityError("an audit page on PostgreSQL needs its mark in commit order")
         with self.datastore.transaction(commit=True) as curs:
@@ -222,7 +222,6 @@ class PostgresAuditView(PostgresTrackingRecorder, AuditView):
                 .format(self.cursor), (upto, mark[0], mark[1]),
             )  # fmt: skip
             curs.execute(SQL("DELETE FROM {0} WHERE position < %s").format(self.cursor), (upto,))
-        return upto
 
     def query(
         self, where: AuditFilter, after: int, limit: int

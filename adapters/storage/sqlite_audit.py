@@ -104,9 +104,9 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
         truncate_wal(self.datastore)  # nor in the log's older frames
 
     def project(
-        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any = None,
-        ids: Sequence[int] = (),
-    ) -> int:  # fmt: skip
+        self, rows: Sequence[AuditRow], reverts: Sequence[Revert], upto: int, mark: Any,
+        ids: Sequence[int],
+    ) -> None:  # fmt: skip
         with self.datastore.transaction(commit=True) as c:
             # Each row only while its event is stored: one writer at a time, so an erasure
             # committed since the page was read is seen here, and one after it waits.
@@ -123,7 +123,6 @@ class SQLiteAuditView(SQLiteTrackingRecorder, AuditView):
                     (rv.by, rv.context_id.hex, rv.from_version, rv.by),
                 )
             self._insert_tracking(c, Tracking(TRACKING_NAME, upto))
-        return upto
 
     def last_writes(self) -> list[tuple[str, int, str | None, int]]:
         with self.datastore.transaction(commit=False) as c:

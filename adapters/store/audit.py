@@ -70,7 +70,9 @@ def _index_page(core: StoreCore, position: int) -> int:
         rv = revert_of(event)
         if rv is not None:
             reverts.append(rv)
-    return view.project(rows, reverts, page.entries[-1][0], page.mark, ids)
+    reached = page.entries[-1][0]
+    view.project(rows, reverts, reached, page.mark, ids)
+    return reached
 
 
 def _time(value: datetime | None, name: str) -> int | None:
