@@ -9,7 +9,8 @@ State is plain JSON (lists and dicts) so snapshots round-trip exactly:
 Token counts are made once, when a command runs, and stored in its event: replay never
 re-tokenizes.
 Entries are never changed in place, so a savepoint is a shallow copy.
-Commands check everything before they trigger an event; event handlers only apply state.
+Commands check everything before they trigger an event (context_triggers.py); each event
+class's apply() only applies it.
 """
 
 from __future__ import annotations
@@ -90,11 +91,17 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         batch: int
         actor: str
 
+        def apply(self, aggregate: Any) -> None:
+            aggregate._place(self.messages, self.tokens, self.estimated, self.after_id)
+
     class MessagesDeleted(Aggregate.Event):
         class_version = 1
         ids: list[str]
         batch: int
         actor: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate._hide(self.ids)
 
     class MessageReplaced(Aggregate.Event):
         class_version = 1
@@ -104,6 +111,12 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         estimated: bool
         batch: int
         actor: str
+
+        def apply(self, aggregate: Any) -> None:
+            old = aggregate._drop_entry(self.id)
+            aggregate._add_entry(
+                self.message, self.tokens, self.estimated, summary_of=old["summary_of"]
+            )
 
     class MessagesCompressed(Aggregate.Event):
         class_version = 1
@@ -116,6 +129,14 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         batch: int
         actor: str
 
+        def apply(self, aggregate: Any) -> None:
+            order = aggregate.order
+            at = order.index(self.ids[0])
+            order[at : at + len(self.ids)] = [self.summary["id"]]
+            for i in self.ids:
+                aggregate._drop_entry(i)
+            aggregate._add_entry(self.summary, self.tokens, self.estimated, summary_of=self.ids)
+
     class SummaryExpanded(Aggregate.Event):
         """A summary gives back the messages it covered, in its place."""
 
@@ -127,10 +148,33 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         batch: int
         actor: str
 
+        def apply(self, aggregate: Any) -> None:
+            order = aggregate.order
+            at = order.index(self.id)
+            order[at : at + 1] = [e["message"]["id"] for e in self.entries]
+            aggregate._drop_entry(self.id)
+            for e in self.entries:  # carried here; "from" says where each was first written
+                aggregate._add_entry(
+                    e["message"], e["tokens"], e["estimated"], summary_of=e["summary_of"]
+                )
+                aggregate.entries[e["message"]["id"]]["from"] = e["from"]
+
     class BatchStarted(Aggregate.Event):
         class_version = 1
         batch: int
         actor: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate.savepoints.append(
+                {
+                    "batch": self.batch,
+                    "version": aggregate.version + 1,
+                    "order": list(aggregate.order),
+                    "entries": dict(aggregate.entries),
+                    "tokens": aggregate.tokens,
+                    "estimated": aggregate.estimated,
+                }
+            )
 
     class BatchEnded(Aggregate.Event):
         class_version = 1
@@ -139,6 +183,15 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         keep: bool  # True: changes stay; False: rollback to the moment batch to+1 opened
         reverts_from: int | None  # first version undone by a rollback (batch to+1's start)
         actor: str
+
+        def apply(self, aggregate: Any) -> None:
+            if not self.keep:
+                saved = aggregate.savepoints[self.to]
+                aggregate.order = list(saved["order"])
+                aggregate.entries = dict(saved["entries"])
+                aggregate.tokens = saved["tokens"]
+                aggregate.estimated = saved["estimated"]
+            del aggregate.savepoints[self.to :]
 
     class UsageRecorded(Aggregate.Event):
         """A model call made with the context at `for_version`, as its provider billed it."""
@@ -165,6 +218,13 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         def upcast_v2_v3(state: JSON) -> None:
             state["latency_ms"] = None  # v2 calls did not record their latency
 
+        def apply(self, aggregate: Any) -> None:
+            # A record for audit and calibration: the visible context does not change.
+            # Applied before the library bumps the version: this event's is one more.
+            run, version = aggregate.usage_run, aggregate.version
+            first = run[0] if run is not None and run[1] == version else version
+            aggregate.usage_run = [first, version + 1]
+
     class MessageBegun(Aggregate.Event):
         """A reply starts streaming: visible at once, marked incomplete (domain/streaming.py)."""
 
@@ -175,6 +235,9 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         after_id: str | None
         batch: int
         actor: str
+
+        def apply(self, aggregate: Any) -> None:
+            aggregate._place([self.message], [self.tokens], self.estimated, self.after_id)
 
     class MessageDeltas(Aggregate.Event):
         """What streamed into an incomplete message since the last such event (neutral
@@ -188,6 +251,10 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         batch: int
         actor: str
 
+        def apply(self, aggregate: Any) -> None:
+            grown = apply_deltas(aggregate.entries[self.id]["message"], self.deltas)
+            aggregate._swap_entry(grown, self.tokens, self.estimated)
+
     class MessageFinished(Aggregate.Event):
         """A streamed reply is complete: as it streamed (`message` None) or as given."""
 
@@ -199,6 +266,11 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         batch: int
         actor: str
 
+        def apply(self, aggregate: Any) -> None:
+            given = self.message
+            done = finalized(aggregate.entries[self.id]["message"] if given is None else given)
+            aggregate._swap_entry(done, self.tokens, self.estimated)
+
     class MessageAbandoned(Aggregate.Event):
         """A streamed reply stops for good: kept as it stands (marked), or hidden."""
 
@@ -209,6 +281,14 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         batch: int
         actor: str
 
+        def apply(self, aggregate: Any) -> None:
+            if self.keep:
+                old = aggregate.entries[self.id]
+                kept = marked(old["message"], ABANDONED, self.reason)
+                aggregate._swap_entry(kept, old["tokens"], old["estimated"])
+            else:
+                aggregate._hide([self.id])
+
     class ContextForked(Aggregate.Event):
         """The context starts as a copy of another's visible context at a version."""
 
@@ -217,6 +297,14 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         source_version: int
         entries: list[JSON]  # in order: {"message", "tokens", "estimated", "summary_of"}
         actor: str
+
+        def apply(self, aggregate: Any) -> None:
+            for e in self.entries:
+                aggregate._add_entry(
+                    e["message"], e["tokens"], e["estimated"], summary_of=e["summary_of"]
+                )
+                aggregate.order.append(e["message"]["id"])
+            aggregate.forked_from = {"context_id": self.source_id, "version": self.source_version}
 
     class HistoryRemoved(Aggregate.Event):
         """Never stored: stands, in a fold of a context's events, for the versions a
@@ -286,145 +374,6 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
                 f"a fork counts tokens as its source does ({source.encoding}), not {self.encoding}"
             )
         self._context_forked(str(source.id), source.version, source.copied_entries(), actor)
-
-    # ---- event handlers: apply only -------------------------------------------------
-
-    @event(MessagesInserted)
-    def _messages_inserted(
-        self,
-        messages: list[JSON],
-        tokens: list[int],
-        estimated: bool,
-        after_id: str | None,
-        batch: int,
-        actor: str,
-    ) -> None:
-        self._place(messages, tokens, estimated, after_id)
-
-    @event(MessagesDeleted)
-    def _messages_deleted(self, ids: list[str], batch: int, actor: str) -> None:
-        self._hide(ids)
-
-    @event(MessageReplaced)
-    def _message_replaced(
-        self, id: str, message: JSON, tokens: int, estimated: bool, batch: int, actor: str
-    ) -> None:
-        old = self._drop_entry(id)
-        self._add_entry(message, tokens, estimated, summary_of=old["summary_of"])
-
-    @event(MessagesCompressed)
-    def _messages_compressed(
-        self,
-        ids: list[str],
-        summary: JSON,
-        tokens: int,
-        estimated: bool,
-        tokens_before: int,
-        stats: JSON,
-        batch: int,
-        actor: str,
-    ) -> None:
-        at = self.order.index(ids[0])
-        self.order[at : at + len(ids)] = [summary["id"]]
-        for i in ids:
-            self._drop_entry(i)
-        self._add_entry(summary, tokens, estimated, summary_of=ids)
-
-    @event(SummaryExpanded)
-    def _summary_expanded(self, id: str, entries: list[JSON], batch: int, actor: str) -> None:
-        at = self.order.index(id)
-        self.order[at : at + 1] = [e["message"]["id"] for e in entries]
-        self._drop_entry(id)
-        for e in entries:  # carried by this event; "from" says where each was first written
-            self._add_entry(e["message"], e["tokens"], e["estimated"], summary_of=e["summary_of"])
-            self.entries[e["message"]["id"]]["from"] = e["from"]
-
-    @event(BatchStarted)
-    def _batch_started(self, batch: int, actor: str) -> None:
-        self.savepoints.append(
-            {
-                "batch": batch,
-                "version": self.version + 1,
-                "order": list(self.order),
-                "entries": dict(self.entries),
-                "tokens": self.tokens,
-                "estimated": self.estimated,
-            }
-        )
-
-    @event(BatchEnded)
-    def _batch_ended(
-        self, batch: int, to: int, keep: bool, reverts_from: int | None, actor: str
-    ) -> None:
-        if not keep:
-            saved = self.savepoints[to]
-            self.order = list(saved["order"])
-            self.entries = dict(saved["entries"])
-            self.tokens = saved["tokens"]
-            self.estimated = saved["estimated"]
-        del self.savepoints[to:]
-
-    @event(UsageRecorded)
-    def _usage_recorded(
-        self,
-        for_version: int,
-        model: str,
-        prompt_tokens: int,
-        completion_tokens: int,
-        counted_tokens: int,
-        estimated: bool,
-        sent: list[JSON] | None,
-        batch: int,
-        actor: str,
-        latency_ms: float | None,
-    ) -> None:
-        # A record for audit and calibration: the visible context does not change.
-        # Handlers run before the library bumps the version: this event's is one more.
-        run = self.usage_run
-        first = run[0] if run is not None and run[1] == self.version else self.version
-        self.usage_run = [first, self.version + 1]
-
-    @event(MessageBegun)
-    def _message_begun(
-        self, message: JSON, tokens: int, estimated: bool, after_id: str | None, batch: int,
-        actor: str,
-    ) -> None:  # fmt: skip
-        self._place([message], [tokens], estimated, after_id)
-
-    @event(MessageDeltas)
-    def _message_deltas(
-        self, id: str, deltas: list[JSON], tokens: int, estimated: bool, batch: int, actor: str
-    ) -> None:
-        grown = apply_deltas(self.entries[id]["message"], deltas)
-        self._swap_entry(grown, tokens, estimated)
-
-    @event(MessageFinished)
-    def _message_finished(
-        self, id: str, message: JSON | None, tokens: int, estimated: bool, batch: int,
-        actor: str,
-    ) -> None:  # fmt: skip
-        done = finalized(self.entries[id]["message"] if message is None else message)
-        self._swap_entry(done, tokens, estimated)
-
-    @event(MessageAbandoned)
-    def _message_abandoned(
-        self, id: str, reason: str | None, keep: bool, batch: int, actor: str
-    ) -> None:
-        if keep:
-            old = self.entries[id]
-            self._swap_entry(marked(old["message"], ABANDONED, reason), old["tokens"],
-                             old["estimated"])  # fmt: skip
-        else:
-            self._hide([id])
-
-    @event(ContextForked)
-    def _context_forked(
-        self, source_id: str, source_version: int, entries: list[JSON], actor: str
-    ) -> None:
-        for e in entries:
-            self._add_entry(e["message"], e["tokens"], e["estimated"], summary_of=e["summary_of"])
-            self.order.append(e["message"]["id"])
-        self.forked_from = {"context_id": source_id, "version": source_version}
 
     # ---- helpers -----------------------------------------------------------------------
 

@@ -1,19 +1,18 @@
 """The commands of the `Context` aggregate on its messages and batches: each checks
 everything, then triggers one event. A mixin of the aggregate, which holds the events and
-their handlers (their stored topics name `Context`); streamed replies' commands are in
+how they apply (their stored topics name `Context`); streamed replies' commands are in
 context_streams.py."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from ctxstore.domain.context_reads import (
     JSON,
-    ContextReads,
     MessageRef,
     new_message_id,
 )
+from ctxstore.domain.context_triggers import ContextTriggers
 from ctxstore.domain.errors import (
     InvalidOperationError,
     MalformedTranscriptError,
@@ -30,44 +29,10 @@ from ctxstore.domain.tokens import ESTIMATE, TextCounter, message_cost
 from ctxstore.domain.transcript import check_placement, check_transcript, pairing_closure_violation
 
 
-class ContextCommands(ContextReads):
+class ContextCommands(ContextTriggers):
     """insert, delete, replace, compress, expand, batch_start, batch_end, record_usage."""
 
     version: int
-
-    if TYPE_CHECKING:  # the aggregate's triggers (domain/context.py)
-
-        def _messages_inserted(
-            self, messages: list[JSON], tokens: list[int], estimated: bool,
-            after_id: str | None, batch: int, actor: str,
-        ) -> None: ...  # fmt: skip
-
-        def _messages_deleted(self, ids: list[str], batch: int, actor: str) -> None: ...
-
-        def _message_replaced(
-            self, id: str, message: JSON, tokens: int, estimated: bool, batch: int, actor: str
-        ) -> None: ...
-
-        def _messages_compressed(
-            self, ids: list[str], summary: JSON, tokens: int, estimated: bool,
-            tokens_before: int, stats: JSON, batch: int, actor: str,
-        ) -> None: ...  # fmt: skip
-
-        def _summary_expanded(
-            self, id: str, entries: list[JSON], batch: int, actor: str
-        ) -> None: ...
-
-        def _batch_started(self, batch: int, actor: str) -> None: ...
-
-        def _batch_ended(
-            self, batch: int, to: int, keep: bool, reverts_from: int | None, actor: str
-        ) -> None: ...
-
-        def _usage_recorded(
-            self, for_version: int, model: str, prompt_tokens: int, completion_tokens: int,
-            counted_tokens: int, estimated: bool, sent: list[JSON] | None, batch: int,
-            actor: str, latency_ms: float | None,
-        ) -> None: ...  # fmt: skip
 
     def insert(
         self,

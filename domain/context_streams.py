@@ -1,14 +1,13 @@
 """The commands of a streamed reply (domain/streaming.py): begin, append, finish, abandon.
 
-A mixin of the `Context` aggregate, which holds their events and handlers (their stored
+A mixin of the `Context` aggregate, which holds their events and how they apply (their stored
 topics name `Context`); each command checks everything, then triggers one event.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ctxstore.domain.context_reads import JSON, ContextReads, MessageRef, new_message_id
+from ctxstore.domain.context_reads import JSON, MessageRef, new_message_id
+from ctxstore.domain.context_triggers import ContextTriggers
 from ctxstore.domain.errors import InvalidOperationError, MalformedTranscriptError
 from ctxstore.domain.messages import Message, parse_batch, parse_message
 from ctxstore.domain.streaming import STREAMING, apply_deltas, finalized, incomplete_state, marked
@@ -16,29 +15,8 @@ from ctxstore.domain.tokens import ESTIMATE, TextCounter, message_cost
 from ctxstore.domain.transcript import check_placement, check_transcript, pairing_closure_violation
 
 
-class StreamCommands(ContextReads):
+class StreamCommands(ContextTriggers):
     """begin / append / finish / abandon of an incomplete assistant message."""
-
-    if TYPE_CHECKING:  # the aggregate's triggers (domain/context.py)
-
-        def _message_begun(
-            self, message: JSON, tokens: int, estimated: bool, after_id: str | None,
-            batch: int, actor: str,
-        ) -> None: ...  # fmt: skip
-
-        def _message_deltas(
-            self, id: str, deltas: list[JSON], tokens: int, estimated: bool, batch: int,
-            actor: str,
-        ) -> None: ...  # fmt: skip
-
-        def _message_finished(
-            self, id: str, message: JSON | None, tokens: int, estimated: bool, batch: int,
-            actor: str,
-        ) -> None: ...  # fmt: skip
-
-        def _message_abandoned(
-            self, id: str, reason: str | None, keep: bool, batch: int, actor: str
-        ) -> None: ...
 
     def begin(
         self, message: Message | JSON, *, after: MessageRef | None = None, actor: str,
