@@ -405,18 +405,21 @@ def parse_message(data: Message | dict[str, Any], shape: str | None = None) -> M
 def _unrecognised(data: dict[str, Any]) -> str | None:
     """Why a dict read as a chat message is no message of a shape this store keeps, naming
     what was seen; None when it has a chat message's role."""
-    keys = ", ".join(repr(k) for k in list(data)[:8]) or "none"
     if data.get("role") == "model" or "parts" in data:
         return (
             f"not a Gemini Content: role {data.get('role')!r} (user or model) with 'parts' "
-            f"(a list of parts); keys seen: {keys}"
+            f"(a list of parts); keys seen: {_keys(data)}"
         )
     if "role" not in data:
         return (
             "not a message of any shape kept: no 'role' (openai-chat, anthropic), no 'parts' "
-            f"(gemini) and no item 'type' (openai-responses); keys seen: {keys}"
+            f"(gemini) and no item 'type' (openai-responses); keys seen: {_keys(data)}"
         )
     return None
+
+
+def _keys(data: dict[str, Any]) -> str:
+    return ", ".join(repr(k) for k in list(data)[:8]) or "none"
 
 
 def parse_json_object(value: Any, what: str) -> dict[str, Any]:

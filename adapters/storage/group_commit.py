@@ -9,7 +9,8 @@ to its caller alone, the others commit. When the commit itself fails, nothing of
 is stored and every caller hears the failure, as it would of its own transaction; a caller
 whose reply is lost asks the store by its command id as before (adapters/store/writer.py).
 
-A lone writer finds the queue empty but for its own append: one transaction, as before.
+A lone writer finds the queue empty but for its own append: one transaction, as before,
+without a savepoint (two statements fewer).
 """
 
 from __future__ import annotations
@@ -92,7 +93,9 @@ class GroupCommit:
             conn = self.pool.get_connection(is_writer=True)
             try:
                 with SQLiteTransaction(conn, commit=True) as curs, curs:
-                    for a in group:
+                    if len(group) == 1:  # alone: its transaction is its savepoint
+                        group[0].ids = self.insert(curs, group[0].events)
+                    for a in group if len(group) > 1 else ():
                         self._one(conn, curs, a)
                         if a.error is not None and not _open(conn):
                             raise a.error  # the statement's failure ended the transaction

@@ -16,7 +16,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from eventsourcing.persistence import PersistenceError
 
@@ -25,7 +25,13 @@ from ctxstore.adapters.storage.events import DAMAGE, damaged
 from ctxstore.adapters.store.cache import Held
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import Written
-from ctxstore.adapters.store.write_attempt import Next, StoredBy, drive_async, settle
+from ctxstore.adapters.store.write_attempt import (
+    Next,
+    StoredBy,
+    drive_async,
+    new_command_id,
+    settle,
+)
 from ctxstore.adapters.store.writer import MAX_ATTEMPTS, Command, Writer, written_of
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import CtxStoreError, VersionConflictError
@@ -52,7 +58,7 @@ class AsyncWriter:
         if expected_version is not None:
             check_int(expected_version, "expected_version")
         turns = self.core.storage.turns
-        command_id = uuid4().hex
+        command_id = new_command_id()
         for attempt in range(MAX_ATTEMPTS):
             if turns.wanted(cid, attempt, False):
                 # Writers take turns on this context: the sync writer's path (it waits).

@@ -13,6 +13,7 @@ awaiting loop).
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,13 @@ from ctxstore.domain.errors import (
     ContextNotFoundError,
     StoreUnavailableError,
 )
+
+
+def new_command_id() -> str:
+    """A command's id, stored in each of its events (how a writer whose reply was lost finds
+    them): 128 random bits as hex, as uuid4().hex gives, without building a UUID object
+    (a quarter of the time, on every command)."""
+    return os.urandom(16).hex()
 
 
 class Next(enum.Enum):

@@ -13,7 +13,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
-from uuid import UUID, uuid4
+from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError, PersistenceError
 
@@ -25,7 +25,7 @@ from ctxstore.adapters.storage.turns import Turn
 from ctxstore.adapters.store.cache import Held
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import Written
-from ctxstore.adapters.store.write_attempt import Next, drive, settle
+from ctxstore.adapters.store.write_attempt import Next, drive, new_command_id, settle
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
     ContextExistsError,
@@ -56,7 +56,7 @@ class Writer:
     def create(self, ctx: Context) -> None:
         """Store a new context's first events; raises ContextExistsError if its id is taken
         (by another command: a creation whose reply was lost finds its own event)."""
-        command_id = uuid4().hex
+        command_id = new_command_id()
         try:
             self.store_pending(ctx, command_id)
         except IntegrityError:
@@ -71,7 +71,7 @@ class Writer:
         if expected_version is not None:
             check_int(expected_version, "expected_version")
         turns = self.storage.turns
-        command_id = uuid4().hex  # in every event it stores: its own, if a reply is lost
+        command_id = new_command_id()  # in every event it stores: its own, if a reply is lost
         refused = False  # another writer holds the turn: take one rather than race again
         for attempt in range(MAX_ATTEMPTS):
             if attempt and not refused:
