@@ -161,10 +161,7 @@ class PostgresAsyncEvents(AsyncEvents):
             conn.pgconn.finish()  # closes the socket without awaiting
 
     async def insert(self, cid: UUID, stored: Sequence[StoredEvent]) -> None:
-        params: list[Any] = []
-        for e in stored:
-            params.extend((e.originator_id, e.originator_version, e.topic, e.state))
-        await self._run(self._insert(len(stored)), params)
+        await self._run(self._insert(len(stored)), self.recorder.rows_of(stored))
 
     async def select(self, cid: UUID, after: int) -> list[StoredEvent]:
         rows = await self._run(self._select, (cid, after))

@@ -60,7 +60,8 @@ class _Watchdog:
                     target=self._run, name="ctxstore-pg-watchdog", daemon=True
                 )
                 self._thread.start()
-        self._wake.set()
+        # Not woken: the deadline is seconds away, and the thread looks every 0.25 s
+        # (a wake on every checkout cost each append a thread switch).
 
     def release(self, conn: Any) -> None:
         with self._lock:

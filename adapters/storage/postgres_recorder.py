@@ -10,10 +10,13 @@ from typing import Any
 import psycopg
 from eventsourcing.persistence import (
     IntegrityError,
+    InterfaceError,
+    OperationalError,
     PersistenceError,
     StoredEvent,
 )
 from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
+from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composed, Identifier
 
 from ctxstore.adapters.storage.postgres_schema import MOVED_TABLE
@@ -40,17 +43,49 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
     once (SQLSTATE TURN_HELD_SQLSTATE) instead of losing later.
     """
 
-    def sql_insert_rows(self, n: int) -> Composed:
+    def sql_insert_rows(self, n: int) -> str:
         """The insert function called with `n` events given as row parameters (originator
-        id, version, topic, state each): what an async connection sends, having no
-        composite type registered."""
-        schema = Identifier(self.datastore.schema)
-        row = SQL("ROW(%s, %s, %s, %s)::{0}.{1}").format(
-            schema, Identifier(self.stored_event_type_name)
-        )
-        return SQL("SELECT * FROM {0}.{1}(ARRAY[{2}])").format(
-            schema, Identifier(self.pg_function_name_insert_events), SQL(", ").join([row] * n)
-        )
+        id, version, topic, state each, in binary), made once for each `n`.
+
+        Scalar parameters rather than one array of the composite type: psycopg builds a
+        dumper for a composite array on every call, which cost more than the rest of the
+        client's work on an append.
+        """
+        found = self._rows_sql.get(n)
+        if found is None:
+            schema = Identifier(self.datastore.schema)
+            row = SQL("ROW(%b, %b, %b, %b)::{0}.{1}").format(
+                schema, Identifier(self.stored_event_type_name)
+            )
+            found = SQL("SELECT * FROM {0}.{1}(ARRAY[{2}])").format(
+                schema, Identifier(self.pg_function_name_insert_events),
+                SQL(", ").join([row] * n),
+            ).as_string()  # fmt: skip
+            self._rows_sql[n] = found
+        return found
+
+    @staticmethod
+    def rows_of(stored_events: Sequence[StoredEvent]) -> list[Any]:
+        """The row parameters of sql_insert_rows."""
+        params: list[Any] = []
+        for e in stored_events:
+            params.extend((e.originator_id, e.originator_version, e.topic, e.state))
+        return params
+
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(
+        self, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        """The library's insert (its errors, its retries: storage/postgres_bounds.py
+        bounds them), with the events as row parameters."""
+        if not stored_events:
+            return None
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
+            curs.execute(
+                self.sql_insert_rows(len(stored_events)), self.rows_of(stored_events),
+                prepare=True,
+            )  # fmt: skip
+            return [r[self.pg_function_name_insert_events] for r in curs.fetchall()]
 
     def sql_select_after(self) -> Composed:
         """A context's events after a version: (version, topic, state), in order."""
@@ -62,13 +97,12 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
     def insert_events_on(self, conn: Any, stored_events: Sequence[StoredEvent]) -> None:
         """Insert on a given pooled connection: the one that holds the context's turn
         (the function's shared lock is then its own, not a wait on itself)."""
-        pg_events = [
-            self.construct_pg_stored_event(e.originator_id, e.originator_version, e.topic, e.state)
-            for e in stored_events
-        ]
         try:
             with conn.cursor() as curs:
-                curs.execute(self.sql_invoke_pg_function_insert_events, (pg_events,), prepare=True)
+                curs.execute(
+                    self.sql_insert_rows(len(stored_events)), self.rows_of(stored_events),
+                    prepare=True,
+                )  # fmt: skip
         except psycopg.IntegrityError as exc:
             raise IntegrityError(str(exc)) from exc
         except psycopg.Error as exc:
@@ -76,6 +110,7 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
 
     def __init__(self, datastore: PostgresDatastore, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
+        self._rows_sql: dict[int, str] = {}
         locked = SQL(
             "CREATE OR REPLACE FUNCTION "
             "{schema}.{insert_events}(events {schema}.{event}[]) "
@@ -132,19 +167,12 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
             table=Identifier(self.events_table_name),
         )
         self.sql_create_statements[self.create_insert_function_statement_index] = locked
-        # The events go in binary: the text form escapes each state's bytes (a regular
-        # expression over every byte) and doubles what travels.
-        self.sql_invoke_pg_function_insert_events = SQL(
-            "SELECT * FROM {schema}.{insert_events}((%b))"
-        ).format(
-            schema=Identifier(self.datastore.schema),
-            insert_events=Identifier(self.pg_function_name_insert_events),
-        )
 
 
 def binary_snapshot_inserts(recorder: Any) -> None:
     """Send a PostgreSQL snapshot recorder's rows in binary, as OrderedPostgresRecorder does
-    its events: in text, escaping a large snapshot's bytes takes milliseconds."""
+    its events (sql_insert_rows): in text, escaping a large snapshot's bytes (a regular
+    expression over every byte) takes milliseconds and doubles what travels."""
     recorder.insert_events_statement = SQL(
         "INSERT INTO {schema}.{table} AS t (originator_id, originator_version, topic, state)"
         " SELECT originator_id, originator_version, topic, state"
