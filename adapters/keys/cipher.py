@@ -114,8 +114,17 @@ class DataKeys:
 
     def generations(self, name: str) -> dict[int, bytes]:
         """A name's keys by generation (empty: it has none, or they were destroyed)."""
+        return self.lookup(name)[0]
+
+    def lookup(self, name: str) -> tuple[dict[int, bytes], bool]:
+        """A name's keys by generation, and whether they came from this process's cache."""
         found = self._cached(name)
-        return found if found is not None else self._load(name)
+        return (found, True) if found is not None else (self._load(name), False)
+
+    def reloaded(self, name: str) -> dict[int, bytes]:
+        """A name's keys read from the vault again, past the cache."""
+        self.forget([name])
+        return self._load(name)
 
     def current(self, name: str) -> tuple[int, bytes]:
         """The generation new states are sealed with, and its key; made if there is none."""
@@ -187,21 +196,34 @@ class ContextCipher:
         if gen is None:
             return self._unsealed(data)
         name = key_name(owner)
-        key = self.keys.generations(name).get(gen)
+        keys, cached = self.keys.lookup(name)
+        key = keys.get(gen)
+        opened = None if key is None else self._open(key, owner, data)
+        if opened is None and cached:
+            # A cached key may be stale (within TTL): another process erased the context
+            # and made it again under the same id, or re-keyed it. The vault says.
+            key = self.keys.reloaded(name).get(gen)
+            opened = None if key is None else self._open(key, owner, data)
         if key is None:
             raise KeyDestroyedError(
                 f"the data key of {owner} (generation {gen}) is not in the vault: "
                 "erased (crypto-shredded), or a vault other than the one it was written with"
             )
+        if opened is None:
+            raise ValueError(
+                f"a stored state of {owner} does not open with its data key (damaged, or moved "
+                "from another context)"
+            )
+        return opened
+
+    def _open(self, key: bytes, owner: UUID | str, data: bytes) -> bytes | None:
+        """The state opened with `key`; None when it does not open with it."""
         try:
             return self._aead_of(key).decrypt(
                 data[HEADER : HEADER + NONCE], data[HEADER + NONCE :], _aad(owner)
             )
         except InvalidTag:
-            raise ValueError(
-                f"a stored state of {owner} does not open with its data key (damaged, or moved "
-                "from another context)"
-            ) from None
+            return None
 
     def _unsealed(self, data: bytes) -> bytes:
         """A state from before keys per context: the store's one key, or plain."""

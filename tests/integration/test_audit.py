@@ -599,3 +599,55 @@ def test_verify_catches_deleted_newest_events_the_audit_index_has_seen(durable_u
         for result in (store.verify(), store.verify(cid)):
             assert [(b.context_id, b.version) for b in result.broken] == [(cid, 7)]
             assert "7..8" in result.broken[0].reason
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_a_context_erased_while_verify_walks_is_no_broken_chain(durable_url, monkeypatch, keyed):
+    """Another process erased a context (destroying its key, deleting its attachment) after
+    verify read a page of its events and before it checked them: the whole store still
+    verifies, the erased context left out (it reported a broken chain: "stored state
+    cannot be read", "attachment ... is missing"). A context made again under the erased
+    one's id verifies too; one still damaged is still reported."""
+    from eventsourcing.cryptography import AESCipher
+    from pydantic import SecretStr
+
+    from ctxstore.adapters.store import audit
+
+    from .test_attachments import B64
+
+    settings = Settings(
+        encryption_key=SecretStr(AESCipher.create_key(32)) if keyed else None, actor="a"
+    )
+    picture = {"role": "user", "content": [
+        {"type": "text", "text": "look"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{B64}"}}]}  # fmt: skip
+    with ContextStore.from_url(durable_url, settings) as writer:
+        kept = writer.create()
+        gone = writer.create()
+        again = writer.create()
+        for n in range(4):
+            writer.insert(gone, [picture if n == 0 else user(f"gone {n}")])
+            writer.insert(kept, [user(f"kept {n}")])
+            writer.insert(again, [user(f"again {n}")])
+        with ContextStore.from_url(durable_url, settings) as verifier:
+            view = verifier._storage.audit_index
+            real = view.event_rows
+            pages = []
+
+            def erased_after_the_first_page(*args, **kwargs):
+                if len(pages) == 1:  # the first page is read, not yet checked
+                    writer.erase(gone, reason="asked")
+                    writer.erase(again, reason="asked")
+                    writer.create(context_id=again)
+                    writer.insert(again, [user("made again")])
+                pages.append(real(*args, **kwargs))
+                return pages[-1]
+
+            monkeypatch.setattr(audit, "VERIFY_PAGE", 4)
+            monkeypatch.setattr(view, "event_rows", erased_after_the_first_page)
+            result = verifier.verify()
+            assert len(pages) > 2, "the erasure came while verify walked"
+            assert result.ok, result.broken
+            assert gone.hex not in {b.context_id.hex for b in result.broken}
+            monkeypatch.setattr(view, "event_rows", real)
+            assert verifier.verify(again).ok and verifier.verify(kept).ok
