@@ -34,21 +34,35 @@ from ctxstore.adapters.threads.settled import settled
 BUSY_WAIT = (0.0002, 0.02)  # the first and the longest sleep while another writer writes
 
 
+def after_rows(cid: UUID, rows: Sequence[Sequence[Any]]) -> tuple[list[StoredEvent], int]:
+    """(version, topic, state, erasures) rows as events and the erasure count."""
+    events = [StoredEvent(cid, r[0], r[1], bytes(r[2])) for r in rows if r[0] is not None]
+    return events, int(rows[0][3]) if rows else 0
+
+
 class AsyncEvents:
     """memory://: the recorder itself (no I/O to wait for)."""
 
     def __init__(self, storage: Any) -> None:
         self.storage = storage
 
-    async def insert(self, cid: UUID, stored: Sequence[StoredEvent]) -> None:
+    async def insert(
+        self, cid: UUID, stored: Sequence[StoredEvent], erasures: int | None = None
+    ) -> None:
         """Store a context's sealed events; raises the library's IntegrityError when one
-        of their versions is taken (or another writer holds the context's turn)."""
+        of their versions is taken (or another writer holds the context's turn, or the
+        context's erasures are no longer `erasures`: storage/backend.erasures_of)."""
         with self.storage.turns.racing(cid):
-            self.storage.recorder.insert_events(stored)
+            self.storage.recorder.insert_events(stored, erasures=erasures)
 
     async def select(self, cid: UUID, after: int) -> list[StoredEvent]:
         """The context's stored events after a version, in order."""
         return list(self.storage.recorder.select_events(cid, gt=after))
+
+    async def select_after(self, cid: UUID, after: int) -> tuple[list[StoredEvent], int]:
+        """select, and how many times the context was erased, read together."""
+        stored, erasures = self.storage.backend.events_after(self.storage.recorder, cid, after)
+        return list(stored), erasures
 
     async def close(self) -> None:
         self.discard()
@@ -64,15 +78,17 @@ class SQLiteAsyncEvents(AsyncEvents):
         super().__init__(storage)
         self.busy_timeout_ms = busy_timeout_ms
 
-    async def insert(self, cid: UUID, stored: Sequence[StoredEvent]) -> None:
+    async def insert(
+        self, cid: UUID, stored: Sequence[StoredEvent], erasures: int | None = None
+    ) -> None:
         delay, most = BUSY_WAIT
         while True:
-            if await settled(self._try_insert, cid, stored):
+            if await settled(self._try_insert, cid, stored, erasures):
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, most)
 
-    def _try_insert(self, cid: UUID, stored: Sequence[StoredEvent]) -> bool:
+    def _try_insert(self, cid: UUID, stored: Sequence[StoredEvent], erasures: int | None) -> bool:
         """Insert unless that would wait for another writer (False)."""
         recorder = self.storage.recorder
         pool = recorder.datastore.pool
@@ -85,7 +101,7 @@ class SQLiteAsyncEvents(AsyncEvents):
             raw.execute("PRAGMA busy_timeout = 0")
             try:
                 with self.storage.turns.racing(cid):
-                    recorder.insert_events_with(conn, stored)
+                    recorder.insert_events_with(conn, stored, erasures=erasures)
             except OperationalError as exc:
                 if "locked" in str(exc) or "busy" in str(exc):
                     return False  # another process writes: try again after a sleep
@@ -112,6 +128,7 @@ class PostgresAsyncEvents(AsyncEvents):
         self._slots: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
         self._insert = self.recorder.sql_insert_rows
         self._select = self.recorder.sql_select_after()
+        self._select_after = self.recorder.sql_select_after_with_erasures()
 
     def _semaphore(self) -> asyncio.Semaphore:
         loop = asyncio.get_running_loop()
@@ -160,12 +177,22 @@ class PostgresAsyncEvents(AsyncEvents):
         if conn is not None and not conn.closed:
             conn.pgconn.finish()  # closes the socket without awaiting
 
-    async def insert(self, cid: UUID, stored: Sequence[StoredEvent]) -> None:
-        await self._run(self._insert(len(stored)), self.recorder.rows_of(stored))
+    async def insert(
+        self, cid: UUID, stored: Sequence[StoredEvent], erasures: int | None = None
+    ) -> None:
+        checked = erasures is not None
+        rows = await self._run(
+            self._insert(len(stored), checked), self.recorder.rows_of(stored, erasures)
+        )
+        self.recorder.rows_stored(rows, erasures)
 
     async def select(self, cid: UUID, after: int) -> list[StoredEvent]:
         rows = await self._run(self._select, (cid, after))
         return [StoredEvent(cid, r[0], r[1], bytes(r[2])) for r in rows]
+
+    async def select_after(self, cid: UUID, after: int) -> tuple[list[StoredEvent], int]:
+        rows = await self._run(self._select_after, (cid.hex, cid, after))
+        return after_rows(cid, rows)
 
     async def close(self) -> None:
         self.discard()

@@ -85,6 +85,17 @@ class Backend(ABC):
     def blobs(self, recorder: Any, cipher: Any) -> BlobRows:
         """The store's attachments (stored through `cipher` when it has one)."""
 
+    def erasures_of(self, recorder: Any, cid: UUID) -> int:
+        """How many times the context was erased (memory:// erases nothing). A writer's
+        cached state of a context stands only while this stays as it was when the state was
+        read: an erasure, then the context made again under its id, leaves the versions a
+        stale writer checks in place (recorders refuse such an append: storage/turns.GONE)."""
+        return 0
+
+    def events_after(self, recorder: Any, cid: UUID, gt: int) -> tuple[Sequence[Any], int]:
+        """The context's stored events after version `gt` and erasures_of, read together."""
+        return recorder.select_events(cid, gt=gt), self.erasures_of(recorder, cid)
+
     @abstractmethod
     def snapshot_versions(self, snapshots: Any, cid: UUID, *, below: int, limit: int) -> list[int]:
         """The context's snapshot versions below `below`, newest first."""

@@ -265,6 +265,16 @@ class EventStorage:
                 f"({type(exc).__name__}: {str(exc)[:200]})"
             ) from None
 
+    def erasures_of(self, cid: UUID) -> int:
+        """How many times the context was erased (backend.erasures_of)."""
+        return self.backend.erasures_of(self.recorder, cid)
+
+    def events_after(self, cid: UUID, version: int) -> tuple[list[Any], int]:
+        """The context's events after `version` (domain events) and how many times it was
+        erased, read together: what a cached state's catch-up needs."""
+        stored, erasures = self.backend.events_after(self.recorder, cid, version)
+        return [self.to_event(s) for s in stored], erasures
+
     def get(self, cid: UUID, version: int | None = None) -> Context:
         """A context from its nearest snapshot and the events after it; raises
         ContextNotFoundError."""

@@ -31,14 +31,15 @@ from eventsourcing.sqlite import SQLiteTransaction
 
 MAX_GROUP = 64  # appends stored in one transaction at most
 
-Insert = Callable[[Any, Sequence[StoredEvent]], Sequence[int] | None]
+Insert = Callable[[Any, Sequence[StoredEvent], int | None], Sequence[int] | None]
 
 
 class _Append:
-    __slots__ = ("done", "error", "events", "ids")
+    __slots__ = ("done", "erasures", "error", "events", "ids")
 
-    def __init__(self, events: Sequence[StoredEvent]) -> None:
+    def __init__(self, events: Sequence[StoredEvent], erasures: int | None) -> None:
         self.events = events
+        self.erasures = erasures  # what the writer's state was read under (the recorder)
         self.ids: Sequence[int] | None = None
         self.error: BaseException | None = None
         self.done = False
@@ -68,8 +69,10 @@ class GroupCommit:
         self._leading = threading.Lock()
         self.commits = self.appends = 0  # transactions led, appends they held
 
-    def append(self, events: Sequence[StoredEvent]) -> Sequence[int] | None:
-        mine = _Append(events)
+    def append(
+        self, events: Sequence[StoredEvent], erasures: int | None = None
+    ) -> Sequence[int] | None:
+        mine = _Append(events, erasures)
         with self._queued:
             self._queue.append(mine)
         while True:
@@ -94,7 +97,7 @@ class GroupCommit:
             try:
                 with SQLiteTransaction(conn, commit=True) as curs, curs:
                     if len(group) == 1:  # alone: its transaction is its savepoint
-                        group[0].ids = self.insert(curs, group[0].events)
+                        group[0].ids = self.insert(curs, group[0].events, group[0].erasures)
                     for a in group if len(group) > 1 else ():
                         self._one(conn, curs, a)
                         if a.error is not None and not _open(conn):
@@ -121,7 +124,7 @@ class GroupCommit:
     def _one(self, conn: Any, curs: Any, a: _Append) -> None:
         curs.execute("SAVEPOINT ctxstore_append")
         try:
-            a.ids = self.insert(curs, a.events)
+            a.ids = self.insert(curs, a.events, a.erasures)
         except (sqlite3.Error, PersistenceError) as exc:
             a.error = typed(exc) if isinstance(exc, sqlite3.Error) else exc
             if _open(conn):

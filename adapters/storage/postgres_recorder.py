@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
 import psycopg
 from eventsourcing.persistence import (
@@ -19,6 +20,8 @@ from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastor
 from eventsourcing.utils import retry
 from psycopg.sql import SQL, Composed, Identifier
 
+from ctxstore.adapters.storage.async_events import after_rows
+from ctxstore.adapters.storage.erasers import TABLE as ERASURES_TABLE
 from ctxstore.adapters.storage.postgres_schema import MOVED_TABLE
 from ctxstore.adapters.storage.turns import (
     GONE,
@@ -43,49 +46,82 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
     once (SQLSTATE TURN_HELD_SQLSTATE) instead of losing later.
     """
 
-    def sql_insert_rows(self, n: int) -> str:
+    def sql_insert_rows(self, n: int, checked: bool = False) -> str:
         """The insert function called with `n` events given as row parameters (originator
         id, version, topic, state each, in binary), made once for each `n`.
 
         Scalar parameters rather than one array of the composite type: psycopg builds a
         dumper for a composite array on every call, which cost more than the rest of the
-        client's work on an append.
+        client's work on an append. `checked`: two parameters come first, the context's hex
+        id and how many times it had been erased when the writer read its state; when the
+        count is no longer that, the function gets no events and stores none (rows_stored
+        then raises).
         """
-        found = self._rows_sql.get(n)
+        found = self._rows_sql.get((n, checked))
         if found is None:
             schema = Identifier(self.datastore.schema)
             row = SQL("ROW(%b, %b, %b, %b)::{0}.{1}").format(
                 schema, Identifier(self.stored_event_type_name)
             )
-            found = SQL("SELECT * FROM {0}.{1}(ARRAY[{2}])").format(
-                schema, Identifier(self.pg_function_name_insert_events),
-                SQL(", ").join([row] * n),
-            ).as_string()  # fmt: skip
-            self._rows_sql[n] = found
+            events = SQL("ARRAY[{0}]").format(SQL(", ").join([row] * n))
+            if checked:
+                events = SQL(
+                    "CASE WHEN (SELECT count(*) FROM {0}.{1} WHERE context_id = %b) = %b "
+                    "THEN {2} END"
+                ).format(schema, Identifier(ERASURES_TABLE), events)
+            found = (
+                SQL("SELECT * FROM {0}.{1}({2})")
+                .format(schema, Identifier(self.pg_function_name_insert_events), events)
+                .as_string()
+            )
+            self._rows_sql[(n, checked)] = found
         return found
 
     @staticmethod
-    def rows_of(stored_events: Sequence[StoredEvent]) -> list[Any]:
-        """The row parameters of sql_insert_rows."""
+    def rows_of(stored_events: Sequence[StoredEvent], erasures: int | None = None) -> list[Any]:
+        """The parameters of sql_insert_rows (checked when `erasures` is given)."""
         params: list[Any] = []
+        if erasures is not None:
+            params.extend((_hex(stored_events[0].originator_id), erasures))
         for e in stored_events:
             params.extend((e.originator_id, e.originator_version, e.topic, e.state))
         return params
+
+    @staticmethod
+    def rows_stored(rows: Sequence[Any], erasures: int | None) -> None:
+        """Raise GONE when a checked insert stored nothing (the context was erased since the
+        writer read its state, and maybe made again under its id)."""
+        if erasures is not None and not rows:
+            raise IntegrityError(GONE)
+
+    def erasures_of(self, cid: UUID) -> int:
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(
+                SQL("SELECT count(*) AS n FROM {0}.{1} WHERE context_id = %s").format(
+                    Identifier(self.datastore.schema), Identifier(ERASURES_TABLE)
+                ),
+                (cid.hex,),
+            )
+            found = curs.fetchone()
+            return int(found["n"]) if found else 0
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(
         self, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
         """The library's insert (its errors, its retries: storage/postgres_bounds.py
-        bounds them), with the events as row parameters."""
+        bounds them), with the events as row parameters; `erasures` as sql_insert_rows."""
         if not stored_events:
             return None
+        erasures = kwargs.get("erasures")
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(
-                self.sql_insert_rows(len(stored_events)), self.rows_of(stored_events),
-                prepare=True,
+                self.sql_insert_rows(len(stored_events), erasures is not None),
+                self.rows_of(stored_events, erasures), prepare=True,
             )  # fmt: skip
-            return [r[self.pg_function_name_insert_events] for r in curs.fetchall()]
+            rows = curs.fetchall()
+        self.rows_stored(rows, erasures)
+        return [r[self.pg_function_name_insert_events] for r in rows]
 
     def sql_select_after(self) -> Composed:
         """A context's events after a version: (version, topic, state), in order."""
@@ -94,15 +130,38 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
             "WHERE originator_id = %s AND originator_version > %s ORDER BY originator_version"
         ).format(Identifier(self.datastore.schema), Identifier(self.events_table_name))
 
-    def insert_events_on(self, conn: Any, stored_events: Sequence[StoredEvent]) -> None:
+    def sql_select_after_with_erasures(self) -> Composed:
+        """sql_select_after with how many times the context was erased on every row (one
+        row with no event when none follows): parameters hex id, id, version."""
+        return SQL(
+            "SELECT e.originator_version, e.topic, e.state, c.n FROM (SELECT count(*) AS n "
+            "FROM {0}.{1} WHERE context_id = %s) AS c LEFT JOIN {0}.{2} AS e "
+            "ON e.originator_id = %s AND e.originator_version > %s ORDER BY 1"
+        ).format(
+            Identifier(self.datastore.schema), Identifier(ERASURES_TABLE),
+            Identifier(self.events_table_name),
+        )  # fmt: skip
+
+    def select_after(self, cid: UUID, gt: int) -> tuple[list[StoredEvent], int]:
+        """The context's events after version `gt`, and how many times it was erased, read
+        in one statement (a cached state's catch-up)."""
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(self.sql_select_after_with_erasures(), (cid.hex, cid, gt), prepare=True)
+            rows = curs.fetchall()
+        return after_rows(cid, [tuple(r.values()) for r in rows])
+
+    def insert_events_on(
+        self, conn: Any, stored_events: Sequence[StoredEvent], erasures: int | None = None
+    ) -> None:
         """Insert on a given pooled connection: the one that holds the context's turn
         (the function's shared lock is then its own, not a wait on itself)."""
         try:
             with conn.cursor() as curs:
                 curs.execute(
-                    self.sql_insert_rows(len(stored_events)), self.rows_of(stored_events),
-                    prepare=True,
+                    self.sql_insert_rows(len(stored_events), erasures is not None),
+                    self.rows_of(stored_events, erasures), prepare=True,
                 )  # fmt: skip
+                self.rows_stored(curs.fetchall(), erasures)
         except psycopg.IntegrityError as exc:
             raise IntegrityError(str(exc)) from exc
         except psycopg.Error as exc:
@@ -110,7 +169,7 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
 
     def __init__(self, datastore: PostgresDatastore, **kwargs: Any) -> None:
         super().__init__(datastore, **kwargs)
-        self._rows_sql: dict[int, str] = {}
+        self._rows_sql: dict[tuple[int, bool], str] = {}
         locked = SQL(
             "CREATE OR REPLACE FUNCTION "
             "{schema}.{insert_events}(events {schema}.{event}[]) "
@@ -167,6 +226,10 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
             table=Identifier(self.events_table_name),
         )
         self.sql_create_statements[self.create_insert_function_statement_index] = locked
+
+
+def _hex(originator_id: UUID | str) -> str:
+    return originator_id.hex if isinstance(originator_id, UUID) else UUID(originator_id).hex
 
 
 def binary_snapshot_inserts(recorder: Any) -> None:

@@ -447,6 +447,16 @@ def _arrivals(backend: Any, events: Any, snapshots: Any) -> None:
         )
 
 
+def _erasures_by_context(backend: Any, events: Any, snapshots: Any) -> None:
+    """A context's erasures are counted on every append (storage/backend.erasures_of)."""
+    schema = Identifier(events.datastore.schema)
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(
+            SQL("CREATE INDEX IF NOT EXISTS ctxstore_erasures_by_context ON {0}.{1} (context_id)")
+            .format(schema, Identifier("ctxstore_erasures"))
+        )  # fmt: skip
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
@@ -461,4 +471,5 @@ MIGRATIONS = (
     ),
     Migration(10, "contexts spread over servers: names, placement, tombstones", _shards),
     Migration(11, "moved contexts remember where their events were seen", _arrivals),
+    Migration(12, "erasures found by context", _erasures_by_context),
 )

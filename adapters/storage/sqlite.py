@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from eventsourcing.persistence import (
@@ -54,7 +54,7 @@ from ctxstore.adapters.storage.notifications import Notifications, PollingNotifi
 from ctxstore.adapters.storage.retention_rows import RetentionRows, lifecycle_tables
 from ctxstore.adapters.storage.sqlite_audit import SQLiteAuditView, add_column, truncate_wal
 from ctxstore.adapters.storage.sqlite_blobs import SQLiteBlobRows
-from ctxstore.adapters.storage.sqlite_recorder import EVENT_IDS
+from ctxstore.adapters.storage.sqlite_recorder import ERASURES_INDEX, ERASURES_OF, EVENT_IDS
 from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import Turn, Turns
@@ -278,6 +278,12 @@ def _event_ids(backend: Backend, events: Any, snapshots: Any) -> None:
         keep_ids_rising(c, events.events_table_name)  # (a store erased before this release)
 
 
+def _erasures_by_context(backend: Backend, events: Any, snapshots: Any) -> None:
+    """A context's erasures are counted on every append (storage/backend.erasures_of)."""
+    with events.datastore.transaction(commit=True) as c:
+        c.execute(ERASURES_INDEX)
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
@@ -286,6 +292,7 @@ MIGRATIONS = (
     Migration(5, "hashed tokens; retention policies, sweeps, checkpoints", _tokens_and_retention),
     Migration(6, "attachments under keys of their own, wrapped per context", _blob_keys),
     Migration(7, "event ids never given out twice after an erasure", _event_ids),
+    Migration(8, "erasures found by context", _erasures_by_context),
 )
 
 
@@ -317,6 +324,14 @@ class SQLiteBackend(SQLBackend):
 
     def bind(self, recorder: Any) -> None:
         self.datastore = recorder.datastore
+
+    def erasures_of(self, recorder: Any, cid: UUID) -> int:
+        with recorder.datastore.transaction(commit=False) as c:
+            c.execute(ERASURES_OF, (cid.hex,))
+            return int(c.fetchone()[0])
+
+    def events_after(self, recorder: Any, cid: UUID, gt: int) -> tuple[Sequence[Any], int]:
+        return cast(tuple[Sequence[Any], int], recorder.select_after(cid, gt))
 
     def schema_version(self) -> int | None:
         assert self.datastore is not None

@@ -37,8 +37,10 @@ CONTENDED_FOR = 1.0  # seconds a writer keeps taking turns on a context where ot
 TURN_HELD = "another writer holds the turn of this context"  # a racer's insert refused at once
 MOVED = "ctxstore: this context was moved to another server"  # the insert refuses it
 MOVED_SQLSTATE = "CXM01"
-# An append whose previous version is not there: the context was erased (by this process
-# or another, whose cache still held it). Class 23: the library raises an IntegrityError.
+# An append whose previous version is not there, or whose context's erasures are no longer
+# what the writer read its state under: the context was erased (by this process or another,
+# whose cache still held it), and maybe made again under its id. Class 23: the library
+# raises an IntegrityError.
 GONE = "ctxstore: this context's newest version is gone: it was erased"
 GONE_SQLSTATE = "23G01"
 TURN_HELD_SQLSTATE = "23T01"  # class 23: the library raises it as an IntegrityError

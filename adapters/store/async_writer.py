@@ -82,7 +82,7 @@ class AsyncWriter:
         fresh = held.ctx is None
         await self.ready(cid)
         if held.ctx is None:
-            held.ctx = await self.offload(self.core.storage.get, cid)
+            await self.offload(self.core.load, cid, held)
         ctx = held.ctx
         assert ctx is not None
         if not self.core.tokenizers.loaded(ctx.encoding):  # (building one takes ~0.3 s)
@@ -149,14 +149,21 @@ class AsyncWriter:
         is cached: on a worker thread), as core.fresh is for the sync store. Callers hold
         the context's lock."""
         await self.ready(cid)
+        ctx: Context
         if held.ctx is None:
-            held.ctx = await self.offload(self.core.storage.get, cid)
-            self.core.retention.check(held.ctx)
-            return held.ctx
+            ctx = await self.offload(self.core.load, cid, held)
+            self.core.retention.check(ctx)
+            return ctx
         ctx = held.ctx
         try:
-            for stored in await self.events.select(cid, ctx.version):
-                self.core.storage.to_event(stored).mutate(ctx)
+            later, erasures = await self.events.select_after(cid, ctx.version)
+            if erasures != held.erasures:
+                # Erased since it was read (and maybe made again under its id): what follows
+                # is another context's, and what it holds is gone.
+                ctx = await self.offload(self.core.load, cid, held)
+            else:
+                for stored in later:
+                    self.core.storage.to_event(stored).mutate(ctx)
         except CtxStoreError:
             raise
         except DAMAGE as exc:
@@ -176,7 +183,9 @@ class AsyncWriter:
         )
         await self.ready(cid, create=True)
         stored, last = self.core.storage.mapper.to_sealed_events(events, head, command_id)
-        await self.events.insert(cid, stored)
+        if before == 0:  # a creation: appends after it hold while its erasures stay these
+            held.erasures = await self.offload(self.core.storage.erasures_of, cid)
+        await self.events.insert(cid, stored, held.erasures if before else None)
         held.chain = (before + len(stored), last)
         self.core.written.wrote(cid, before + len(stored))  # replicas: read your writes
         self.core.storage.notifications.publish(cid.hex)

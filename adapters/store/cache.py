@@ -31,6 +31,9 @@ class Held:
     lock: threading.Lock = field(default_factory=threading.Lock)
     ctx: Context | None = None  # the aggregate at the newest version this process saw
     chain: tuple[int, str] | None = None  # (version, chain of the event at that version)
+    # How many times the context had been erased when `ctx` was read (storage/backend.py
+    # erasures_of): appends from that state are stored only while the count holds.
+    erasures: int | None = None
     # Validated messages by id: (the version of the entry they were read from, the item).
     parsed: dict[str, tuple[int, PromptItem]] = field(default_factory=dict)
     units: tuple[int, PromptUnits] | None = None  # grouped prompt units, at a version

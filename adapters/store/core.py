@@ -70,22 +70,35 @@ class StoreCore:
         held = held or self.cache.held(cid)
         if held.ctx is not None:
             return held.ctx, False
+        return self.load(cid, held), True
+
+    def load(self, cid: UUID, held: Held) -> Context:
+        """The context read now and cached, with how many times it had been erased (read
+        first: an erasure after it is seen by the next append)."""
+        erasures = self.storage.erasures_of(cid)
         ctx = self.storage.get(cid)
-        held.ctx = ctx
-        return ctx, True
+        held.ctx, held.erasures = ctx, erasures
+        return ctx
 
     def fresh(self, cid: UUID, held: Held | None = None) -> Context:
         """The cached aggregate caught up with events other writers stored, or a fresh load.
         Callers hold the context's lock."""
+        held = held or self.cache.held(cid)
         ctx, loaded = self.cached_or_loaded(cid, held)
         if not loaded:
             try:
-                for e in self.storage.events.get(cid, gt=ctx.version):
-                    cast(Context.Event, e).mutate(ctx)
+                later, erasures = self.storage.events_after(cid, ctx.version)
+                if erasures != held.erasures:
+                    # Erased since it was read (and maybe made again under its id): what
+                    # follows is another context's, and what it holds is gone.
+                    ctx = self.load(cid, held)
+                else:
+                    for e in later:
+                        cast(Context.Event, e).mutate(ctx)
             except CtxStoreError:
                 raise
             except DAMAGE as exc:
-                (held or self.cache.held(cid)).stale()
+                held.stale()
                 raise damaged(cid, exc) from exc
         self.retention.check(ctx)  # on what is stored now: an expired context is not served
         return ctx

@@ -24,7 +24,6 @@ from eventsourcing.persistence import IntegrityError
 from ctxstore.adapters.storage.turns import GONE, MOVED, TURN_HELD
 from ctxstore.domain.errors import (
     ContextMovedError,
-    ContextNotFoundError,
     StoreUnavailableError,
 )
 
@@ -63,7 +62,10 @@ def settle(cid: UUID, before: int, exc: BaseException) -> Settle:
     StoreUnavailableError (not stored).
     """
     if GONE in str(exc):
-        raise ContextNotFoundError(f"no context with id {cid}: it was erased") from exc
+        # Erased since the writer read it (and maybe made again under its id): run again
+        # on the context as it is now, as a writer without a cache would; its read raises
+        # ContextNotFoundError when none was made again.
+        return Next.RETRY
     if isinstance(exc, IntegrityError):
         if TURN_HELD in str(exc):
             return Next.TAKE_TURN

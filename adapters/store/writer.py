@@ -173,13 +173,18 @@ class Writer:
             events, self.chain_head(held, cid, before), command
         )
         recorder = self.storage.recorder
+        if before == 0:  # a creation: appends after it hold while its erasures stay these
+            held.erasures = self.storage.erasures_of(cid)
+        erasures = held.erasures if before else None
         if turn is not None and turn.connection is not None:
-            cast("OrderedPostgresRecorder", recorder).insert_events_on(turn.connection, stored)
+            cast("OrderedPostgresRecorder", recorder).insert_events_on(
+                turn.connection, stored, erasures
+            )
         elif turn is not None:
-            recorder.insert_events(stored)
+            recorder.insert_events(stored, erasures=erasures)
         else:
             with self.storage.turns.racing(cid):
-                recorder.insert_events(stored)
+                recorder.insert_events(stored, erasures=erasures)
         held.chain = (before + len(stored), head)
         self.core.written.wrote(cid, before + len(stored))
         self.storage.notifications.publish(cid.hex)  # this process's live tails, at once
@@ -268,7 +273,7 @@ class Writer:
         """Note a context whose events an import stored, with its last chain."""
         held = self.core.cache.held(ctx.id)
         held.chain = (ctx.version, chain)
-        held.ctx = ctx
+        held.ctx, held.erasures = ctx, self.storage.erasures_of(ctx.id)
         self.maybe_snapshot(ctx, 0)
 
 

@@ -216,6 +216,55 @@ def test_a_process_still_holding_an_erased_context_cannot_write_to_it(durable_ur
         assert other.verify().broken == []
 
 
+@pytest.mark.parametrize(("awaited", "keyed"), [(False, False), (True, False), (False, True),
+                                               (True, True)])  # fmt: skip
+def test_a_process_holding_a_context_erased_and_made_again_appends_to_the_new_one(
+    durable_url, awaited, keyed
+):
+    """Another process erased the context and made it again under its id, up to the same
+    version, while this one kept the old one in its cache: this one's append lands on the
+    new context, as it stands (it was stored on the old state, chained to the old chain
+    and, with keys, sealed with the destroyed key: the new context failed verify, or could
+    no longer be read at all)."""
+    import asyncio
+
+    from eventsourcing.cryptography import AESCipher
+    from pydantic import SecretStr
+
+    from ctxstore.adapters.store.async_store import AsyncContextStore
+
+    settings = Settings(encryption_key=SecretStr(AESCipher.create_key(32)) if keyed else None)
+    with (
+        ContextStore.from_url(durable_url, settings) as mine,
+        ContextStore.from_url(durable_url, settings) as other,
+    ):
+        cid = mine.create(name="made again elsewhere")
+        for n in range(3):
+            mine.insert(cid, [{"role": "user", "content": f"old {n}"}])
+        version = mine.visible(cid).version
+        other.erase(cid, reason="the user asked")
+        other.create(context_id=cid, name="again")
+        while other.visible(cid).version < version:
+            other.insert(cid, [{"role": "user", "content": "new"}])
+        late = {"role": "user", "content": "from the stale cache"}
+        if awaited:
+
+            async def append() -> None:
+                events = mine.parts.storage.async_events()
+                try:
+                    await AsyncContextStore(mine, events).insert(cid, [late])
+                finally:
+                    events.discard()
+
+            asyncio.run(append())
+        else:
+            mine.insert(cid, [late])
+        seen = other.visible(cid)
+        assert [m.content for m in seen.messages] == ["new"] * (version - 1) + [late["content"]]
+        assert other.verify(cid).ok and other.verify().ok
+        assert mine.visible(cid).messages == seen.messages
+
+
 def test_an_erasure_is_reported_done_when_only_its_cleanup_fails(durable_url, monkeypatch):
     """The deletion and its record commit together; a failure after that (the VACUUM or the
     log's checkpoint on a connection that died) leaves the erasure reported as done, its

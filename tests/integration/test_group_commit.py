@@ -31,12 +31,12 @@ def test_appends_queued_together_share_one_commit_and_fail_alone(tmp_path):
         group = store._storage.recorder.group
         insert, refused = group.insert, []
 
-        def one_refused(curs, events):
+        def one_refused(curs, events, erasures):
             # The fourth context's first append finds its version taken (a racing writer).
             if events[0].originator_id == cids[3] and not refused:
                 refused.append(events[0].originator_version)
                 raise IntegrityError("UNIQUE constraint failed: a racing writer")
-            return insert(curs, events)
+            return insert(curs, events, erasures)
 
         group.insert = one_refused
         written: dict[int, int] = {}
