@@ -95,7 +95,7 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
             raise IntegrityError(GONE)
 
     def erasures_of(self, cid: UUID) -> int:
-        with self.datastore.transaction(commit=False) as curs:
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(
                 SQL("SELECT count(*) AS n FROM {0}.{1} WHERE context_id = %s").format(
                     Identifier(self.datastore.schema), Identifier(ERASURES_TABLE)
@@ -145,7 +145,8 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
     def select_after(self, cid: UUID, gt: int) -> tuple[list[StoredEvent], int]:
         """The context's events after version `gt`, and how many times it was erased, read
         in one statement (a cached state's catch-up)."""
-        with self.datastore.transaction(commit=False) as curs:
+        # One statement, autocommit (a transaction around it would cost two round trips).
+        with self.datastore.get_connection() as conn, conn.cursor() as curs:
             curs.execute(self.sql_select_after_with_erasures(), (cid.hex, cid, gt), prepare=True)
             rows = curs.fetchall()
         return after_rows(cid, [tuple(r.values()) for r in rows])
