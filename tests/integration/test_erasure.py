@@ -183,9 +183,10 @@ def test_erasing_the_newest_context_leaves_the_audit_index_consistent(tmp_path, 
 
 @pytest.mark.parametrize("awaited", [False, True])
 def test_a_process_still_holding_an_erased_context_cannot_write_to_it(durable_url, awaited):
-    """Another process erased the context while this one kept it in its cache: an append
-    there must be refused (the context is gone), not stored on top of nothing, where it
-    would bring erased content's context back as a damaged one."""
+    """Another process erased the context while this one kept it in its cache: a read there
+    must not serve the erased content, and an append must be refused (the context is
+    gone), not stored on top of nothing, where it would bring erased content's context
+    back as a damaged one."""
     import asyncio
 
     from ctxstore.adapters.store.async_store import AsyncContextStore
@@ -193,7 +194,10 @@ def test_a_process_still_holding_an_erased_context_cannot_write_to_it(durable_ur
     with ContextStore.from_url(durable_url) as mine, ContextStore.from_url(durable_url) as other:
         cid = mine.create(name="erased elsewhere")
         mine.insert(cid, [{"role": "user", "content": "before"}])
+        mine.visible(cid)  # cached here
         other.erase(cid, reason="the user asked")
+        with pytest.raises(ContextNotFoundError):
+            mine.visible(cid)  # (it served the erased content from its cache)
         if awaited:
 
             async def append() -> None:
