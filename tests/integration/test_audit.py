@@ -539,6 +539,25 @@ def test_verify_catches_a_deleted_row(durable_url):
         assert [(b.version, "missing" in b.reason) for b in broken] == [(4, True)]
 
 
+def test_verify_reports_a_context_whose_rows_were_all_deleted_behind_its_back(durable_url):
+    """Every row of a context deleted behind the store's back (not an erasure: the audit
+    index still knows its versions) is a broken chain, in one context's verify and in the
+    whole store's; a context erased is simply gone."""
+    with ContextStore.from_url(durable_url) as store:
+        cid, _ = scripted(store)
+        store.audit()  # indexed
+        erased = store.create(actor="a")
+        store.insert(erased, [user("soon gone")], actor="a")
+        store.audit()
+        store.erase(erased, reason="asked", actor="a")
+    _delete_events(durable_url, cid, ">= 1")
+    with ContextStore.from_url(durable_url) as store:
+        assert [b.version for b in store.verify(cid).broken] == [1]
+        assert [(b.context_id, b.version) for b in store.verify().broken] == [(cid, 1)]
+        with pytest.raises(ContextNotFoundError):
+            store.verify(erased)
+
+
 # ---- properties ---------------------------------------------------------------------------
 
 
