@@ -1,11 +1,17 @@
 """How the LangGraph checkpointer keeps a thread in its context (langgraph_saver.py): each
 checkpoint, channel value and task's writes as a record holding LangGraph's serialized
-bytes, and the thread as read back from those records."""
+bytes, and the thread as read back from those records.
+
+A record longer than PART_CHARS (a channel holding a long conversation as one value, as
+LangGraph's default reducer keeps it) is stored as several, each holding a part of its
+JSON: a message's size is bounded (CTXSTORE_MAX_MESSAGE_BYTES), a thread's state is not.
+"""
 
 from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +22,7 @@ from ctxstore.domain.plain import RECORD_MARK, is_record
 
 KEY = "langgraph"  # metadata key of the saver's records
 HELD = "ctxstore-messages"  # a blob's type when its value is the context's messages
+PART_CHARS = 256 * 1024  # a record's JSON longer than this is stored in parts this long
 
 
 def typed(value: tuple[str, bytes]) -> list[str]:
@@ -40,6 +47,9 @@ class Thread:
     blobs: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
     writes: dict[tuple[str, str], list[tuple[dict[str, Any], str]]] = field(default_factory=dict)
     messages: list[Message] = field(default_factory=list)
+    # A record stored in parts: the ids of its other parts, by the id of its first.
+    also: dict[str, list[str]] = field(default_factory=dict)
+    _parts: dict[str, dict[int, tuple[str, str]]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, cid: UUID, version: int, messages: Sequence[Message]) -> Thread:
@@ -54,12 +64,31 @@ class Thread:
 
     def add(self, kept: dict[str, Any], mid: str) -> None:
         kind = kept.get("kind")
-        if kind == "checkpoint":
+        if kind == "part":
+            self._add_part(kept, mid)
+        elif kind == "checkpoint":
             self.checkpoints[(kept["ns"], kept["id"])] = (kept, mid)
         elif kind == "blob":
             self.blobs[version_key(kept["ns"], kept["channel"], kept["version"])] = (kept, mid)
         elif kind == "writes":
             self.writes.setdefault((kept["ns"], kept["checkpoint_id"]), []).append((kept, mid))
+
+    def _add_part(self, kept: dict[str, Any], mid: str) -> None:
+        """One part of a long record; the record is added once all its parts are here."""
+        parts = self._parts.setdefault(str(kept["of"]), {})
+        parts[int(kept["i"])] = (str(kept["text"]), mid)
+        n = int(kept["n"])
+        if len(parts) < n or any(i not in parts for i in range(n)):
+            return
+        del self._parts[str(kept["of"])]
+        whole = json.loads("".join(parts[i][0] for i in range(n)))
+        first = parts[0][1]
+        self.also[first] = [parts[i][1] for i in range(1, n)]
+        self.add(whole, first)
+
+    def with_parts(self, ids: list[str]) -> list[str]:
+        """Message ids of these records, every part of each."""
+        return [x for i in ids for x in (i, *self.also.get(i, ()))]
 
     def namespaces(self) -> list[str]:
         return sorted({ns for ns, _ in self.checkpoints})
@@ -71,3 +100,17 @@ class Thread:
 
 def record(kept: dict[str, Any]) -> dict[str, Any]:
     return {"role": "developer", "content": "", "metadata": {**RECORD_MARK, KEY: kept}}
+
+
+def in_parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A record as the messages that store it: itself, or its JSON in parts when long."""
+    kept = message["metadata"][KEY]
+    text = json.dumps(kept, separators=(",", ":"))  # ASCII: characters are bytes
+    if len(text) <= PART_CHARS:
+        return [message]
+    of, n = uuid.uuid4().hex, -(-len(text) // PART_CHARS)
+    return [
+        record({"kind": "part", "of": of, "i": i, "n": n,
+                "text": text[i * PART_CHARS : (i + 1) * PART_CHARS]})
+        for i in range(n)
+    ]  # fmt: skip

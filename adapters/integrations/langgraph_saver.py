@@ -62,6 +62,7 @@ from ctxstore.adapters.integrations.langgraph_records import (
     HELD,
     KEY,
     Thread,
+    in_parts,
     record,
     typed,
     untyped,
@@ -121,7 +122,9 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
             return thread
 
     def _insert(self, cid: UUID, records: builtins.list[dict[str, Any]]) -> None:
-        """Insert records (one event) and fold them into the thread as cached."""
+        """Insert records (one event, a long one in parts) and fold them into the thread as
+        cached."""
+        records = [part for r in records for part in in_parts(r)]
         with self._lock:
             written = self.store.insert(cid, records)
             cached = self._threads.get(cid)
@@ -379,7 +382,7 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
                 version_key(key[0], ch, v) for ch, v in checkpoint["channel_versions"].items()
             }
         ids += [mid for k, (_, mid) in thread.blobs.items() if k not in needed]
-        self.store.delete(thread.cid, ids)
+        self.store.delete(thread.cid, thread.with_parts(ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         source = self._thread(source_thread_id)

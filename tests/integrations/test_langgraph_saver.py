@@ -5,7 +5,8 @@ SQLite and PostgreSQL, and a real StateGraph run compared with LangGraph's InMem
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import operator
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
@@ -124,4 +125,43 @@ def test_a_state_graph_runs_as_on_langgraphs_own_saver(durable_url: str, kind: s
         assert any(
             [m.content for m in values["messages"]][-1] == "Berlin: 17 °C, cloudy."
             for values, _ in ours[2]
+        )
+
+
+class LogState(TypedDict):
+    log: Annotated[list[Any], operator.add]  # LangGraph's default: the whole list, one value
+
+
+@pytest.mark.parametrize("kind", ["store", "http"])
+def test_a_state_larger_than_a_message_may_be_is_kept_in_parts(durable_url: str, kind: str) -> None:
+    """A channel whose value outgrows one message's limit (LangGraph's default reducer
+    keeps a whole conversation as one value; here plain dicts, which the saver cannot hold
+    as the context's messages) is stored in parts and read back whole; pruning the older
+    checkpoints deletes every part of their values. (It was refused: LimitExceededError.)"""
+    builder: Any = StateGraph(LogState)
+    builder.add_node("step", lambda state: {})
+    builder.add_edge(START, "step")
+    chunk = [{"role": "user", "content": f"{n} " + "x" * 20_000} for n in range(40)]
+    settings = Settings(actor="t")  # messages of 1 MB at most
+    with (
+        ContextStore.from_url(durable_url, settings) as store,
+        surface_over(kind, store) as face,
+    ):
+        saver = CtxStoreSaver(face)
+        graph = builder.compile(checkpointer=saver)
+        config = {"configurable": {"thread_id": "big"}}
+        for _ in range(2):
+            graph.invoke({"log": chunk}, config)
+        assert graph.get_state(config).values["log"] == chunk * 2  # ~1.6 MB, whole
+        fresh = CtxStoreSaver(face)  # nothing cached: read from the context
+        assert builder.compile(checkpointer=fresh).get_state(config).values["log"] == chunk * 2
+        cid = face.lookup_key("langgraph:big")  # (over HTTP: in the tenant's keys)
+        assert cid is not None
+        before = len(face.visible(cid).messages)
+        fresh.prune(["big"], strategy="keep_latest")
+        after = len(face.visible(cid).messages)
+        assert after < before
+        assert (
+            builder.compile(checkpointer=CtxStoreSaver(face)).get_state(config).values["log"]
+            == chunk * 2
         )
