@@ -82,7 +82,7 @@ class AsyncWriter:
         fresh = held.ctx is None
         await self.ready(cid)
         if held.ctx is None:
-            await self.offload(self.core.load, cid, held)
+            held.ctx, held.erasures = await self.offload(self.core.read_counted, cid)
         ctx = held.ctx
         assert ctx is not None
         if not self.core.tokenizers.loaded(ctx.encoding):  # (building one takes ~0.3 s)
@@ -151,7 +151,8 @@ class AsyncWriter:
         await self.ready(cid)
         ctx: Context
         if held.ctx is None:
-            ctx = await self.offload(self.core.load, cid, held)
+            ctx, held.erasures = await self.offload(self.core.read_counted, cid)
+            held.ctx = ctx
             self.core.retention.check(ctx)
             return ctx
         ctx = held.ctx
@@ -160,7 +161,8 @@ class AsyncWriter:
             if erasures != held.erasures:
                 # Erased since it was read (and maybe made again under its id): what follows
                 # is another context's, and what it holds is gone.
-                ctx = await self.offload(self.core.load, cid, held)
+                ctx, held.erasures = await self.offload(self.core.read_counted, cid)
+                held.ctx = ctx
             else:
                 for stored in later:
                     self.core.storage.to_event(stored).mutate(ctx)

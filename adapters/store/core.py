@@ -73,12 +73,17 @@ class StoreCore:
         return self.load(cid, held), True
 
     def load(self, cid: UUID, held: Held) -> Context:
-        """The context read now and cached, with how many times it had been erased (read
-        first: an erasure after it is seen by the next append)."""
-        erasures = self.storage.erasures_of(cid)
-        ctx = self.storage.get(cid)
-        held.ctx, held.erasures = ctx, erasures
+        """The context read now and cached (read_counted)."""
+        ctx, held.erasures = self.read_counted(cid)
+        held.ctx = ctx
         return ctx
+
+    def read_counted(self, cid: UUID) -> tuple[Context, int]:
+        """The context read now, and how many times it had been erased (read first: an
+        erasure after it is seen by the next append). Caches nothing: the async store runs
+        it on a worker thread and caches what an await that was not cancelled returns."""
+        erasures = self.storage.erasures_of(cid)
+        return self.storage.get(cid), erasures
 
     def fresh(self, cid: UUID, held: Held | None = None) -> Context:
         """The cached aggregate caught up with events other writers stored, or a fresh load.

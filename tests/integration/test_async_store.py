@@ -263,3 +263,47 @@ def test_the_loop_keeps_turning_while_a_sqlite_commit_is_held_open(tmp_path):
 
     held, version = asyncio.run(main())
     assert held == [True] and version == 2  # held open once, released by the loop's turns
+
+
+def test_an_insert_cancelled_while_its_context_loads_caches_nothing(tmp_path):
+    """The context's state is read on a worker thread; an await cancelled meanwhile leaves
+    the cache as it was, even once the read ends (a state cached by the worker after the
+    cancellation could land while another command holds the context's lock)."""
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    with ContextStore.from_url(url) as seed:
+        cid = seed.create(actor="a")
+        seed.insert(cid, [{"role": "user", "content": "hi"}], actor="a")
+    reading, release = threading.Event(), threading.Event()
+
+    async def scenario() -> None:
+        store = await aopen(url)
+        try:
+            core = store._core
+            storage = core.storage
+            real = storage.get
+
+            def slow(c: Any, version: Any = None) -> Any:
+                reading.set()
+                release.wait(5)
+                return real(c, version)
+
+            storage.get = slow  # type: ignore[method-assign]
+            task = asyncio.ensure_future(
+                store.insert(cid, [{"role": "user", "content": "late"}], actor="a")
+            )
+            while not reading.is_set():
+                await asyncio.sleep(0.001)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            release.set()
+            await asyncio.sleep(0.2)  # the read ends on its thread
+            held = core.cache.held(cid)
+            assert held.ctx is None and held.erasures is None
+            storage.get = real  # type: ignore[method-assign]
+            done = await store.insert(cid, [{"role": "user", "content": "after"}], actor="a")
+            assert done.version == 3  # the cancelled insert wrote nothing
+        finally:
+            await store.close()
+
+    asyncio.run(scenario())
