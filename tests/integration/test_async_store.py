@@ -287,7 +287,7 @@ def test_an_insert_cancelled_while_its_context_loads_caches_nothing(tmp_path):
                 release.wait(5)
                 return real(c, version)
 
-            storage.get = slow  # type: ignore[method-assign]
+            storage.get = slow  # type: ignore[method-assign,assignment]
             task = asyncio.ensure_future(
                 store.insert(cid, [{"role": "user", "content": "late"}], actor="a")
             )
