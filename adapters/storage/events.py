@@ -21,6 +21,7 @@ from eventsourcing.persistence import (
     EventStore,
     InfrastructureFactory,
     Mapper,
+    OperationalError,
     Transcoder,
 )
 from eventsourcing.utils import Environment, TopicError, resolve_topic
@@ -190,10 +191,14 @@ class EventStorage:
                             storage.close()
                             raise
                     break
-                except sqlite3.OperationalError as exc:
+                except (sqlite3.OperationalError, OperationalError) as exc:
                     # Processes opening a new SQLite file together: its first connection
-                    # turns on WAL, which another's may refuse at once ("locked").
-                    if "locked" not in str(exc) or attempt == OPEN_ATTEMPTS - 1:
+                    # turns on WAL, which another's may refuse at once ("locked"); and a
+                    # migration's transaction, begun as a reader, is refused at once the
+                    # write lock while another process migrates (SQLite will not wait into
+                    # a deadlock). Migrations are idempotent: open again.
+                    retry = backend.name == "sqlite" and "locked" in str(exc)
+                    if not retry or attempt == OPEN_ATTEMPTS - 1:
                         raise
                     time.sleep(0.02 * 2**attempt)
         except sqlite3.DatabaseError as exc:
