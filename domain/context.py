@@ -373,7 +373,10 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
             raise InvalidOperationError(
                 f"a fork counts tokens as its source does ({source.encoding}), not {self.encoding}"
             )
-        self._context_forked(str(source.id), source.version, source.copied_entries(), actor)
+        self.trigger_event(
+            self.ContextForked, source_id=str(source.id), source_version=source.version,
+            entries=source.copied_entries(), actor=actor,
+        )  # fmt: skip
 
     # ---- helpers -----------------------------------------------------------------------
 

@@ -61,7 +61,10 @@ class ContextCommands(ContextTriggers):
         costs = [message_cost(p, counter) for p in payload]
         tokens = [n for n, _ in costs]
         estimated = any(e for _, e in costs)
-        self._messages_inserted(payload, tokens, estimated, after_id, self.batch, actor)
+        self.trigger_event(
+            self.MessagesInserted, messages=payload, tokens=tokens, estimated=estimated,
+            after_id=after_id, batch=self.batch, actor=actor,
+        )  # fmt: skip
         return [p["id"] for p in payload]
 
     def delete(self, refs: MessageRef | Sequence[MessageRef], *, actor: str) -> list[str]:
@@ -75,7 +78,7 @@ class ContextCommands(ContextTriggers):
                 f"delete would break a tool call from its result: {problem}"
             )
         ordered = [i for i in self.order if i in set(ids)]
-        self._messages_deleted(ordered, self.batch, actor)
+        self.trigger_event(self.MessagesDeleted, ids=ordered, batch=self.batch, actor=actor)
         return ordered
 
     def replace(
@@ -108,7 +111,10 @@ class ContextCommands(ContextTriggers):
         if self.checks_transcript:
             check_transcript((i, payload if i == msg_id else old[i]) for i in self.order)
         tokens, estimated = message_cost(payload, counter)
-        self._message_replaced(msg_id, payload, tokens, estimated, self.batch, actor)
+        self.trigger_event(
+            self.MessageReplaced, id=msg_id, message=payload, tokens=tokens,
+            estimated=estimated, batch=self.batch, actor=actor,
+        )  # fmt: skip
         return msg_id
 
     def compress(
@@ -133,9 +139,11 @@ class ContextCommands(ContextTriggers):
         clean_stats = parse_json_object(stats or {}, "compress stats")
         tokens, estimated = message_cost(payload, counter)
         before = sum(int(self.entries[i]["tokens"]) for i in covered)
-        self._messages_compressed(
-            covered, payload, tokens, estimated, before, clean_stats, self.batch, actor
-        )
+        self.trigger_event(
+            self.MessagesCompressed, ids=covered, summary=payload, tokens=tokens,
+            estimated=estimated, tokens_before=before, stats=clean_stats, batch=self.batch,
+            actor=actor,
+        )  # fmt: skip
         return summary_id
 
     def expand(self, ref: MessageRef, covered: Sequence[JSON], *, actor: str) -> list[str]:
@@ -143,12 +151,15 @@ class ContextCommands(ContextTriggers):
         it; `covered` are their entries as the summary found them (the store reads them from
         the history). Returns their ids."""
         expanded_order(self, ref, covered)
-        self._summary_expanded(self.resolve(ref), list(covered), self.batch, actor)
+        self.trigger_event(
+            self.SummaryExpanded, id=self.resolve(ref), entries=list(covered),
+            batch=self.batch, actor=actor,
+        )  # fmt: skip
         return [e["message"]["id"] for e in covered]
 
     def batch_start(self, *, actor: str) -> int:
         """Open batch n+1 on top of the current batch n; returns the new number."""
-        self._batch_started(self.batch + 1, actor)
+        self.trigger_event(self.BatchStarted, batch=self.batch + 1, actor=actor)
         return self.batch
 
     def batch_end(self, *, to: int | None = None, keep: bool = False, actor: str) -> int:
@@ -168,7 +179,10 @@ class ContextCommands(ContextTriggers):
                 f" and the target must be below the current batch {self.batch}"
             )
         reverts_from = None if keep else int(self.savepoints[target]["version"])
-        self._batch_ended(self.batch, target, keep, reverts_from, actor)
+        self.trigger_event(
+            self.BatchEnded, batch=self.batch, to=target, keep=keep, reverts_from=reverts_from,
+            actor=actor,
+        )  # fmt: skip
         return self.batch
 
     def record_usage(
@@ -183,8 +197,10 @@ class ContextCommands(ContextTriggers):
                     "counted_tokens": counted_tokens}, for_version, self.version, sent,
         )  # fmt: skip
         check_latency(latency)
-        self._usage_recorded(
-            for_version, model, prompt_tokens, completion_tokens, counted_tokens,
-            bool(estimated), sent, self.batch, actor,
-            None if latency is None else round(float(latency) * 1000, 3),
+        self.trigger_event(
+            self.UsageRecorded, for_version=for_version, model=model,
+            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+            counted_tokens=counted_tokens, estimated=bool(estimated), sent=sent,
+            batch=self.batch, actor=actor,
+            latency_ms=None if latency is None else round(float(latency) * 1000, 3),
         )  # fmt: skip

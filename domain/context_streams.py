@@ -35,7 +35,10 @@ class StreamCommands(ContextTriggers):
         if self.checks_transcript:
             check_placement(self.order, self._messages_by_id(), [payload], after_id)
         tokens, estimated = message_cost(payload, counter)
-        self._message_begun(payload, tokens, estimated, after_id, self.batch, actor)
+        self.trigger_event(
+            self.MessageBegun, message=payload, tokens=tokens, estimated=estimated,
+            after_id=after_id, batch=self.batch, actor=actor,
+        )  # fmt: skip
         return msg_id
 
     def append(
@@ -48,7 +51,10 @@ class StreamCommands(ContextTriggers):
         grown = apply_deltas(self.stored_message(msg_id), deltas)
         parse_message(grown)  # what it became is still a valid message of its shape
         tokens, estimated = message_cost(grown, counter)
-        self._message_deltas(msg_id, list(deltas), tokens, estimated, self.batch, actor)
+        self.trigger_event(
+            self.MessageDeltas, id=msg_id, deltas=list(deltas), tokens=tokens,
+            estimated=estimated, batch=self.batch, actor=actor,
+        )  # fmt: skip
         return msg_id
 
     def finish(
@@ -72,7 +78,10 @@ class StreamCommands(ContextTriggers):
             old = self._messages_by_id()
             check_transcript((i, done if i == msg_id else old[i]) for i in self.order)
         tokens, estimated = message_cost(done, counter)
-        self._message_finished(msg_id, final, tokens, estimated, self.batch, actor)
+        self.trigger_event(
+            self.MessageFinished, id=msg_id, message=final, tokens=tokens, estimated=estimated,
+            batch=self.batch, actor=actor,
+        )  # fmt: skip
         return msg_id
 
     def abandon(
@@ -87,7 +96,10 @@ class StreamCommands(ContextTriggers):
             problem = pairing_closure_violation({msg_id}, self.order, self._messages_by_id())
             if problem:
                 raise MalformedTranscriptError(f"hiding it would break a tool call: {problem}")
-        self._message_abandoned(msg_id, reason, bool(keep), self.batch, actor)
+        self.trigger_event(
+            self.MessageAbandoned, id=msg_id, reason=reason, keep=bool(keep), batch=self.batch,
+            actor=actor,
+        )  # fmt: skip
         return msg_id
 
     def _streaming(self, ref: MessageRef, what: str) -> str:

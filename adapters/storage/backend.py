@@ -196,6 +196,13 @@ class SQLBackend(Backend, ABC):
         rows.cipher = cipher  # attachments are encrypted at rest with the events
         return rows
 
+    def erasures_of(self, recorder: Any, cid: UUID) -> int:
+        return int(recorder.erasures_of(cid))
+
+    def events_after(self, recorder: Any, cid: UUID, gt: int) -> tuple[Sequence[Any], int]:
+        found: tuple[Sequence[Any], int] = recorder.select_after(cid, gt)
+        return found
+
 
 def driver_errors() -> tuple[type[BaseException], ...]:
     """The exceptions a database driver in use may raise (psycopg's only once loaded: a

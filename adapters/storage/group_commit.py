@@ -98,10 +98,11 @@ class GroupCommit:
                 with SQLiteTransaction(conn, commit=True) as curs, curs:
                     if len(group) == 1:  # alone: its transaction is its savepoint
                         group[0].ids = self.insert(curs, group[0].events, group[0].erasures)
-                    for a in group if len(group) > 1 else ():
-                        self._one(conn, curs, a)
-                        if a.error is not None and not _open(conn):
-                            raise a.error  # the statement's failure ended the transaction
+                    else:
+                        for a in group:
+                            self._one(conn, curs, a)
+                            if a.error is not None and not _open(conn):
+                                raise a.error  # the statement's failure ended the transaction
             except BaseException:
                 if _open(conn):  # a failed COMMIT may leave it open
                     with contextlib.suppress(sqlite3.Error):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -205,12 +205,6 @@ class PostgresBackend(SQLBackend):
         super().__init__(env)
         self._conn: psycopg.Connection[Any] | None = None
         self.schema = env.get("POSTGRES_SCHEMA", "").strip() or "public"  # as the library
-
-    def erasures_of(self, recorder: Any, cid: UUID) -> int:
-        return int(recorder.erasures_of(cid))
-
-    def events_after(self, recorder: Any, cid: UUID, gt: int) -> tuple[Sequence[Any], int]:
-        return cast(tuple[Sequence[Any], int], recorder.select_after(cid, gt))
 
     @contextmanager
     def schema_lock(self) -> Iterator[None]:

@@ -113,15 +113,22 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
         bounds them), with the events as row parameters; `erasures` as sql_insert_rows."""
         if not stored_events:
             return None
-        erasures = kwargs.get("erasures")
         with self.datastore.get_connection() as conn, conn.cursor() as curs:
-            curs.execute(
-                self.sql_insert_rows(len(stored_events), erasures is not None),
-                self.rows_of(stored_events, erasures), prepare=True,
-            )  # fmt: skip
-            rows = curs.fetchall()
-        self.rows_stored(rows, erasures)
+            rows = self._insert_rows(curs, stored_events, kwargs.get("erasures"))
         return [r[self.pg_function_name_insert_events] for r in rows]
+
+    def _insert_rows(
+        self, curs: Any, stored_events: Sequence[StoredEvent], erasures: int | None
+    ) -> list[Any]:
+        """Run the insert function on a cursor; the rows it returned (raises GONE when a
+        checked insert stored nothing)."""
+        curs.execute(
+            self.sql_insert_rows(len(stored_events), erasures is not None),
+            self.rows_of(stored_events, erasures), prepare=True,
+        )  # fmt: skip
+        rows: list[Any] = curs.fetchall()
+        self.rows_stored(rows, erasures)
+        return rows
 
     def sql_select_after(self) -> Composed:
         """A context's events after a version: (version, topic, state), in order."""
@@ -158,11 +165,7 @@ class OrderedPostgresRecorder(PostgresApplicationRecorder):
         (the function's shared lock is then its own, not a wait on itself)."""
         try:
             with conn.cursor() as curs:
-                curs.execute(
-                    self.sql_insert_rows(len(stored_events), erasures is not None),
-                    self.rows_of(stored_events, erasures), prepare=True,
-                )  # fmt: skip
-                self.rows_stored(curs.fetchall(), erasures)
+                self._insert_rows(curs, stored_events, erasures)
         except psycopg.IntegrityError as exc:
             raise IntegrityError(str(exc)) from exc
         except psycopg.Error as exc:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import (
@@ -54,7 +54,7 @@ from ctxstore.adapters.storage.notifications import Notifications, PollingNotifi
 from ctxstore.adapters.storage.retention_rows import RetentionRows, lifecycle_tables
 from ctxstore.adapters.storage.sqlite_audit import SQLiteAuditView, add_column, truncate_wal
 from ctxstore.adapters.storage.sqlite_blobs import SQLiteBlobRows
-from ctxstore.adapters.storage.sqlite_recorder import ERASURES_INDEX, ERASURES_OF, EVENT_IDS
+from ctxstore.adapters.storage.sqlite_recorder import ERASURES_INDEX, EVENT_IDS
 from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import Turn, Turns
@@ -324,14 +324,6 @@ class SQLiteBackend(SQLBackend):
 
     def bind(self, recorder: Any) -> None:
         self.datastore = recorder.datastore
-
-    def erasures_of(self, recorder: Any, cid: UUID) -> int:
-        with recorder.datastore.transaction(commit=False) as c:
-            c.execute(ERASURES_OF, (cid.hex,))
-            return int(c.fetchone()[0])
-
-    def events_after(self, recorder: Any, cid: UUID, gt: int) -> tuple[Sequence[Any], int]:
-        return cast(tuple[Sequence[Any], int], recorder.select_after(cid, gt))
 
     def schema_version(self) -> int | None:
         assert self.datastore is not None

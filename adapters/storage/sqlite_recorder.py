@@ -51,6 +51,12 @@ class SQLiteEventsRecorder(SQLiteApplicationRecorder):
         succeeding or failing alone. `erasures`: see _insert_events."""
         return self.group.append(stored_events, kwargs.get("erasures"))
 
+    def erasures_of(self, cid: UUID) -> int:
+        """How many times the context was erased (storage/backend.erasures_of)."""
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(ERASURES_OF, (cid.hex,))
+            return int(c.fetchone()[0])
+
     def select_after(self, cid: UUID, gt: int) -> tuple[list[StoredEvent], int]:
         """The context's events after version `gt`, and how many times it was erased, read
         in one statement (a cached state's catch-up). UNION ALL, not a join: its ORDER BY
@@ -106,4 +112,4 @@ class SQLiteEventsRecorder(SQLiteApplicationRecorder):
         return returning
 
 
-__all__ = ["ERASURES_INDEX", "ERASURES_OF", "SQLiteEventsRecorder"]
+__all__ = ["ERASURES_INDEX", "SQLiteEventsRecorder"]

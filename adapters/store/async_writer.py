@@ -157,15 +157,11 @@ class AsyncWriter:
             return ctx
         ctx = held.ctx
         try:
-            later, erasures = await self.events.select_after(cid, ctx.version)
-            if erasures != held.erasures:
-                # Erased since it was read (and maybe made again under its id): what follows
-                # is another context's, and what it holds is gone.
+            stored, erasures = await self.events.select_after(cid, ctx.version)
+            later = [self.core.storage.to_event(s) for s in stored]
+            if not self.core.caught_up(ctx, held, later, erasures):
                 ctx, held.erasures = await self.offload(self.core.read_counted, cid)
                 held.ctx = ctx
-            else:
-                for stored in later:
-                    self.core.storage.to_event(stored).mutate(ctx)
         except CtxStoreError:
             raise
         except DAMAGE as exc:

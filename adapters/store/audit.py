@@ -51,12 +51,17 @@ def _index_page(core: StoreCore, position: int) -> int:
     if not page.entries:
         return position
     rows, reverts, ids = [], [], []
+    shredded: set[UUID] = set()  # erased since the page was read: asked once a context
     for at, n in page.entries:
+        cid = core.id(n.originator_id)
+        if cid in shredded:
+            continue
         try:
             event = cast(Context.Event, core.storage.mapper.to_domain_event(n))
         except KeyDestroyedError:
-            if core.exists(core.id(n.originator_id)):
+            if core.exists(cid):
                 raise  # a vault other than the store's: not an erasure
+            shredded.add(cid)
             continue  # crypto-shredded since the page was read: nothing of it is indexed
         if isinstance(event, Context.ContextCreated):
             tenant = core.cache.remember_tenant(event.originator_id, event.tenant)

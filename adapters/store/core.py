@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime
-from typing import cast
+from typing import Any, cast
 from uuid import UUID
 
 from eventsourcing.utils import get_topic
@@ -92,14 +92,8 @@ class StoreCore:
         ctx, loaded = self.cached_or_loaded(cid, held)
         if not loaded:
             try:
-                later, erasures = self.storage.events_after(cid, ctx.version)
-                if erasures != held.erasures:
-                    # Erased since it was read (and maybe made again under its id): what
-                    # follows is another context's, and what it holds is gone.
+                if not self.caught_up(ctx, held, *self.storage.events_after(cid, ctx.version)):
                     ctx = self.load(cid, held)
-                else:
-                    for e in later:
-                        cast(Context.Event, e).mutate(ctx)
             except CtxStoreError:
                 raise
             except DAMAGE as exc:
@@ -107,6 +101,16 @@ class StoreCore:
                 raise damaged(cid, exc) from exc
         self.retention.check(ctx)  # on what is stored now: an expired context is not served
         return ctx
+
+    def caught_up(self, ctx: Context, held: Held, later: list[Any], erasures: int) -> bool:
+        """Fold the events stored after the cached `ctx` into it; False, folding nothing,
+        when its context was erased since it was read (and maybe made again under its id:
+        what follows is another context's, and what `ctx` holds is gone)."""
+        if erasures != held.erasures:
+            return False
+        for e in later:
+            cast(Context.Event, e).mutate(ctx)
+        return True
 
     def head(self, cid: UUID) -> Context:
         """A private copy of the context now (never the cached one)."""

@@ -273,7 +273,7 @@ def test_an_insert_cancelled_while_its_context_loads_caches_nothing(tmp_path):
     with ContextStore.from_url(url) as seed:
         cid = seed.create(actor="a")
         seed.insert(cid, [{"role": "user", "content": "hi"}], actor="a")
-    reading, release = threading.Event(), threading.Event()
+    reading, release, read = threading.Event(), threading.Event(), threading.Event()
 
     async def scenario() -> None:
         store = await aopen(url)
@@ -285,7 +285,10 @@ def test_an_insert_cancelled_while_its_context_loads_caches_nothing(tmp_path):
             def slow(c: Any, version: Any = None) -> Any:
                 reading.set()
                 release.wait(5)
-                return real(c, version)
+                try:
+                    return real(c, version)
+                finally:
+                    read.set()
 
             storage.get = slow  # type: ignore[method-assign,assignment]
             task = asyncio.ensure_future(
@@ -297,7 +300,9 @@ def test_an_insert_cancelled_while_its_context_loads_caches_nothing(tmp_path):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             release.set()
-            await asyncio.sleep(0.2)  # the read ends on its thread
+            while not read.is_set():  # the read ends on its thread
+                await asyncio.sleep(0.001)
+            await asyncio.sleep(0.05)  # (and what its caller does after it)
             held = core.cache.held(cid)
             assert held.ctx is None and held.erasures is None
             storage.get = real  # type: ignore[method-assign]
