@@ -43,6 +43,7 @@ class Thread:
 
     cid: UUID
     version: int = 0  # the context's version it was read at
+    erasures: int = -1  # how many times its id had been erased (-1: not known, over HTTP)
     checkpoints: dict[tuple[str, str], tuple[dict[str, Any], str]] = field(default_factory=dict)
     blobs: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
     writes: dict[tuple[str, str], list[tuple[dict[str, Any], str]]] = field(default_factory=dict)

@@ -112,13 +112,18 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
     def _read(self, cid: UUID) -> Thread:
         with self._lock:
             cached = self._threads.get(cid)
-            # A store answers its newest version cheaply; over HTTP a read is one request
-            # either way.
-            head = getattr(self.store, "tail_head", None)
-            if cached is not None and head is not None and cached.version == head(cid):
+            # A store answers its newest version and erasures cheaply (an erased thread made
+            # again up to the same version is not the cached one); over HTTP a read is one
+            # request either way.
+            head = getattr(self.store, "head_mark", None)
+            mark = None if head is None else head(cid)
+            if cached is not None and (cached.version, cached.erasures) == mark:
                 return cached
             seen = self.store.visible(cid, inline=True)
-            thread = self._threads[cid] = Thread.read(cid, seen.version, seen.messages)
+            thread = Thread.read(cid, seen.version, seen.messages)
+            if mark is not None:  # an erasure after the mark was read makes the next differ
+                thread.erasures = mark[1]
+            self._threads[cid] = thread
             return thread
 
     def _insert(self, cid: UUID, records: builtins.list[dict[str, Any]]) -> None:
@@ -194,7 +199,9 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         held = value[1]
         key = (thread.cid, held["at"])
         by_id = self._versions.get(key)
-        if by_id is None:
+        # The store names messages afresh: a thread erased and made again up to the same
+        # version holds other ids, read again.
+        if by_id is None or any(i not in by_id for i in held["ids"]):
             at = self.store.visible(thread.cid, at_version=held["at"], inline=True).messages
             by_id = {str(m.id): m for m in at}
             if len(self._versions) >= 16:  # the few versions a run reads again and again

@@ -116,6 +116,15 @@ class StreamingSurface:
         """The context's newest version (where a follower starts by default)."""
         return tail.head_version(self._core, self._core.id(context_id))
 
+    def head_mark(self, context_id: UUID | str) -> tuple[int, int]:
+        """The context's newest version and how many times its id had been erased before:
+        the pair changes whenever what the id holds may have, so a cache kept by it cannot
+        outlive an erasure and a new context made under the same id (a caller's own key
+        names the same id again) up to the same version."""
+        cid = self._core.id(context_id)
+        version = tail.head_version(self._core, cid)  # first: an erasure after it shows
+        return version, self._core.storage.erasures_of(cid)
+
     def watch(self, wake: Wake, context_id: UUID | str | None = None) -> Callable[[], None]:
         """Call `wake(context hex or None)` whenever events are stored (by any process the
         backend can see) until the returned function is called; `wake` must be quick.

@@ -165,3 +165,40 @@ def test_a_state_larger_than_a_message_may_be_is_kept_in_parts(durable_url: str,
             builder.compile(checkpointer=CtxStoreSaver(face)).get_state(config).values["log"]
             == chunk * 2
         )
+
+
+@pytest.mark.parametrize("kind", ["store", "async", "http"])
+def test_a_thread_deleted_and_made_again_elsewhere_is_read_anew(
+    durable_url: str, kind: str
+) -> None:
+    """Two processes (two stores on one database): one reads a thread; the other deletes it
+    and runs the thread again, up to the same version, with other words. The first serves
+    the new thread, never the erased one it had read (its caches were kept by version)."""
+    settings = Settings(actor="t")
+    with (
+        ContextStore.from_url(durable_url, settings) as one,
+        ContextStore.from_url(durable_url, settings) as two,
+        surface_over(kind, one) as face_one,
+        surface_over(kind, two) as face_two,
+    ):
+        first, second = CtxStoreSaver(face_one), CtxStoreSaver(face_two)
+        config = {"configurable": {"thread_id": "t-1"}}
+        ask = "Weather in Paris? My card is 4111 1111 1111 1111"
+        _graph(first).invoke({"messages": [HumanMessage(ask, id="h-1")]}, config)
+        seen = _graph(first).get_state(config).values["messages"]
+        assert seen[0].content == ask
+        reader = one if kind == "async" else face_one
+        cid = reader.lookup_key("langgraph:t-1")
+        assert cid is not None
+        version = reader.visible(cid).version
+        history = [s.config for s in _graph(first).get_state_history(config)]
+
+        second.delete_thread("t-1")
+        _graph(second).invoke({"messages": [HumanMessage("Weather in Lyon?", id="h-1")]}, config)
+        assert reader.visible(cid).version == version  # the same id, up to the same version
+
+        again = _graph(first).get_state(config).values["messages"]
+        assert again[0].content == "Weather in Lyon?"
+        for past in history:  # an erased checkpoint's id is not served either
+            state = _graph(first).get_state(past)
+            assert all(ask not in str(m.content) for m in state.values.get("messages", []))

@@ -291,6 +291,9 @@ class ShardRouted:
             "Iterator[TailEvent]", self._route("follow", context_id, after=after, idle=idle)
         )
 
+    def head_mark(self, context_id: UUID | str) -> tuple[int, int]:
+        return cast("tuple[int, int]", self._route("head_mark", context_id))
+
     def history(
         self,
         context_id: UUID | str,
