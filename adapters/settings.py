@@ -431,7 +431,8 @@ def _sqlite_env(url: str, *, create: bool) -> dict[str, str]:
             ) from None
         path = str(file)
     return {
-        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        # The library's SQLite factory, its connections keeping their compiled statements.
+        "PERSISTENCE_MODULE": "ctxstore.adapters.storage.sqlite_pool:SQLiteStoreFactory",
         "SQLITE_DBNAME": path,
         "SQLITE_LOCK_TIMEOUT": "30",
         # The library's recorder with a shorter path into its write transaction.

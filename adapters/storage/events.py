@@ -66,6 +66,9 @@ DAMAGE = (OriginatorVersionError, TopicError, AssertionError, TypeError, KeyErro
 BACKENDS: dict[str | None, str] = {
     "eventsourcing.postgres": "ctxstore.adapters.storage.postgres:PostgresBackend",
     "eventsourcing.sqlite": "ctxstore.adapters.storage.sqlite:SQLiteBackend",
+    "ctxstore.adapters.storage.sqlite_pool:SQLiteStoreFactory": (
+        "ctxstore.adapters.storage.sqlite:SQLiteBackend"
+    ),
     "eventsourcing.popo": "ctxstore.adapters.storage.memory:MemoryBackend",
 }
 

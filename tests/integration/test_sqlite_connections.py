@@ -1,0 +1,25 @@
+"""A SQLite store's connections keep their compiled statements (storage/sqlite_pool.py):
+the library's own pool opens them with a cache of one statement, so an append compiled
+each of its statements again every time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.storage.sqlite_pool import StatementCachingPool
+from ctxstore.adapters.store.facade import ContextStore
+
+
+def test_every_connection_of_a_sqlite_store_comes_from_the_caching_pool(tmp_path: Path) -> None:
+    with ContextStore.from_url(f"sqlite:///{tmp_path / 's.db'}", Settings(actor="t")) as store:
+        cid = store.create()
+        store.insert(cid, {"role": "user", "content": "hi"})
+        assert store.visible(cid).messages[0].content == "hi"
+        pool = store.parts.storage.recorder.datastore.pool
+        assert isinstance(pool, StatementCachingPool)
+        conn = pool.get_connection(is_writer=True)
+        try:  # (the file is in WAL mode, as the library leaves it)
+            assert conn._sqlite_conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        finally:
+            pool.put_connection(conn)
