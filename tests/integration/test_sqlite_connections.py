@@ -5,6 +5,7 @@ each of its statements again every time."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.storage.sqlite_pool import StatementCachingPool
@@ -16,7 +17,8 @@ def test_every_connection_of_a_sqlite_store_comes_from_the_caching_pool(tmp_path
         cid = store.create()
         store.insert(cid, {"role": "user", "content": "hi"})
         assert store.visible(cid).messages[0].content == "hi"
-        pool = store.parts.storage.recorder.datastore.pool
+        recorder: Any = store.parts.storage.recorder
+        pool = recorder.datastore.pool
         assert isinstance(pool, StatementCachingPool)
         conn = pool.get_connection(is_writer=True)
         try:  # (the file is in WAL mode, as the library leaves it)
