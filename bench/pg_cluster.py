@@ -150,11 +150,18 @@ class Cluster:
         raise AssertionError(f"the standby on port {self.port} did not catch up in 10 s")
 
     def freeze(self) -> None:
-        """SIGSTOP the server and its backends: connections stay open, nothing answers."""
-        self.frozen = self._processes()
-        for pid in self.frozen:
-            with suppress(ProcessLookupError):  # a backend that ended meanwhile
-                os.kill(pid, signal.SIGSTOP)
+        """SIGSTOP the server and its backends: connections stay open, nothing answers.
+        The server first, then its backends until a look finds none not stopped: a
+        backend forked while they were listed (a pool reconnecting) is stopped too."""
+        self.frozen = []
+        while True:
+            fresh = [pid for pid in self._processes() if pid not in self.frozen]
+            if not fresh:
+                return
+            for pid in fresh:
+                with suppress(ProcessLookupError):  # a backend that ended meanwhile
+                    os.kill(pid, signal.SIGSTOP)
+                self.frozen.append(pid)
 
     def thaw(self) -> None:
         for pid in self.frozen:
