@@ -425,7 +425,7 @@ def agents_sqlite(folder: Path, conversation: list[list[dict[str, Any]]]) -> Non
     with ContextStore.from_url(f"sqlite:///{folder / 'ours_sessions.db'}") as store:
         sdk = SQLiteSession("s", str(folder / "sdk.db"))
         ours, theirs = asyncio.run(time_sessions(CtxStoreSession("s", store), sdk, batches))
-    compare_sessions("Agents SDK sessions, SQLite", ours, theirs, "SQLiteSession", 1.0)
+    compare_sessions("Agents SDK sessions, SQLite", ours, theirs, "SQLiteSession", 0.8)
 
 
 def agents_postgres(url: str, conversation: list[list[dict[str, Any]]]) -> None:
@@ -444,7 +444,7 @@ def agents_postgres(url: str, conversation: list[list[dict[str, Any]]]) -> None:
                 await sdk.engine.dispose()
 
         ours, theirs = asyncio.run(both())
-    compare_sessions("Agents SDK sessions, PostgreSQL", ours, theirs, "SQLAlchemySession", 1.5)
+    compare_sessions("Agents SDK sessions, PostgreSQL", ours, theirs, "SQLAlchemySession", 2.0)
 
 
 # ---- ctxstore's read paths against history length ----------------------------------------
