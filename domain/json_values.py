@@ -17,26 +17,27 @@ def json_problem(value: Any) -> str | None:
 
 
 def _storable(value: Any) -> bool:
-    """json_problem's common case, without keeping the path it would name."""
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
+    """json_problem's common case, without keeping the path it would name. Walked a level
+    at a time: a list a level, not a tuple a node (each tracked object allocated counts
+    towards the interpreter's next garbage collection)."""
+    level, depth = [value], 0
+    while level:
         if depth > MAX_DEPTH:
             return False
-        if isinstance(item, str):
-            if not item.isascii():
-                try:
-                    item.encode("utf-8")
-                except UnicodeEncodeError:
-                    return False
-        elif isinstance(item, dict):
-            depth += 1
-            for k, v in item.items():
-                stack.append((k, depth))
-                stack.append((v, depth))
-        elif isinstance(item, list | tuple):
-            depth += 1
-            stack.extend((v, depth) for v in item)
+        below: list[Any] = []
+        for item in level:
+            if isinstance(item, str):
+                if not item.isascii():
+                    try:
+                        item.encode("utf-8")
+                    except UnicodeEncodeError:
+                        return False
+            elif isinstance(item, dict):
+                below.extend(item)
+                below.extend(item.values())
+            elif isinstance(item, list | tuple):
+                below.extend(item)
+        level, depth = below, depth + 1
     return True
 
 
@@ -65,33 +66,33 @@ def json_size_bound(value: Any) -> int | None:
     """An upper bound of the UTF-8 size of `json.dumps(value, ensure_ascii=False)`, found
     without encoding: each string counts 6 bytes a character (an escape such as \\u001f is
     the longest a character becomes). None when the value holds something that is not JSON
-    or nests deeper than MAX_DEPTH (a cycle does): only encoding it tells."""
+    or nests deeper than MAX_DEPTH (a cycle does): only encoding it tells. Walked a level
+    at a time, as _storable."""
     total = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, str):
-            total += 6 * len(item) + 2
-        elif isinstance(item, bool) or item is None:
-            total += 5
-        elif isinstance(item, int):
-            total += item.bit_length() // 3 + 3  # decimal digits and a sign, at most
-        elif isinstance(item, float):
-            total += 24  # the longest repr, e.g. -2.2250738585072014e-308
-        elif depth >= MAX_DEPTH:
-            return None
-        elif isinstance(item, dict):
-            total += 2 + 6 * len(item)  # braces; per member ": ", ", " and a key's quotes
-            depth += 1
-            for k, v in item.items():
-                stack.append((k, depth))
-                stack.append((v, depth))
-        elif isinstance(item, list | tuple):
-            total += 2 + 2 * len(item)
-            depth += 1
-            stack.extend((v, depth) for v in item)
-        else:
-            return None
+    level, depth = [value], 0
+    while level:
+        below: list[Any] = []
+        for item in level:
+            if isinstance(item, str):
+                total += 6 * len(item) + 2
+            elif isinstance(item, bool) or item is None:
+                total += 5
+            elif isinstance(item, int):
+                total += item.bit_length() // 3 + 3  # decimal digits and a sign, at most
+            elif isinstance(item, float):
+                total += 24  # the longest repr, e.g. -2.2250738585072014e-308
+            elif depth >= MAX_DEPTH:
+                return None
+            elif isinstance(item, dict):
+                total += 2 + 6 * len(item)  # braces; per member ": ", ", " and a key's quotes
+                below.extend(item)
+                below.extend(item.values())
+            elif isinstance(item, list | tuple):
+                total += 2 + 2 * len(item)
+                below.extend(item)
+            else:
+                return None
+        level, depth = below, depth + 1
     return total
 
 

@@ -10,6 +10,7 @@ from ctxstore.domain.errors import InvalidMessageError
 
 RECORD_MARK = {"ctxstore": "record"}  # a message's metadata marking a record (below)
 MAX_DEPTH = 100  # levels as_plain_tree converts (json_values refuses far less deep nesting)
+LEAVES = frozenset((str, int, float, bool, type(None)))  # plain JSON values: nothing to read
 
 
 def as_plain(value: Any) -> Any:
@@ -39,11 +40,16 @@ def as_plain_tree(value: Any, depth: int = 0) -> Any:
     of plain JSON refuse what is nested that deep)."""
     if depth > MAX_DEPTH:
         return value
-    value = as_plain(value)
+    kind = type(value)
+    if kind is not dict and kind is not list:  # (the common case: plain JSON, walked below)
+        if kind in LEAVES:
+            return value
+        value = as_plain(value)
+    deeper = depth + 1
     if isinstance(value, dict):
-        return {k: as_plain_tree(v, depth + 1) for k, v in value.items()}
+        return {k: v if type(v) in LEAVES else as_plain_tree(v, deeper) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [as_plain_tree(v, depth + 1) for v in value]
+        return [v if type(v) in LEAVES else as_plain_tree(v, deeper) for v in value]
     return value
 
 
