@@ -174,9 +174,13 @@ class CtxStoreSessionStore:
 
     async def _append_to(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         cid = await self._context_of(key)
+        confirmed = False  # the uuids were read from the transcript, not remembered
         for _ in range(RETRIES):
             known = self._known.get(cid)
+            if known is not None and not confirmed and _repeats(entries, known[1]):
+                known = None  # as _append
             if known is None:
+                confirmed = True
                 seen_now = await self._async.visible(cid)
                 held = [{"native": m.native, "metadata": m.metadata} for m in seen_now.messages]
                 known = (seen_now.version,
@@ -202,7 +206,15 @@ class CtxStoreSessionStore:
 
     def _append(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         cid = self._context(key)
+        confirmed = False  # the uuids were read from the transcript, not remembered
         for _ in range(RETRIES):
+            known = self._known.get(cid)
+            if known is None or (not confirmed and _repeats(entries, known[1])):
+                # Entries taken as stored on what this store remembers are checked against
+                # the transcript: erased and written again elsewhere up to the remembered
+                # version, it may not hold them (the insert's version check cannot tell).
+                self._known.pop(cid, None)
+                confirmed = True
             version, seen = self._uuids(cid)
             fresh = _unseen(entries, seen)
             seen = seen | {u for e in fresh if (u := e.get("uuid")) is not None}
@@ -320,6 +332,11 @@ def _entry(message: dict[str, Any]) -> dict[str, Any]:
 def _mtime(store: ContextOperations, cid: UUID) -> int:
     """The transcript's last write, in epoch milliseconds."""
     return int(store.visible(cid).modified_at.timestamp() * 1000)
+
+
+def _repeats(entries: list[dict[str, Any]], seen: frozenset[str]) -> bool:
+    """Whether any entry's uuid is among those taken as stored (a retry's, or stale)."""
+    return any(e.get("uuid") in seen for e in entries)
 
 
 def _unseen(entries: list[dict[str, Any]], seen: frozenset[str]) -> list[dict[str, Any]]:

@@ -108,6 +108,32 @@ def test_two_stores_appending_to_one_transcript_lose_and_repeat_nothing(durable_
         assert [e["uuid"] for e in asyncio.run(one.load(key))] == ["u1"]
 
 
+def test_an_entry_appended_again_after_another_instance_wrote_the_transcript_anew_is_kept(
+    durable_url, over
+):
+    """Another instance deletes the transcript and writes it again up to the version this
+    one remembers: an entry this one wrote before, appended again, is not in the new
+    transcript and is stored (it was taken for a retry of the erased one's, and lost)."""
+    key = {"project_key": "proj", "session_id": "again"}
+
+    def entry(n: int) -> dict:
+        return {"type": "user", "uuid": f"u{n}", "message": {"role": "user", "content": f"{n}"}}
+
+    with ContextStore.from_url(durable_url) as store, ContextStore.from_url(durable_url) as other:
+        one, two = CtxStoreSessionStore(over(store)), CtxStoreSessionStore(over(other))
+        asyncio.run(one.append(key, [entry(1)]))
+        cid = store.lookup_key(one._name(key))
+        assert cid is not None
+        version = store.visible(cid).version
+        asyncio.run(two.delete(key))
+        asyncio.run(two.append(key, [entry(9)]))
+        assert other.visible(cid).version == version  # the same id, up to the same version
+        asyncio.run(one.append(key, [entry(1), entry(2)]))
+        assert [e["uuid"] for e in asyncio.run(two.load(key))] == ["u9", "u1", "u2"]
+        asyncio.run(one.append(key, [entry(2)]))  # a retry: still a no-op
+        assert [e["uuid"] for e in asyncio.run(one.load(key))] == ["u9", "u1", "u2"]
+
+
 def test_an_append_is_one_commit_and_summaries_are_the_sdks_fold(durable_url, over):
     """Each append writes one event to one context (no summary write beside it); the
     summaries listed are the SDK's fold over everything appended, stamped with the
