@@ -3,8 +3,9 @@
 - `adapters/store/contract_async.py`: the contract (`adapters/store/contract.py`), awaited.
 - `adapters/store/async_offloaded.py`: the async store's operations that run on its worker
   threads, each the in-process store's (`ContextStore`) with the same parameters, awaited.
-- `adapters/store/shards/routed.py`: the sharded store's operations that name a context,
-  each routed to the server holding it, with the in-process store's parameters.
+- `adapters/store/shards/routed_commands.py` and `routed_reads.py`: the sharded store's
+  operations that name a context (the commands, which return what they wrote, and the
+  reads), each routed to the server holding it, with the in-process store's parameters.
 
 Run `python tools/gen_faces.py` after changing the contract or the store's signatures;
 `--check` (run by tests/test_static.py) fails when a generated file is stale or edited.
@@ -224,14 +225,28 @@ def async_offloaded() -> str:
     return _format(text, "adapters/store/async_offloaded.py")
 
 
-def shard_routed() -> str:
-    """The sharded store's operations that name a context, routed to its server."""
+# What a routed command returns: what it wrote. Every other routed operation reads, but
+# for those named here, which write before they return something else.
+WRITTEN = ("Written", "Compaction", "ReplyStream")
+WRITES_TOO = {"recover_from_overflow"}  # compacts, then returns the prompt to retry with
+ROUTED = {
+    "commands": ("RoutedCommands", "commands, which write a context's events"),
+    "reads": ("RoutedReads", "reads of a context"),
+}  # fmt: skip
+
+
+def shard_routed(kind: str) -> str:
+    """The sharded store's operations that name a context, routed to its server: its
+    commands or its reads (`kind`), each a mixin of ShardedStore."""
     methods = _store_methods()
-    chosen = {
-        n: fn
-        for n, fn in methods.items()
-        if n not in ACROSS_SERVERS and list(inspect.signature(fn).parameters)[1:2] == ["context_id"]
-    }
+    chosen = {}
+    for n, fn in methods.items():
+        if n in ACROSS_SERVERS or list(inspect.signature(fn).parameters)[1:2] != ["context_id"]:
+            continue
+        returns = str(inspect.signature(fn).return_annotation)
+        writes = n in WRITES_TOO or any(w in returns for w in WRITTEN)
+        if (kind == "commands") == writes:
+            chosen[n] = fn
     body = []
     used: list[str] = []
     for name, fn in chosen.items():
@@ -245,27 +260,28 @@ def shard_routed() -> str:
             f"{', ' if rest else ''}{rest}))\n"
         )
     imports = _imports_for(used, _modules_of(chosen), frozenset({"Any"}))
+    cls, what = ROUTED[kind]
+    path = f"adapters/store/shards/routed_{kind}.py"
     text = (
         HEADER.format(source="ContextStore (adapters/store/facade.py)")
-        + '"""The sharded store\'s operations that name a context: each runs on the server '
-        "holding it,\nwith the in-process store's parameters (adapters/store/shards/store.py "
-        'writes the rest)."""\n\n'
+        + f'"""The sharded store\'s {what}.\n\nEach runs on the server holding the '
+        "context, with the in-process store's parameters\n(adapters/store/shards/store.py "
+        'writes what spans servers)."""\n\n'
         "from __future__ import annotations\n\n"
         "from typing import TYPE_CHECKING, Any, cast\n\n"
-        "if TYPE_CHECKING:\n"
-        + "".join(f"    {line}\n" for line in imports)
-        + "\n\nclass ShardRouted:\n"
-        '    """Operations routed by their context to the server holding it."""\n\n'
+        "if TYPE_CHECKING:\n" + "".join(f"    {line}\n" for line in imports) + f"\n\nclass {cls}:\n"
+        f'    """The {what}, routed by their context to the server holding it."""\n\n'
         "    def _route(self, name: str, context_id: Any, *args: Any, **kwargs: Any) -> Any:\n"
         "        raise NotImplementedError\n\n" + "\n".join(body)
     )
-    return _format(text, "adapters/store/shards/routed.py")
+    return _format(text, path)
 
 
 FACES: dict[Path, Callable[[], str]] = {
     STORE / "contract_async.py": async_contract,
     STORE / "async_offloaded.py": async_offloaded,
-    STORE / "shards" / "routed.py": shard_routed,
+    STORE / "shards" / "routed_commands.py": lambda: shard_routed("commands"),
+    STORE / "shards" / "routed_reads.py": lambda: shard_routed("reads"),
 }
 
 

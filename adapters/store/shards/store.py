@@ -29,7 +29,8 @@ from ctxstore.adapters.store.shards import move as moving
 from ctxstore.adapters.store.shards.admin import ShardedAdmin
 from ctxstore.adapters.store.shards.merged_audit import MergedAuditPage, merged_page
 from ctxstore.adapters.store.shards.placement import Directory, rendezvous, server_name
-from ctxstore.adapters.store.shards.routed import ShardRouted
+from ctxstore.adapters.store.shards.routed_commands import RoutedCommands
+from ctxstore.adapters.store.shards.routed_reads import RoutedReads
 from ctxstore.domain.blobs import references
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import (
@@ -58,7 +59,7 @@ def _connector(store: ContextStore) -> Callable[[], Any]:
 
 
 @type_faults
-class ShardedStore(ShardRouted):
+class ShardedStore(RoutedCommands, RoutedReads):
     """Contexts spread over the stores of several PostgreSQL servers (see the module)."""
 
     def __init__(self, stores: Sequence[ContextStore], settings: Settings) -> None:
