@@ -65,7 +65,6 @@ DAMAGE = (OriginatorVersionError, TopicError, AssertionError, TypeError, KeyErro
 # the command line starts without loading psycopg for a SQLite store.
 BACKENDS: dict[str | None, str] = {
     "eventsourcing.postgres": "ctxstore.adapters.storage.postgres:PostgresBackend",
-    "eventsourcing.sqlite": "ctxstore.adapters.storage.sqlite:SQLiteBackend",
     "ctxstore.adapters.storage.sqlite_pool:SQLiteStoreFactory": (
         "ctxstore.adapters.storage.sqlite:SQLiteBackend"
     ),

@@ -88,23 +88,25 @@ def test_entries_read_back_exactly_and_as_anthropic_messages(durable_url, over):
         assert created.details["metadata"]["claude_session"]["parent"] == str(cid)
 
 
+def _entry(n: int) -> dict:
+    """A user entry of uuid u<n>."""
+    return {"type": "user", "uuid": f"u{n}", "message": {"role": "user", "content": f"{n}"}}
+
+
 def test_two_stores_appending_to_one_transcript_lose_and_repeat_nothing(durable_url, over):
     """Each instance remembers the uuids it wrote; another's write in between makes its
     next append read the transcript again (the insert is conditional on the version)."""
     key = {"project_key": "proj", "session_id": "shared"}
 
-    def entry(n: int) -> dict:
-        return {"type": "user", "uuid": f"u{n}", "message": {"role": "user", "content": f"{n}"}}
-
     with ContextStore.from_url(durable_url) as store, ContextStore.from_url(durable_url) as other:
         one, two = CtxStoreSessionStore(over(store)), CtxStoreSessionStore(over(other))
-        asyncio.run(one.append(key, [entry(1)]))
-        asyncio.run(two.append(key, [entry(1), entry(2)]))  # u1 is there: only u2
-        asyncio.run(one.append(key, [entry(2), entry(3)]))  # one's memory is stale: re-read
-        asyncio.run(two.append(key, [entry(3)]))
+        asyncio.run(one.append(key, [_entry(1)]))
+        asyncio.run(two.append(key, [_entry(1), _entry(2)]))  # u1 is there: only u2
+        asyncio.run(one.append(key, [_entry(2), _entry(3)]))  # one's memory is stale: re-read
+        asyncio.run(two.append(key, [_entry(3)]))
         assert [e["uuid"] for e in asyncio.run(one.load(key))] == ["u1", "u2", "u3"]
         asyncio.run(one.delete(key))
-        asyncio.run(one.append(key, [entry(1)]))  # a new transcript under the same key
+        asyncio.run(one.append(key, [_entry(1)]))  # a new transcript under the same key
         assert [e["uuid"] for e in asyncio.run(one.load(key))] == ["u1"]
 
 
@@ -116,21 +118,18 @@ def test_an_entry_appended_again_after_another_instance_wrote_the_transcript_ane
     transcript and is stored (it was taken for a retry of the erased one's, and lost)."""
     key = {"project_key": "proj", "session_id": "again"}
 
-    def entry(n: int) -> dict:
-        return {"type": "user", "uuid": f"u{n}", "message": {"role": "user", "content": f"{n}"}}
-
     with ContextStore.from_url(durable_url) as store, ContextStore.from_url(durable_url) as other:
         one, two = CtxStoreSessionStore(over(store)), CtxStoreSessionStore(over(other))
-        asyncio.run(one.append(key, [entry(1)]))
+        asyncio.run(one.append(key, [_entry(1)]))
         cid = store.lookup_key(one._name(key))
         assert cid is not None
         version = store.visible(cid).version
         asyncio.run(two.delete(key))
-        asyncio.run(two.append(key, [entry(9)]))
+        asyncio.run(two.append(key, [_entry(9)]))
         assert other.visible(cid).version == version  # the same id, up to the same version
-        asyncio.run(one.append(key, [entry(1), entry(2)]))
+        asyncio.run(one.append(key, [_entry(1), _entry(2)]))
         assert [e["uuid"] for e in asyncio.run(two.load(key))] == ["u9", "u1", "u2"]
-        asyncio.run(one.append(key, [entry(2)]))  # a retry: still a no-op
+        asyncio.run(one.append(key, [_entry(2)]))  # a retry: still a no-op
         assert [e["uuid"] for e in asyncio.run(one.load(key))] == ["u9", "u1", "u2"]
 
 
