@@ -1,5 +1,7 @@
 """Every error ctxstore raises on purpose; each message names the offending value."""
 
+from typing import Any
+
 
 class CtxStoreError(Exception):
     """Base of every error ctxstore raises on purpose."""
@@ -39,6 +41,15 @@ class HistoryRemovedError(InvalidOperationError):
 
 class ContextExistsError(InvalidOperationError):
     """A context with the given id already exists (a create or import would overwrite it)."""
+
+
+class RetentionConfirmationError(InvalidOperationError):
+    """A retention policy under which the next sweep would remove history was set without
+    being confirmed (`yes`): `plan` says what it would remove, per context."""
+
+    def __init__(self, message: str, plan: Any = None) -> None:
+        super().__init__(message)
+        self.plan = plan
 
 
 class LimitExceededError(CtxStoreError, ValueError):

@@ -49,7 +49,8 @@ WHY = {
     "410": "the versions asked for were removed by a retention policy (keep_latest)",
     "404": "no such context for this caller (another tenant's reads as none), message or blob",
     "409": "the context moved past If-Match or expected_version, the id is taken, or the "
-    "Idempotency-Key is still running",
+    "Idempotency-Key is still running, or (retention) the policy would remove history at the "
+    "next sweep and `yes` was not given (the problem's `plan` says what)",
     "413": "the body is larger than CTXSTORE_SERVICE__MAX_BODY_BYTES (an upload: than "
     "CTXSTORE_MAX_BLOB_BYTES)",
     "415": "the body is not application/json",
@@ -67,7 +68,7 @@ def problems_of(path: str, method: str, operation: dict[str, Any]) -> list[str]:
     found = ["401", "403", "413", "422", "503"]
     names = {p.get("name") for p in operation.get("parameters", [])}
     # A context named in the path, the query, or (retention) the body.
-    if "{context_id}" in path or "context_id" in names or path == "/v1/retention":
+    if "{context_id}" in path or "context_id" in names or path.startswith("/v1/retention"):
         found += ["404", "500"]
     if "{context_id}" in path:
         found.append("410")  # a version (or a history) that retention removed

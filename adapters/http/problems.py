@@ -29,6 +29,7 @@ from ctxstore.domain.errors import (
     MalformedTranscriptError,
     NothingToSummarizeError,
     PromptDoesNotFitError,
+    RetentionConfirmationError,
     StoreUnavailableError,
     TooManyClientsError,
     UnknownBatchError,
@@ -47,6 +48,7 @@ STATUS: list[tuple[type[CtxStoreError], int, str]] = [
     (UnknownMessageError, 404, "message-not-found"),
     (BlobNotFoundError, 404, "blob-not-found"),
     (ContextExistsError, 409, "context-exists"),
+    (RetentionConfirmationError, 409, "confirmation-required"),
     (VersionConflictError, 409, "version-conflict"),
     (InvalidMessageError, 422, "invalid-message"),
     (MalformedTranscriptError, 422, "malformed-transcript"),
@@ -116,9 +118,13 @@ def for_error(exc: CtxStoreError, instance: str | None = None) -> JSONResponse:
     )
     # A database outage passes: a client may try again shortly.
     headers = {"Retry-After": "1"} if status == 503 else None
+    extra = {}
+    if isinstance(exc, RetentionConfirmationError):  # what the policy would remove
+        extra["plan"] = exc.plan.model_dump(mode="json")
     return problem(
-        status, slug, str(exc), instance=instance, headers=headers, error=type(exc).__name__
-    )
+        status, slug, str(exc), instance=instance, headers=headers, error=type(exc).__name__,
+        **extra,
+    )  # fmt: skip
 
 
 async def json_error(request: Request, error: Any) -> dict[str, Any]:

@@ -65,6 +65,7 @@ ROUTE_SCOPES: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/blobs/{sha256}/file-ids"): WRITE,
     ("PUT", "/v1/retention"): ADMIN,
     ("GET", "/v1/retention"): ADMIN | AUDIT,
+    ("GET", "/v1/retention/plan"): ADMIN | AUDIT,
     ("GET", "/v1/sweeps"): ADMIN | AUDIT,
 }
 

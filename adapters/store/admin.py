@@ -25,9 +25,15 @@ from ctxstore.adapters.storage.tokens import StoredToken, StoredTokens
 from ctxstore.adapters.store import audit, sweeping
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
-from ctxstore.adapters.store.retention import ACTOR, RetentionPolicy, Sweep, scope_of
+from ctxstore.adapters.store.retention import (
+    ACTOR,
+    RetentionPlan,
+    RetentionPolicy,
+    Sweep,
+    scope_of,
+)
 from ctxstore.domain.durations import check_expiry
-from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.domain.errors import InvalidOperationError, RetentionConfirmationError
 from ctxstore.domain.scopes import parse_scopes
 
 
@@ -114,15 +120,25 @@ class StoreAdmin:
         self, expire_after: float | None, *, keep_latest: int | None = None,
         tenant: str | None = None, context_id: UUID | str | None = None,
         everything: bool = False, actor: str | None = None, force: bool = False,
+        yes: bool = False,
     ) -> RetentionPolicy | None:  # fmt: skip
         """Expire contexts after `expire_after` seconds without a write, and/or keep only
-        the latest `keep_latest` events of each (both None removes the policy): for one
-        context, a tenant's contexts, or every context (`everything`); the most specific
-        policy applies. An expiry under an hour is refused unless `force` (the next sweep
-        erases every context idle that long). Raises InvalidOperationError,
-        ContextNotFoundError."""
+        the latest `keep_latest` events of each (both None removes the policy; the policy
+        at the scope is replaced whole): for one context, a tenant's contexts, or every
+        context (`everything`); the most specific policy applies. An expiry under an hour
+        is refused unless `force`. A policy under which the next sweep would remove
+        anything is refused with RetentionConfirmationError, holding the plan of what it
+        would remove, unless `yes`. Raises InvalidOperationError, ContextNotFoundError."""
         check_expiry(expire_after, force)
         scope = self._scope(tenant, context_id, everything)
+        if not yes and (expire_after is not None or keep_latest is not None):
+            plan = self._preview(scope, expire_after, keep_latest)
+            if not plan.empty():
+                raise RetentionConfirmationError(
+                    f"under this policy the next sweep would {plan.summary()} "
+                    "(`ctxstore serve` sweeps every minute): pass yes=True (--yes) to set it",
+                    plan,
+                )
         retention = self._core.retention
         retention.set(scope, expire_after, keep_latest, self._core.actor(actor))
         return retention.policies().get(scope)
@@ -134,24 +150,49 @@ class StoreAdmin:
             self._core.tenant_of(cid)  # raises ContextNotFoundError
         return scope_of(tenant=tenant, context_id=cid, everything=everything)
 
+    def retention_policy(
+        self, *, tenant: str | None = None, context_id: UUID | str | None = None,
+        everything: bool = False,
+    ) -> RetentionPolicy | None:  # fmt: skip
+        """The policy set at exactly this scope, if any."""
+        scope = self._scope(tenant, context_id, everything)
+        return self._core.retention.policies(fresh=True).get(scope)
+
+    def retention_preview(
+        self, expire_after: float | None, *, keep_latest: int | None = None,
+        tenant: str | None = None, context_id: UUID | str | None = None,
+        everything: bool = False,
+    ) -> RetentionPlan:  # fmt: skip
+        """What the next sweep would remove under this policy (replacing the one at its
+        scope; the other policies as they are), per context: what to confirm before
+        setting it. Removes nothing."""
+        scope = self._scope(tenant, context_id, everything)
+        return self._preview(scope, expire_after, keep_latest)
+
+    def _preview(
+        self, scope: str, expire_after: float | None, keep_latest: int | None
+    ) -> RetentionPlan:
+        policies = dict(self._core.retention.policies(fresh=True))
+        policies[scope] = RetentionPolicy(
+            scope=scope, expire_after=expire_after, keep_latest=keep_latest,
+            set_at=datetime.now(UTC), actor="preview",
+        )  # fmt: skip
+        return sweeping.planned(self._core, policies).under(scope)
+
     def would_expire(
         self, expire_after: float | None, *, tenant: str | None = None,
         context_id: UUID | str | None = None, everything: bool = False,
     ) -> list[UUID]:  # fmt: skip
-        """The contexts a sweep would erase now if this expiry were set (with the other
-        policies as they are): what to confirm before setting it. Erases nothing."""
+        """The contexts a sweep would erase now if this expiry were set (keeping the
+        scope's bound): see `retention_preview` for everything it would remove."""
         scope = self._scope(tenant, context_id, everything)
-        policies = dict(self._core.retention.policies(fresh=True))
-        current = policies.get(scope)
-        policies[scope] = RetentionPolicy(
-            scope=scope, expire_after=expire_after,
-            keep_latest=None if current is None else current.keep_latest,
-            set_at=datetime.now(UTC), actor="preview",
-        )  # fmt: skip
-        return sweeping.planned(self._core, policies)
+        current = self._core.retention.policies(fresh=True).get(scope)
+        keep = None if current is None else current.keep_latest
+        return [e.context_id for e in self._preview(scope, expire_after, keep).expire]
 
-    def sweep_plan(self) -> list[UUID]:
-        """The contexts a sweep would erase now, erasing nothing (`sweep --dry-run`)."""
+    def sweep_plan(self) -> RetentionPlan:
+        """What a sweep would remove now, per context (erasures and history bounds),
+        removing nothing (`sweep --dry-run`)."""
         return sweeping.planned(self._core)
 
     def retention_policies(self) -> list[RetentionPolicy]:

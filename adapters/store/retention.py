@@ -61,13 +61,85 @@ class Sweep(BaseModel):
     failed: dict[str, str] = {}  # context id -> why it could not be done (tried again later)
 
 
+class PlannedExpiry(BaseModel):
+    """A context the next sweep erases: no writes since `last_write`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    context_id: UUID
+    policy: str  # the scope of the policy that expires it
+    last_write: datetime
+    events: int  # every event of the context goes (its erasure record stays)
+
+
+class PlannedBound(BaseModel):
+    """A context whose history the next sweep bounds to its latest `keep_latest` events."""
+
+    model_config = ConfigDict(frozen=True)
+
+    context_id: UUID
+    policy: str
+    keep_latest: int
+    events_removed: int
+    versions_lost: tuple[int, int]  # first and last version no longer readable afterwards
+    readable_from: int  # afterwards: version 1 and this one on
+
+
+class RetentionPlan(BaseModel):
+    """What a sweep would remove now, per context: erasures and history bounds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    expire: list[PlannedExpiry] = []
+    bound: list[PlannedBound] = []
+
+    def empty(self) -> bool:
+        return not self.expire and not self.bound
+
+    def under(self, scope: str) -> RetentionPlan:
+        """Only what the policy at `scope` would remove."""
+        return RetentionPlan(
+            expire=[e for e in self.expire if e.policy == scope],
+            bound=[b for b in self.bound if b.policy == scope],
+        )
+
+    def merged(self, other: RetentionPlan) -> RetentionPlan:
+        return RetentionPlan(expire=self.expire + other.expire, bound=self.bound + other.bound)
+
+    def summary(self) -> str:
+        """One line: "erase 2 context(s) (40 events), bound 1 (17 events removed)"."""
+        erased = sum(e.events for e in self.expire)
+        removed = sum(b.events_removed for b in self.bound)
+        return (
+            f"erase {len(self.expire)} context(s) ({erased} events), "
+            f"bound {len(self.bound)} ({removed} events removed)"
+        )
+
+    def lines(self) -> list[str]:
+        """One line per context, saying what goes."""
+        said = [
+            f"erase {e.context_id}: all {e.events} events (no writes since "
+            f"{e.last_write:%Y-%m-%d %H:%M:%S} UTC; policy {e.policy})"
+            for e in self.expire
+        ]
+        said += [
+            f"bound {b.context_id}: remove {b.events_removed} events, versions "
+            f"{b.versions_lost[0]}..{b.versions_lost[1]} no longer readable (version 1 and "
+            f"{b.readable_from} on stay; keep the latest {b.keep_latest}, policy {b.policy})"
+            for b in self.bound
+        ]
+        return said
+
+
 def scope_of(
     *, tenant: str | None = None, context_id: UUID | None = None, everything: bool = False
 ) -> str:
     named = sum(x for x in (tenant is not None, context_id is not None, everything))
     if named != 1:
         raise InvalidOperationError(
-            "a retention policy applies to one context, one tenant, or the whole store"
+            "a retention policy applies to exactly one scope: one context (--context ID, "
+            "context_id=), one tenant (--tenant NAME, tenant=) or the whole store (--all, "
+            "everything=True)"
         )
     if context_id is not None:
         return f"context:{context_id.hex}"

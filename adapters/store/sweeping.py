@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
@@ -16,6 +17,9 @@ from ctxstore.adapters.store.retention import (
     ACTOR,
     STORE,
     TRIM_SLACK,
+    PlannedBound,
+    PlannedExpiry,
+    RetentionPlan,
     RetentionPolicy,
     Sweep,
 )
@@ -57,13 +61,14 @@ def sweep(core: StoreCore, actor: str = ACTOR) -> Sweep:
         audit.catch_up(core)
         now = core.retention.clock()
         to_expire, to_trim = _candidates(core, policies, now)
-        for cid in to_expire:
-            _expire(core, cid, actor, now, expired, failed)
-        for cid, keep in to_trim:
+        for c in to_expire:
+            _expire(core, c.cid, actor, now, expired, failed)
+        for c in to_trim:
+            cid = c.cid
             if cid in expired:
                 continue
             try:
-                removed = core.bounds.trim(cid, keep)
+                removed = core.bounds.trim(cid, c.keep)
             except Exception as exc:  # noqa: BLE001 - recorded, tried again next sweep
                 failed[str(cid)] = f"{type(exc).__name__}: {exc}"[:300]
                 continue
@@ -81,14 +86,31 @@ def sweep(core: StoreCore, actor: str = ACTOR) -> Sweep:
     return sweep
 
 
-def planned(core: StoreCore, policies: dict[str, RetentionPolicy] | None = None) -> list[UUID]:
-    """The contexts a sweep would erase now under `policies` (default: the stored ones),
-    erasing nothing: what `sweep --dry-run` and a new policy's confirmation name."""
+def planned(core: StoreCore, policies: dict[str, RetentionPolicy] | None = None) -> RetentionPlan:
+    """What a sweep would remove now under `policies` (default: the stored ones), per
+    context, removing nothing: what `sweep --dry-run` and a new policy's confirmation say."""
     policies = core.retention.policies(fresh=True) if policies is None else policies
     if not policies:
-        return []
+        return RetentionPlan()
     audit.catch_up(core)
-    return _candidates(core, policies, core.retention.clock())[0]
+    expire, trim = _candidates(core, policies, core.retention.clock())
+    return RetentionPlan(
+        expire=[
+            PlannedExpiry(
+                context_id=c.cid, policy=c.policy, events=c.stored,
+                last_write=datetime.fromtimestamp(c.newest_us / 1e6, UTC),
+            )
+            for c in expire
+        ],
+        bound=[
+            PlannedBound(
+                context_id=c.cid, policy=c.policy, keep_latest=c.keep,
+                events_removed=c.bound - c.origin, versions_lost=(max(2, c.origin), c.bound - 1),
+                readable_from=c.bound,
+            )
+            for c in trim
+        ],
+    )  # fmt: skip
 
 
 def _expire(
@@ -114,9 +136,29 @@ def _expire(
         failed[str(cid)] = f"{type(exc).__name__}: {exc}"[:300]
 
 
+@dataclass(frozen=True)
+class _Candidate:
+    cid: UUID
+    policy: str  # its scope
+    newest_us: int  # the newest indexed write, microseconds since the epoch
+    head: int  # the newest version
+    keep: int = 0  # a bound's keep_latest
+    origin: int = 1  # the version of the context's checkpoint (1: none yet)
+
+    @property
+    def stored(self) -> int:
+        """The events the context holds (a trim left version 1 and its origin on)."""
+        return self.head if self.origin <= 1 else self.head - self.origin + 1
+
+    @property
+    def bound(self) -> int:
+        """The version a trim keeps its state at (earlier ones but 1 go)."""
+        return self.head - self.keep
+
+
 def _candidates(
     core: StoreCore, policies: dict[str, RetentionPolicy], now: float
-) -> tuple[list[UUID], list[tuple[UUID, int]]]:
+) -> tuple[list[_Candidate], list[_Candidate]]:
     """The contexts whose newest indexed write is older than their policy allows, and
     those holding enough events beyond their `keep_latest` to be worth a trim (each is
     then judged on its own events): one grouped scan of the audit index."""
@@ -127,8 +169,8 @@ def _candidates(
         if scope.startswith("tenant:")
     }
     origins = {} if core.retention.rows is None else core.retention.rows.checkpoints()
-    expire: list[UUID] = []
-    trim: list[tuple[UUID, int]] = []
+    expire: list[_Candidate] = []
+    trim: list[_Candidate] = []
     for context_hex, newest_us, tenant, head in view.last_writes():
         policy = (
             policies.get(f"context:{context_hex}") or by_tenant.get(tenant)
@@ -137,10 +179,10 @@ def _candidates(
         if policy is None:
             continue
         after, keep = policy.expire_after, policy.keep_latest
+        origin = origins[context_hex].version if context_hex in origins else 1
+        found = _Candidate(UUID(context_hex), policy.scope, newest_us, head, origin=origin)
         if after is not None and newest_us / 1e6 + after <= now:
-            expire.append(UUID(context_hex))
-        elif keep is not None:
-            origin = origins[context_hex].version if context_hex in origins else 1
-            if head - keep - origin >= max(TRIM_SLACK, keep // 4):
-                trim.append((UUID(context_hex), keep))
+            expire.append(found)
+        elif keep is not None and head - keep - origin >= max(TRIM_SLACK, keep // 4):
+            trim.append(replace(found, keep=keep))
     return expire, trim

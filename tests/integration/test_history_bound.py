@@ -50,7 +50,7 @@ def test_keep_latest_removes_old_events_and_the_rest_still_reads_and_verifies(du
         head = store.visible(cid).version
         before = {v: _texts(store, cid, v) for v in range(1, head + 1)}
         history = [(h.version, h.type) for h in store.history(cid)]
-        store.admin.set_retention(None, keep_latest=10, context_id=cid, actor="dpo")
+        store.admin.set_retention(None, keep_latest=10, context_id=cid, actor="dpo", yes=True)
         sweep = store.admin.sweep()
         bound = head - 10
         assert sweep.trimmed == {str(cid): bound - 1} and sweep.expired == []
@@ -89,7 +89,7 @@ def test_an_altered_checkpoint_fails_verification(tmp_path):
     with ContextStore.from_url(url, Settings(snapshot_interval=8)) as store:
         cid = store.create(name="c")
         _grow(store, cid, 30)
-        store.admin.set_retention(None, keep_latest=5, context_id=cid)
+        store.admin.set_retention(None, keep_latest=5, context_id=cid, yes=True)
         assert store.admin.sweep().trimmed
         assert store.verify(cid).ok
         import sqlite3
@@ -109,7 +109,7 @@ def test_another_process_with_the_old_state_cached_cannot_break_the_bounded_cont
         _grow(a, cid, 30)
         head = a.visible(cid).version
         assert b.visible(cid).version == head  # b caches the state from before the trim
-        a.admin.set_retention(None, keep_latest=6, context_id=cid)
+        a.admin.set_retention(None, keep_latest=6, context_id=cid, yes=True)
         assert a.admin.sweep().trimmed
         for n in range(12):  # past the snapshot interval: b snapshots what it cached
             b.insert(cid, [{"role": "user", "content": f"late {n}"}])
@@ -151,7 +151,7 @@ def test_random_histories_bounded_anywhere_read_as_the_reference_model(
                 seen[version] = [(i, Message.model_validate(m)) for i, m in model.items]
         head = store.visible(cid).version
         keep = data.draw(st.integers(1, max(1, head - 2)), label="keep_latest")
-        store.admin.set_retention(None, keep_latest=keep, context_id=cid)
+        store.admin.set_retention(None, keep_latest=keep, context_id=cid, yes=True)
         bound = head - keep
         store._core.bounds.trim(cid, keep)  # the sweep's step, whatever the slack
         for version, items in seen.items():

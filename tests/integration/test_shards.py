@@ -246,7 +246,7 @@ def test_a_move_takes_the_contexts_retention_with_it(sharded: ShardedStore) -> N
         sharded.insert(cid, [user(f"m{n}")])
     source = sharded.shard_of(cid)
     home = sharded.stores[source]
-    home.admin.set_retention(None, keep_latest=500, context_id=cid)
+    home.admin.set_retention(None, keep_latest=500, context_id=cid, yes=True)
     rows = home._storage.retention
     assert rows is not None
     to = next(n for n in sharded.names if n != source)

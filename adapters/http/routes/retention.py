@@ -3,14 +3,14 @@ or keep only their latest events; and the sweeps that applied them (audit)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxstore.adapters.http.deps import API, Requester, pooled
-from ctxstore.adapters.store.retention import RetentionPolicy, Sweep
+from ctxstore.adapters.store.retention import RetentionPlan, RetentionPolicy, Sweep
 from ctxstore.domain.durations import parse_duration
 from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
 
@@ -29,6 +29,11 @@ class RetentionRequest(BaseModel):
     keep_latest: int | None = Field(default=None, ge=1, le=2**31 - 1)
     context_id: str | None = None
     force: bool = Field(default=False, description="allow an expiry under an hour")
+    yes: bool = Field(
+        default=False,
+        description="set it even when the next sweep would remove history under it (without "
+        "this, such a policy answers 409 with the plan of what it would remove)",
+    )
 
     def seconds(self) -> float | None:
         if self.expire_after is not None and self.expire_after_seconds is not None:
@@ -44,19 +49,48 @@ def set_retention(body: RetentionRequest, ctx: Requester) -> RetentionPolicy | N
     """Expire the caller's contexts (or one of them) after a period without writes; the
     service's sweeper erases them (each leaves an erasure record). A period under an hour
     is refused without `force`."""
-    cid = ctx.owned(body.context_id)
-    tenant = ctx.who.tenant
-    after, keep, who = body.seconds(), body.keep_latest, ctx.who.actor
-    admin = ctx.store.admin
+    after, keep = body.seconds(), body.keep_latest
+    return ctx.store.admin.set_retention(
+        after, keep_latest=keep, actor=ctx.who.actor, force=body.force, yes=body.yes,
+        **_scope(ctx, body.context_id),
+    )  # fmt: skip
+
+
+def _scope(ctx: Requester, context_id: str | None) -> dict[str, Any]:
+    """The caller's scope: one of its contexts, its tenant, or (a service without tokens:
+    one shared space) the whole store."""
+    cid = ctx.owned(context_id)
     if cid is not None:
-        return admin.set_retention(
-            after, keep_latest=keep, context_id=cid, actor=who, force=body.force
-        )
-    if tenant is None:  # a service without tokens: one shared space, the whole store
-        return admin.set_retention(
-            after, keep_latest=keep, everything=True, actor=who, force=body.force
-        )
-    return admin.set_retention(after, keep_latest=keep, tenant=tenant, actor=who, force=body.force)
+        return {"context_id": cid}
+    if ctx.who.tenant is None:
+        return {"everything": True}
+    return {"tenant": ctx.who.tenant}
+
+
+@router.get("/retention/plan", response_model=RetentionPlan)
+@pooled
+def retention_plan(
+    ctx: Requester,
+    expire_after: Annotated[str | None, Query(max_length=40)] = None,
+    keep_latest: Annotated[int | None, Query(ge=1, le=2**31 - 1)] = None,
+    context_id: str | None = None,
+) -> RetentionPlan:
+    """What a sweep would remove now from the caller's contexts, per context (erasures and
+    history bounds), removing nothing; with `expire_after` or `keep_latest`, what it would
+    remove under that policy at the caller's scope (or `context_id`'s) instead."""
+    admin = ctx.store.admin
+    if expire_after is not None or keep_latest is not None:
+        after = None if expire_after is None else parse_duration(expire_after, "expire_after")
+        where = _scope(ctx, context_id)
+        preview: RetentionPlan = admin.retention_preview(after, keep_latest=keep_latest, **where)
+        return preview
+    plan: RetentionPlan = admin.sweep_plan()
+    if ctx.who.tenant is None:
+        return plan
+    return RetentionPlan(
+        expire=[e for e in plan.expire if _owns(ctx, e.context_id.hex)],
+        bound=[b for b in plan.bound if _owns(ctx, b.context_id.hex)],
+    )
 
 
 @router.get("/retention", response_model=list[RetentionPolicy])
@@ -78,6 +112,7 @@ def retention(ctx: Requester) -> list[RetentionPolicy]:
 
 
 def _owns(ctx: Requester, scope: str) -> bool:
+    """Whether the caller owns the context (a scope "context:<id>" or an id)."""
     try:
         ctx.owned(scope.removeprefix("context:"))
     except ContextNotFoundError:  # another tenant's (or erased): not shown

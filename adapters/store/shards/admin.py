@@ -17,8 +17,13 @@ from uuid import UUID
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.tokens import StoredToken, StoredTokens
 from ctxstore.adapters.store.faults import type_faults
-from ctxstore.adapters.store.retention import RetentionPolicy, Sweep
+from ctxstore.adapters.store.retention import (
+    RetentionPlan,
+    RetentionPolicy,
+    Sweep,
+)
 from ctxstore.adapters.store.shards.merged_audit import format_cursor
+from ctxstore.domain.errors import RetentionConfirmationError
 
 if TYPE_CHECKING:
     from ctxstore.adapters.store.shards.store import ShardedStore
@@ -76,22 +81,62 @@ class ShardedAdmin:
         self, expire_after: float | None, *, keep_latest: int | None = None,
         tenant: str | None = None, context_id: UUID | str | None = None,
         everything: bool = False, actor: str | None = None, force: bool = False,
+        yes: bool = False,
     ) -> RetentionPolicy | None:  # fmt: skip
         """As StoreAdmin.set_retention: a context's policy where the context is, a tenant's
-        or everything's on every server (a move carries a context's own policy)."""
+        or everything's on every server (a move carries a context's own policy); the
+        confirmation covers every server's plan before any is set."""
         if context_id is not None:
             home = self._sharded.store_of(context_id)
             return home.admin.set_retention(
                 expire_after, keep_latest=keep_latest, context_id=context_id, actor=actor,
-                force=force,
+                force=force, yes=yes,
             )  # fmt: skip
+        if not yes and (expire_after is not None or keep_latest is not None):
+            plan = self.retention_preview(
+                expire_after, keep_latest=keep_latest, tenant=tenant, everything=everything
+            )
+            if not plan.empty():
+                raise RetentionConfirmationError(
+                    f"under this policy the next sweep would {plan.summary()} "
+                    "(`ctxstore serve` sweeps every minute): pass yes=True (--yes) to set it",
+                    plan,
+                )
         found = None
         for s in self._sharded.stores.values():
             found = s.admin.set_retention(
                 expire_after, keep_latest=keep_latest, tenant=tenant, everything=everything,
-                actor=actor, force=force,
+                actor=actor, force=force, yes=True,
             )  # fmt: skip
         return found
+
+    def retention_policy(
+        self, *, tenant: str | None = None, context_id: UUID | str | None = None,
+        everything: bool = False,
+    ) -> RetentionPolicy | None:  # fmt: skip
+        """As StoreAdmin.retention_policy (a context's where it is; the others are set on
+        every server alike)."""
+        if context_id is not None:
+            return self._sharded.store_of(context_id).admin.retention_policy(context_id=context_id)
+        first = self._sharded.stores[self._sharded.names[0]]
+        return first.admin.retention_policy(tenant=tenant, everything=everything)
+
+    def retention_preview(
+        self, expire_after: float | None, *, keep_latest: int | None = None,
+        tenant: str | None = None, context_id: UUID | str | None = None,
+        everything: bool = False,
+    ) -> RetentionPlan:  # fmt: skip
+        """As StoreAdmin.retention_preview, on every server (a context's where it is)."""
+        if context_id is not None:
+            return self._sharded.store_of(context_id).admin.retention_preview(
+                expire_after, keep_latest=keep_latest, context_id=context_id
+            )
+        plan = RetentionPlan()
+        for s in self._sharded.stores.values():
+            plan = plan.merged(s.admin.retention_preview(
+                expire_after, keep_latest=keep_latest, tenant=tenant, everything=everything
+            ))  # fmt: skip
+        return plan
 
     def would_expire(
         self, expire_after: float | None, *, tenant: str | None = None,
@@ -107,8 +152,11 @@ class ShardedAdmin:
             for c in s.admin.would_expire(expire_after, tenant=tenant, everything=everything)
         ]  # fmt: skip
 
-    def sweep_plan(self) -> list[UUID]:
-        return [c for s in self._sharded.stores.values() for c in s.admin.sweep_plan()]
+    def sweep_plan(self) -> RetentionPlan:
+        plan = RetentionPlan()
+        for s in self._sharded.stores.values():
+            plan = plan.merged(s.admin.sweep_plan())
+        return plan
 
     def retention_policies(self) -> list[RetentionPolicy]:
         """Every server's policies, one per scope (a context's where it is)."""
