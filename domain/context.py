@@ -43,6 +43,8 @@ from ctxstore.domain.streaming import (
     marked,
 )
 
+RECENT_CALLS = 256  # captured calls' ids a context remembers, to know a retried recording
+
 
 class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
     """A conversation's context as an event-sourced aggregate."""
@@ -196,7 +198,7 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
     class UsageRecorded(Aggregate.Event):
         """A model call made with the context at `for_version`, as its provider billed it."""
 
-        class_version = 3
+        class_version = 4
         for_version: int
         model: str
         prompt_tokens: int  # the provider's figure
@@ -209,6 +211,9 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         batch: int
         actor: str
         latency_ms: float | None  # the call's duration as the caller measured it
+        # A call captured as the provider received it (domain/captured.py): the request
+        # and reply bodies, its source, id, start, error; None for a usage record.
+        call: JSON | None
 
         @staticmethod
         def upcast_v1_v2(state: JSON) -> None:
@@ -218,12 +223,19 @@ class Context(ContextCommands, StreamCommands, ContextReads, Aggregate):
         def upcast_v2_v3(state: JSON) -> None:
             state["latency_ms"] = None  # v2 calls did not record their latency
 
+        @staticmethod
+        def upcast_v3_v4(state: JSON) -> None:
+            state["call"] = None  # v3 calls were recorded by hand, not captured
+
         def apply(self, aggregate: Any) -> None:
             # A record for audit and calibration: the visible context does not change.
             # Applied before the library bumps the version: this event's is one more.
             run, version = aggregate.usage_run, aggregate.version
             first = run[0] if run is not None and run[1] == version else version
             aggregate.usage_run = [first, version + 1]
+            if self.call is not None:  # a retried capture is known by its id
+                recent = getattr(aggregate, "recent_calls", None) or []
+                aggregate.recent_calls = [*recent[-(RECENT_CALLS - 1) :], self.call["call_id"]]
 
     class MessageBegun(Aggregate.Event):
         """A reply starts streaming: visible at once, marked incomplete (domain/streaming.py)."""

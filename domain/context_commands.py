@@ -185,6 +185,29 @@ class ContextCommands(ContextTriggers):
         )  # fmt: skip
         return self.batch
 
+    def record_call(
+        self, call: JSON, *, for_version: int, model: str, prompt_tokens: int,
+        completion_tokens: int, counted_tokens: int, estimated: bool, sent: list[JSON] | None,
+        actor: str, latency: float | None = None,
+    ) -> bool:  # fmt: skip
+        """Record a captured call (domain/captured.py) made with the context at
+        `for_version`; False when this context already holds the call (a retry)."""
+        if call["call_id"] in (getattr(self, "recent_calls", None) or ()):
+            return False
+        check_usage(
+            model, {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                    "counted_tokens": counted_tokens}, for_version, self.version, sent,
+        )  # fmt: skip
+        check_latency(latency)
+        self.trigger_event(
+            self.UsageRecorded, for_version=for_version, model=model,
+            prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+            counted_tokens=counted_tokens, estimated=bool(estimated), sent=sent,
+            batch=self.batch, actor=actor,
+            latency_ms=None if latency is None else round(float(latency) * 1000, 3), call=call,
+        )  # fmt: skip
+        return True
+
     def record_usage(
         self, *, for_version: int, model: str, prompt_tokens: int, completion_tokens: int,
         counted_tokens: int, estimated: bool, sent: list[JSON] | None = None, actor: str,
@@ -202,5 +225,5 @@ class ContextCommands(ContextTriggers):
             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
             counted_tokens=counted_tokens, estimated=bool(estimated), sent=sent,
             batch=self.batch, actor=actor,
-            latency_ms=None if latency is None else round(float(latency) * 1000, 3),
+            latency_ms=None if latency is None else round(float(latency) * 1000, 3), call=None,
         )  # fmt: skip

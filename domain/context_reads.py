@@ -34,6 +34,7 @@ class ContextReads:
     # [first, last]: the trailing run of versions that only recorded usage, after the
     # context's content last changed at `first` (None: the newest event changed content).
     usage_run: list[int] | None = None
+    recent_calls: list[str] | None = None  # the newest captured calls' ids (a retry's check)
 
     def at_content_version(self, expected: int) -> bool:
         """Whether the context's content is as it was at version `expected`: its version,

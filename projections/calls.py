@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from datetime import datetime
 from difflib import SequenceMatcher
+from typing import Any
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict
@@ -39,6 +40,18 @@ class ModelCall(BaseModel):
     response: list[Message] | None = None
     latency_ms: float | None = None  # the call's duration, where the caller recorded it
     cost: float | None = None  # USD, when a price table names the model (Settings.prices)
+    # A captured call (domain/captured.py): what captured it, and the bodies as the
+    # provider received and answered them (where asked for, as `messages` is).
+    source: str | None = None  # agents, langchain, adk, otel, ...; None: recorded by hand
+    call_id: str | None = None
+    api: str | None = None  # openai.responses, openai.chat, anthropic.messages, ...
+    failed: bool = False  # the call failed: `error` says how; no reply
+    error: str | None = None
+    streamed: bool = False
+    started_at: datetime | None = None
+    reconstructed: bool = False  # read back from a transcript, not seen on its way out
+    request: dict[str, Any] | None = None  # the request body exactly as sent
+    response_body: dict[str, Any] | None = None  # the reply as received (a stream whole)
 
 
 class PromptChange(BaseModel):
@@ -78,7 +91,22 @@ def call_of_entry(n: int, e: AuditEntry) -> ModelCall:
         counted_tokens=d["counted_tokens"], estimated=d["estimated"],
         whole_context=d.get("sent") is None,
         latency_ms=d.get("latency_ms"),  # indexed before calls recorded it: none
+        **_captured(d.get("captured")),
     )  # fmt: skip
+
+
+def _captured(found: Any) -> dict[str, Any]:
+    """A captured call's own fields, from its record or the audit index's summary of it."""
+    if not isinstance(found, dict):
+        return {}
+    started = found.get("started_at")
+    return {
+        "source": found.get("source"), "call_id": found.get("call_id"), "api": found.get("api"),
+        "error": found.get("error"), "failed": found.get("error") is not None,
+        "streamed": bool(found.get("streamed")),
+        "reconstructed": bool(found.get("reconstructed")),
+        "started_at": None if started is None else datetime.fromisoformat(started),
+    }  # fmt: skip
 
 
 def model_call(
@@ -103,6 +131,9 @@ def model_call(
         messages=messages,
         response=response,
         latency_ms=e.latency_ms,
+        **_captured(e.call),
+        request=None if e.call is None else e.call.get("request"),
+        response_body=None if e.call is None else e.call.get("response"),
     )
 
 

@@ -151,7 +151,8 @@ def describe_event(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
                 "estimated": e.estimated,
                 "sent": None if e.sent is None else len(e.sent),
             }
-            | timed,
+            | timed
+            | _captured(e.call),
         )
     if isinstance(e, Context.ContextForked):
         return (
@@ -176,6 +177,15 @@ def describe_event(e: Context.Event) -> tuple[int, list[str], dict[str, Any]]:
         removed = {"removed_versions": [2, e.originator_version - 1], "keep_latest": e.keep_latest}
         return e.batch, [], removed
     raise TypeError(f"not a Context event: {type(e).__name__}")
+
+
+def _captured(call: Any) -> dict[str, Any]:
+    """What the audit index keeps of a captured call: who captured it and how it ended,
+    not its bodies (a call reads them from its event)."""
+    if call is None:
+        return {}
+    kept = ("call_id", "source", "api", "error", "streamed", "started_at", "reconstructed")
+    return {"captured": {k: call[k] for k in kept if k in call}}
 
 
 def fold_history(events: Iterable[Context.Event], *, changes: bool = False) -> list[HistoryEntry]:

@@ -28,6 +28,8 @@ def usage_by_model(events: Iterable[Context.UsageRecorded]) -> list[ModelUsage]:
     """Fold usage events into one line per model, sorted by model name."""
     rows: dict[str, list[Context.UsageRecorded]] = {}
     for e in events:
+        if e.call is not None and e.call.get("error") is not None:
+            continue  # a failed call was billed nothing the report could weigh
         rows.setdefault(e.model, []).append(e)
     report = []
     for model, calls in sorted(rows.items()):

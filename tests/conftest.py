@@ -562,3 +562,13 @@ def apply_op(store, cid, op):
 @pytest.fixture
 def apply_operation():
     return apply_op
+
+
+@pytest.fixture
+def fake_provider():
+    """A local fake model provider that records the bodies it receives (tests/fake_provider.py)."""
+    from tests.fake_provider import FakeProvider
+
+    provider = FakeProvider()
+    yield provider
+    provider.close()

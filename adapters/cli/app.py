@@ -65,6 +65,7 @@ COMMANDS = (
     (reads.prompt, "prompt"),
     (commands.usage, "usage"),
     (commands.record_response, "record-response"),
+    (commands.record_call, "record-call"),
     (commands.usage_report, "usage-report"),
     (commands.compact, "compact"),
     (reads.batches, "batches"),

@@ -303,6 +303,17 @@ def record_response(
 
 
 @handles_errors
+def record_call(ctx: typer.Context, context: str, as_json: JsonFlag = False) -> None:
+    """Record a captured model call from its JSON on stdin ({"request": <the body as sent>,
+    "response": <the reply> or "error": ..., "source", "api", "latency", ...}): nothing is
+    inserted; `calls` and `call` show it."""
+    call = json_option(sys.stdin.read(), "the call on stdin")
+    with open_store(ctx) as store:
+        w = store.record_call(context, call, actor=actor(ctx))
+    print_written(w, as_json)
+
+
+@handles_errors
 def usage_report(
     ctx: typer.Context,
     model: Annotated[str | None, typer.Option(help="Only this model.")] = None,

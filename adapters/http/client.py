@@ -24,6 +24,7 @@ from ctxstore.adapters.store.results import (
 )
 from ctxstore.adapters.store.transfer import transcript_messages
 from ctxstore.domain.blobs import BlobRef, parse_ref
+from ctxstore.domain.captured import CapturedCall
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.messages import Message, is_one_message
 from ctxstore.domain.plain import as_plain
@@ -224,6 +225,13 @@ class CtxStoreClient(ServiceReads, ContextOperations):
                 "request": None if request is None else as_plain(request),
                 "latency": latency}  # fmt: skip
         return self._post(f"{self._ctx(context_id)}/responses", body, Written, key=idempotency_key)
+
+    def record_call(
+        self, context_id: UUID | str, call: CapturedCall | JSON, *,
+        idempotency_key: str | None = None,
+    ) -> Written:  # fmt: skip
+        body = call.model_dump(mode="json") if isinstance(call, CapturedCall) else as_plain(call)
+        return self._post(f"{self._ctx(context_id)}/calls", body, Written, key=idempotency_key)
 
     def fork(
         self,

@@ -40,6 +40,7 @@ ROUTE_SCOPES: dict[tuple[str, str], frozenset[str]] = {
     ("DELETE", C): ADMIN,
     ("POST", f"{C}/fork"): WRITE,
     **{("POST", f"{C}/{name}"): WRITE for name in COMMANDS},
+    ("POST", f"{C}/calls"): WRITE,
     ("GET", f"{C}/history"): READ,
     ("GET", f"{C}/batches"): READ,
     ("GET", f"{C}/diff"): READ,

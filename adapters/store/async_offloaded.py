@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         Verification,
         Written,
     )
+    from ctxstore.domain.captured import CapturedCall
     from ctxstore.domain.context import JSON, MessageRef
     from ctxstore.domain.messages import Message
     from ctxstore.domain.packing import Resource
@@ -203,6 +204,11 @@ class AsyncOffloaded:
             actor=actor,
             latency=latency,
         )
+
+    async def record_call(
+        self, context_id: UUID | str, call: CapturedCall | JSON, *, actor: str | None = None
+    ) -> Written:
+        return await self._offload(self._store.record_call, context_id, call, actor=actor)
 
     async def compact(
         self,

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from ctxstore.adapters.store import audit
+from ctxstore.adapters.store.captured import captured_reply
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import AuditEntry, ModelCall
 from ctxstore.domain.context import Context
@@ -79,17 +80,25 @@ def _numbered(cid: UUID, number: int, recorded: int) -> int:
 
 def _with_messages(core: StoreCore, cid: UUID, n: int, entry: AuditEntry) -> ModelCall:
     listed = call_of_entry(n, entry)
-    stretch = list(core.storage.events.get(cid, gt=listed.for_version, lte=listed.version))
+    if listed.source is not None:  # captured: the call holds its reply, read nothing between
+        stretch = list(core.storage.events.get(cid, gt=listed.version - 1, lte=listed.version))
+    else:
+        stretch = list(core.storage.events.get(cid, gt=listed.for_version, lte=listed.version))
     usage = stretch[-1] if stretch else None
     if not isinstance(usage, Context.UsageRecorded) or usage.originator_version != entry.version:
         raise DamagedContextError(
             f"context {cid}: the audit index names a model call at version {entry.version} "
             "that its events do not hold (rebuild the index: ctxstore reindex)"
         )
-    return model_call(n, usage, _sent(core, cid, usage), _response(core, cid, usage, stretch))
+    reply = captured_reply(usage.call)
+    if reply is None:
+        reply = _response(core, cid, usage, stretch)
+    return model_call(n, usage, _sent(core, cid, usage), reply)
 
 
 def _sent(core: StoreCore, cid: UUID, e: Context.UsageRecorded) -> list[Message]:
+    if e.sent is not None and all("message" in s for s in e.sent):  # (a captured call's)
+        return [Message.model_validate(s["message"]) for s in e.sent]
     at = core.context_at(cid, e.for_version)
     if e.sent is None:
         return at.visible_messages()

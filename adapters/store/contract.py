@@ -35,6 +35,7 @@ from ctxstore.adapters.store.results import (
     VisibleContext,
     Written,
 )
+from ctxstore.domain.captured import CapturedCall
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.prompt import Strategy
 
@@ -117,6 +118,8 @@ class ContextOperations(Protocol):
         self, context_id: UUID | str, response: Any, *, request: Any = None,
         latency: float | None = None,
     ) -> Written: ...  # fmt: skip
+
+    def record_call(self, context_id: UUID | str, call: CapturedCall | JSON) -> Written: ...
 
     def compact(
         self, context_id: UUID | str, *, trigger: str = "manual", dry_run: bool = False

@@ -32,6 +32,7 @@ from ctxstore.adapters.store.results import (
     VisibleContext,
     Written,
 )
+from ctxstore.domain.captured import CapturedCall
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.prompt import Strategy
 
@@ -153,6 +154,8 @@ class AsyncContextOperations(Protocol):
         request: Any = None,
         latency: float | None = None,
     ) -> Written: ...
+
+    async def record_call(self, context_id: UUID | str, call: CapturedCall | JSON) -> Written: ...
 
     async def compact(
         self, context_id: UUID | str, *, trigger: str = "manual", dry_run: bool = False

@@ -20,6 +20,7 @@ from ctxstore.adapters.storage.blobs import StoredBlob
 from ctxstore.adapters.storage.events import EventStorage
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.store import (
+    captured,
     compaction,
     reads,
     responses,
@@ -49,6 +50,7 @@ from ctxstore.adapters.store.results import (
 from ctxstore.adapters.store.streaming import StreamingSurface
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import BlobRef
+from ctxstore.domain.captured import CapturedCall
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import BlobNotFoundError, ContextExistsError
 from ctxstore.domain.limits import check_page, chosen_id, key_context_id
@@ -270,6 +272,19 @@ class ContextStore(
             actor=self._core.actor(actor), max_message_bytes=self.settings.max_message_bytes,
             latency=latency,
         )  # fmt: skip
+
+    def record_call(
+        self, context_id: UUID | str, call: CapturedCall | JSON, *, actor: str | None = None
+    ) -> Written:
+        """Record a model call as its provider received it (a CapturedCall, or its JSON):
+        the request body exactly as sent, the reply (or the error of a failed call), its
+        usage and timing, against the context version its input came from. Nothing is
+        inserted: the SDK's own session or saver writes the messages. A call recorded again
+        under the same `call_id` (a retry after a lost reply) is not recorded twice. The
+        integrations' capture (ctxstore.capture) calls this off the application's path."""
+        return captured.record_call(
+            self._writer, self._core.id(context_id), call, actor=self._core.actor(actor)
+        )
 
     # ---- reads ------------------------------------------------------------------------
 

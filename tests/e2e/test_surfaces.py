@@ -28,6 +28,7 @@ SURFACES = {
     "batch_end": (f"POST {C}/batch-end", "batch-end"),
     "record_usage": (f"POST {C}/usage", "usage"),
     "record_response": (f"POST {C}/responses", "record-response"),
+    "record_call": (f"POST {C}/calls", "record-call"),
     "compact": (f"POST {C}/compact", "compact"),
     "begin": (f"POST {C}/begin", "begin"),
     "append": (f"POST {C}/append", "append"),

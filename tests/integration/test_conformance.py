@@ -193,6 +193,12 @@ def script(face: Any) -> list[tuple[str, Any]]:
         "record_response",
         lambda: face.record_response(cid, COMPLETION, request={"messages": [USER]}),
     )
+    captured = {
+        "request": {"model": "gpt-4o", "messages": [USER], "tools": []},
+        "response": COMPLETION, "source": "agents", "api": "openai.chat", "call_id": "c-1",
+    }  # fmt: skip
+    step("record_call", lambda: face.record_call(cid, captured))
+    step("record_call again (the same call_id)", lambda: face.record_call(cid, captured))
     step(
         "record_usage",
         lambda: face.record_usage(cid, model="gpt-4o", prompt_tokens=30, completion_tokens=2),

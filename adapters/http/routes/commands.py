@@ -19,6 +19,7 @@ from ctxstore.adapters.http.schemas import (
     UsageBody,
 )
 from ctxstore.adapters.store.results import Compaction, Written
+from ctxstore.domain.captured import CapturedCall
 
 router = APIRouter(prefix=f"{API}/contexts/{{context_id}}", tags=["commands"])
 
@@ -112,6 +113,15 @@ def record_response(ctx: Owned, body: ResponseBody) -> Response:
         ctx.cid, body.response, request=body.request, actor=ctx.who.actor,
         latency=body.latency,
     ))  # fmt: skip
+
+
+@router.post("/calls", response_model=Written)
+@pooled
+def record_call(ctx: Owned, body: CapturedCall) -> Response:
+    """Record a model call as its provider received it: the request body as sent, the reply
+    or the error, usage and timing. Nothing is inserted; the same `call_id` again is a
+    no-op."""
+    return written(ctx.store.record_call(ctx.cid, body, actor=ctx.who.actor))
 
 
 @router.post("/compact", response_model=Compaction)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
     from ctxstore.adapters.store.reply_stream import ReplyStream, StreamPolicy
     from ctxstore.adapters.store.results import Compaction, Prompt, Written
+    from ctxstore.domain.captured import CapturedCall
     from ctxstore.domain.context import JSON, MessageRef
     from ctxstore.domain.messages import Message
     from ctxstore.domain.prompt import Strategy
@@ -250,6 +251,11 @@ class RoutedCommands:
         self, context_id: UUID | str, *, actor: str | None = None
     ) -> Compaction | None:
         return cast("Compaction | None", self._route("maybe_compact", context_id, actor=actor))
+
+    def record_call(
+        self, context_id: UUID | str, call: CapturedCall | JSON, *, actor: str | None = None
+    ) -> Written:
+        return cast("Written", self._route("record_call", context_id, call, actor=actor))
 
     def record_response(
         self,

@@ -1,0 +1,110 @@
+"""Recording a captured model call (domain/captured.py): a usage event holding the call as
+the provider received it, the messages it sent read from its request, and the reply's usage
+where the capture did not name it. Nothing is inserted into the context."""
+
+from __future__ import annotations
+
+from typing import Any
+from uuid import UUID
+
+from ctxstore.adapters.store.responses import read_response
+from ctxstore.adapters.store.results import Written
+from ctxstore.adapters.store.writer import Writer
+from ctxstore.domain.captured import CapturedCall, request_messages
+from ctxstore.domain.context import JSON, Context
+from ctxstore.domain.errors import CtxStoreError, InvalidOperationError
+from ctxstore.domain.messages import Message, parse_message
+from ctxstore.domain.tokens import REPLY_PRIMING, message_cost
+
+
+def as_call(call: CapturedCall | JSON) -> CapturedCall:
+    """A CapturedCall from one or its JSON, refused with a typed error naming the field."""
+    if isinstance(call, CapturedCall):
+        found = call
+    elif isinstance(call, dict):
+        try:
+            found = CapturedCall.model_validate(call)
+        except ValueError as exc:  # pydantic's, naming each field
+            raise InvalidOperationError(f"not a captured call: {exc}") from None
+    else:
+        raise InvalidOperationError(
+            f"a captured call is a CapturedCall or a dict, got {call!r:.80}"
+        )
+    found.check()
+    return found
+
+
+def sent_messages(call: CapturedCall) -> list[Message]:
+    """The messages the call's request sent, each as a message of its API's shape; an item
+    no shape reads (a provider's newer item type) is left out of this view only: the
+    request itself is kept whole."""
+    found = []
+    for m in request_messages(call.api_of(), call.request):
+        try:
+            found.append(parse_message(m))
+        except CtxStoreError:
+            continue
+    return found
+
+
+def reply_of(call: CapturedCall) -> tuple[list[JSON], str | None, int | None, int | None]:
+    """(output messages, model, prompt tokens, completion tokens) of the call's reply,
+    where it reads as one of the four APIs' replies."""
+    if call.response is None:
+        return [], None, None, None
+    try:
+        _, output, model, prompt, completion = read_response(call.response)
+    except CtxStoreError:
+        return [], None, None, None
+    return output, (None if model == "unknown" else model), prompt, completion
+
+
+def record_call(writer: Writer, cid: UUID, given: CapturedCall | JSON, *, actor: str) -> Written:
+    """Record a captured call against the context (see ContextStore.record_call)."""
+    call = as_call(given)
+    sent = sent_messages(call)
+    _, reply_model, reply_prompt, reply_completion = reply_of(call)
+    model = call.model or reply_model or str(call.request.get("model") or "unknown")
+    prompt = call.prompt_tokens if call.prompt_tokens is not None else reply_prompt or 0
+    completion = (
+        call.completion_tokens if call.completion_tokens is not None else reply_completion or 0
+    )
+    record = call.record()
+    items = [{"message": m.model_dump(mode="json")} for m in sent]
+    core = writer.core
+
+    def command(c: Context) -> list[str]:
+        counter = core.counter(c)
+        counted, estimated = REPLY_PRIMING, False
+        for m in items:
+            cost, guessed = message_cost(m["message"], counter)
+            counted, estimated = counted + cost, estimated or guessed
+        version = c.version if call.for_version is None else min(call.for_version, c.version)
+        c.record_call(
+            record, for_version=version, model=model[:200], prompt_tokens=prompt,
+            completion_tokens=completion, counted_tokens=counted, estimated=estimated,
+            sent=items, actor=actor, latency=call.latency,
+        )  # fmt: skip
+        return []
+
+    return writer.command(cid, None, command)
+
+
+def captured_reply(record: JSON | None) -> list[Message] | None:
+    """A captured call's reply as messages (None: not a captured call)."""
+    if record is None:
+        return None
+    response: Any = record.get("response")
+    if response is None:
+        return []
+    try:
+        _, output, _, _, _ = read_response(response)
+    except CtxStoreError:
+        return []
+    found = []
+    for m in output:
+        try:
+            found.append(parse_message(m))
+        except CtxStoreError:
+            continue
+    return found
