@@ -22,7 +22,7 @@ from ctxstore.domain.errors import InvalidOperationError
 
 if TYPE_CHECKING:  # annotations only: the command line starts without them
     from ctxstore.domain.messages import Message
-    from ctxstore.projections.calls import PromptDiff
+    from ctxstore.projections.calls import ModelCall, PromptDiff
 
 
 def show_call(ctx: typer.Context, context: str, number: int, openai: bool, as_json: bool) -> None:
@@ -62,7 +62,7 @@ def calls(ctx: typer.Context, context: str, as_json: JsonFlag = False) -> None:
             str(c.for_version), str(c.prompt_tokens), str(c.completion_tokens),
             str(c.counted_tokens), latency_text(c.latency_ms),
             "" if c.cost is None else f"${c.cost:.6f}",
-            "whole context" if c.whole_context else "built prompt",
+            _what(c),
         )  # fmt: skip
     print_table(table, "no recorded calls")
 
@@ -112,12 +112,42 @@ def call(
         f"{found.completion_tokens}{cost}",
         highlight=False,
     )
+    if found.source is not None:
+        out.print(f"{_what(found)}; api {found.api or 'unknown'}, call id {found.call_id}",
+                  highlight=False)  # fmt: skip
+        if found.reconstructed:
+            out.print("read back from the transcript: its system prompt and tools are not in it",
+                      highlight=False)  # fmt: skip
     if changes is not None:
         out.print(prompt_changes(changes))
         return
-    out.print(message_table("prompt" + (" (built)" if not found.whole_context else ""),
+    label = " (as sent)" if found.source is not None else " (built)"
+    out.print(message_table("prompt" + ("" if found.whole_context else label),
                             found.messages or []))  # fmt: skip
+    if found.request is not None:
+        tools = found.request.get("tools") or []
+        names = [str(t.get("name") or (t.get("function") or {}).get("name") or t.get("type"))
+                 for t in tools if isinstance(t, dict)]  # fmt: skip
+        settings = {k: v for k, v in found.request.items()
+                    if k not in ("messages", "input", "instructions", "system", "contents",
+                                 "tools", "system_instruction")}  # fmt: skip
+        out.print(f"tools: {', '.join(names) or 'none'}; settings: "
+                  f"{shown_text(preview(str(settings)))}", highlight=False)  # fmt: skip
     out.print(message_table("response", found.response or []))
+
+
+def _what(c: ModelCall) -> str:
+    """How the call was recorded: captured (by what; failed), or by hand."""
+    if c.source is None:
+        return "whole context" if c.whole_context else "built prompt"
+    said = f"captured ({c.source})"
+    if c.reconstructed:
+        said = f"reconstructed ({c.source})"
+    if c.failed:
+        said += f" FAILED: {(c.error or '')[:60]}"
+    elif c.streamed:
+        said += ", streamed"
+    return said
 
 
 def latency_text(ms: float | None) -> str:

@@ -79,7 +79,9 @@ def record_call(writer: Writer, cid: UUID, given: CapturedCall | JSON, *, actor:
         for m in items:
             cost, guessed = message_cost(m["message"], counter)
             counted, estimated = counted + cost, estimated or guessed
-        version = c.version if call.for_version is None else min(call.for_version, c.version)
+        version = (
+            _content_version(c) if call.for_version is None else min(call.for_version, c.version)
+        )
         c.record_call(
             record, for_version=version, model=model[:200], prompt_tokens=prompt,
             completion_tokens=completion, counted_tokens=counted, estimated=estimated,
@@ -88,6 +90,13 @@ def record_call(writer: Writer, cid: UUID, given: CapturedCall | JSON, *, actor:
         return []
 
     return writer.command(cid, None, command)
+
+
+def _content_version(c: Context) -> int:
+    """The version the context's content last changed at (usage records after it do not
+    change what a call was sent)."""
+    run = c.usage_run
+    return run[0] if run is not None and run[1] == c.version else c.version
 
 
 def captured_reply(record: JSON | None) -> list[Message] | None:

@@ -34,7 +34,9 @@ playwright_api = pytest.importorskip("playwright.sync_api")
 # browser on this machine's few cores.
 playwright_api.expect.set_options(timeout=15_000)
 
-TOKENS = {"token-alpha": "alpha", "token-beta": "beta", "token-gamma": "gamma"}
+TOKENS = {
+    "token-alpha": "alpha", "token-beta": "beta", "token-gamma": "gamma", "token-delta": "delta",
+}  # fmt: skip
 PRICES = {"gpt-4o": {"input": 2.5, "output": 10.0}}
 CHROMIUM = os.environ.get("CTXSTORE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 SHOTS = os.environ.get("CTXSTORE_SCREENSHOTS")
@@ -380,6 +382,41 @@ def test_calls_list_and_a_call_shows_its_prompt_response_and_prompt_diff(page, s
     expect(page.locator("#call-head")).to_contain_text("Call #1")
     expect(page.locator("#call-diff-head")).to_contain_text("Against nothing (the first call)")
     shot(page, "calls")
+
+
+def test_a_captured_call_shows_what_captured_it_and_the_request_as_sent(page, site):
+    store = site["store"]
+    cid = store.create(name="captured run", tenant="delta", actor="agent")
+    store.insert(cid, user("Weather in Paris?"))
+    request = {
+        "model": "gpt-4o",
+        "instructions": "Be brief.",
+        "input": [user("Weather in Paris?")],
+        "temperature": 0.2,
+        "tools": [{"type": "function", "name": "get_weather", "parameters": {}}],
+    }
+    reply = {"object": "response", "model": "gpt-4o", "usage": {"input_tokens": 9,
+             "output_tokens": 2}, "output": [{"type": "message", "role": "assistant",
+             "content": [{"type": "output_text", "text": "14C."}]}]}  # fmt: skip
+    store.record_call(cid, {"request": request, "response": reply, "source": "agents",
+                            "api": "openai.responses", "streamed": True})  # fmt: skip
+    store.record_call(cid, {"request": request, "error": "APIError: 500", "source": "agents"})
+    sign_in(page, "token-delta")
+    page.goto(f"{site['url']}/ui/#/context/{cid}")
+    page.click('[data-tab="calls"]')
+    rows = page.locator("#calls tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_contain_text("failed")
+    rows.nth(1).click()
+    head = page.locator("#call-head")
+    expect(head).to_contain_text("captured by agents (openai.responses), streamed")
+    expect(page.locator("#call-prompt > li")).to_have_count(2)  # the instructions, the question
+    expect(page.locator("#call-response")).to_contain_text("14C.")
+    page.locator("#call-request summary").click()
+    expect(page.locator("#call-request-body")).to_contain_text('"get_weather"')
+    expect(page.locator("#call-request-body")).to_contain_text('"temperature": 0.2')
+    rows.nth(0).click()
+    expect(head).to_contain_text("FAILED: APIError: 500")
 
 
 def test_timeline_rows_say_what_each_event_did_and_filter(page, site):

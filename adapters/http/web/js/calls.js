@@ -40,7 +40,7 @@ export class CallsPane {
       onclick: () => this.open(c.number).catch(report) },
     el("td", { class: "mono", text: c.number }),
     el("td", { text: fmtClock(c.timestamp), title: fmtTime(c.timestamp) }),
-    el("td", { text: c.model, title: c.model }),
+    el("td", { text: c.model + (c.failed ? " · failed" : ""), title: captured(c) || c.model }),
     el("td", { class: "mono", text: c.for_version }),
     el("td", { class: "num", text: fmtInt(c.prompt_tokens) }),
     el("td", { class: "num", text: fmtInt(c.completion_tokens) }),
@@ -72,7 +72,10 @@ export class CallsPane {
       `${fmtInt(c.prompt_tokens)} tokens in (ctxstore counted ${fmtInt(c.counted_tokens)}), ` +
       `${fmtInt(c.completion_tokens)} out` + (c.latency_ms === undefined || c.latency_ms === null ? "" : ` in ${fmtLatency(c.latency_ms)}`) +
       (c.cost === undefined || c.cost === null ? "" : ` · ${cost(c.cost)}`) +
-      (c.whole_context ? " · sent the whole visible context" : " · sent a built prompt");
+      (c.source ? ` · ${captured(c)}` :
+        c.whole_context ? " · sent the whole visible context" : " · sent a built prompt");
+    $("#call-request", this.view).hidden = !c.request;
+    $("#call-request-body", this.view).textContent = c.request ? JSON.stringify(c.request, null, 2) : "";
     const since = d.previous ? `call #${d.previous}` : "nothing (the first call)";
     const delta = d.tokens_after - d.tokens_before;
     $("#call-diff-head", this.view).textContent =
@@ -87,4 +90,12 @@ export class CallsPane {
     $("#call-prompt", this.view).replaceChildren(...(c.messages || []).map((m) => message(m, { copy })));
     $("#call-response", this.view).replaceChildren(...(c.response || []).map((m) => message(m, { copy })));
   }
+}
+
+// How a captured call was recorded: by what, streamed, failed with what.
+function captured(c) {
+  if (!c.source) return "";
+  const how = c.reconstructed ? `reconstructed from the transcript (${c.source}): no system prompt or tools`
+    : `captured by ${c.source}${c.api ? ` (${c.api})` : ""}${c.streamed ? ", streamed" : ""}`;
+  return c.failed ? `${how}; FAILED: ${c.error || ""}` : how;
 }
