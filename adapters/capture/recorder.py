@@ -192,6 +192,15 @@ def recorder_for(store: Any) -> CallRecorder:
         return found[1]
 
 
+def close_recorder(store: Any, timeout: float = FLUSH_SECONDS) -> None:
+    """Record what was captured for this store (within `timeout`) and stop its recorder,
+    if it has one: a store closes only after its captured calls (none is made here)."""
+    with _lock:
+        found = _recorders.pop(id(store), None)
+    if found is not None:
+        found[1].close(timeout)
+
+
 @atexit.register
 def _flush_all() -> None:
     with _lock:

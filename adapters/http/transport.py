@@ -199,6 +199,9 @@ class ServiceTransport:
     # ---- lifetime -----------------------------------------------------------------------
 
     def close(self) -> None:
+        from ctxstore.adapters.capture.recorder import close_recorder
+
+        close_recorder(self)  # calls captured for this client are sent first (bounded)
         self.http.close()
 
     def __enter__(self) -> Self:

@@ -458,6 +458,9 @@ class ContextStore(
         return self._core.closed
 
     def close(self) -> None:
+        from ctxstore.adapters.capture.recorder import close_recorder
+
+        close_recorder(self)  # calls captured for this store are recorded first (bounded)
         if self._replicas is not None:
             self._replicas.close()
         self._core.close()

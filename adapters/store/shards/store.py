@@ -133,6 +133,9 @@ class ShardedStore(RoutedCommands, RoutedReads):
         return all(s.closed for s in self.stores.values())
 
     def close(self) -> None:
+        from ctxstore.adapters.capture.recorder import close_recorder
+
+        close_recorder(self)  # calls captured for this store are recorded first (bounded)
         for s in self.stores.values():
             s.close()
 
