@@ -68,6 +68,7 @@ class CallRecorder:
         self._idle = threading.Condition()
         self._busy = 0  # calls taken from the queue and not yet settled
         self._closed = False
+        self._stop = threading.Event()  # cuts a wait between tries short at close
 
     def submit(self, target: Target, call: CapturedCall) -> None:
         """Queue a call for recording; never raises, never blocks."""
@@ -107,18 +108,31 @@ class CallRecorder:
         return True
 
     def close(self, timeout: float = FLUSH_SECONDS) -> None:
-        """Flush within `timeout`, then stop; what is left is logged and counted."""
+        """Flush within `timeout`, then stop: the calls still queued are given up (logged
+        and counted); one being written when time runs out is counted when it ends."""
         if self._closed:
             return
         done = self.flush(timeout)
         self._closed = True
-        if not done:
-            left = self._busy
-            log.warning("capture: %d call(s) not recorded at exit (the store: %s)", left,
-                        self.stats.last_error or "slow")  # fmt: skip
+        self._stop.set()
+        left = 0
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is not None:
+                left += 1
+        if left:
+            with self._idle:
+                self._busy -= left
+                self._idle.notify_all()
             with self.stats.lock:
                 self.stats.failed += left
-        self._queue.put(None) if not self._queue.full() else None
+        if not done:
+            log.warning("capture: %d call(s) not recorded at close (the store: %s)", left,
+                        self.stats.last_error or "slow")  # fmt: skip
+        self._queue.put(None)  # the writer stops once its call in hand is done
 
     # ---- the writer --------------------------------------------------------------------
 
@@ -161,7 +175,7 @@ class CallRecorder:
                 if attempt == 0:
                     log.warning("capture: the store is unavailable, trying again: %s", why)
                 self.stats.last_error = why
-                time.sleep(BACKOFF[min(attempt, len(BACKOFF) - 1)])
+                self._stop.wait(BACKOFF[min(attempt, len(BACKOFF) - 1)])
             except CtxStoreError as exc:
                 self.stats.count("failed", f"{type(exc).__name__}: {exc}")
                 log.warning("capture: the store refused a call: %s: %s", type(exc).__name__, exc)

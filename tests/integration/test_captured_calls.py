@@ -82,6 +82,7 @@ def test_the_recorder_never_raises_nor_waits_on_an_unreachable_store():
         recorder.submit("session-1", call)
     assert time.monotonic() - started < 0.5  # enqueued, not written
     recorder.close(timeout=1.0)
+    assert recorder.flush(3)  # the call in the writer's hand ends at its next try
     stats = recorder.stats
     assert stats.submitted == 50 and stats.recorded == 0
     assert stats.failed + stats.dropped == 50
@@ -100,3 +101,27 @@ def test_the_recorder_drops_past_its_queue_and_counts(tmp_path):
     stats = recorder.stats
     assert stats.recorded + stats.dropped == 10 and stats.dropped >= 7
     assert len(store.calls(cid)) == stats.recorded
+
+
+def test_the_recorder_never_waits_on_a_sqlite_file_another_process_locks(tmp_path):
+    import sqlite3
+
+    path = tmp_path / "locked.db"
+    store = ctxstore.open(f"sqlite:///{path}")
+    cid = store.create()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process's long write transaction
+    try:
+        recorder = CallRecorder(store)
+        started = time.monotonic()
+        for _ in range(20):
+            recorder.submit(cid, CapturedCall(request=REQUEST, response=RESPONSE))
+        assert time.monotonic() - started < 0.5
+        started = time.monotonic()
+        recorder.close(timeout=1.0)
+        assert time.monotonic() - started < 2.0  # bounded, though the lock is held for 30 s
+        # Given up and counted (the one in the writer's hand is counted when it ends).
+        assert recorder.stats.recorded == 0 and recorder.stats.failed >= 19
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
