@@ -50,6 +50,9 @@ class CapturedCall(BaseModel):
     streamed: bool = False
     for_version: int | None = Field(default=None, ge=1)
     call_id: str = Field(default_factory=lambda: uuid.uuid4().hex, min_length=1, max_length=200)
+    # Read back from what the SDK kept (a transcript) or built from its request object, not
+    # seen on its way to the provider: what the record holds may fall short of what was sent.
+    reconstructed: bool = False
 
     @field_validator("source")
     @classmethod
@@ -106,6 +109,7 @@ class CapturedCall(BaseModel):
             "request": self.request, "response": self.response, "error": self.error,
             "streamed": self.streamed,
             "started_at": None if self.started_at is None else self.started_at.isoformat(),
+            **({"reconstructed": True} if self.reconstructed else {}),
         }  # fmt: skip
 
 

@@ -102,7 +102,7 @@ class FakeProvider:
             return _sse(h, _anthropic_events(full), named=True) if stream else _json(h, 200, full)
         if ":generateContent" in path or ":streamGenerateContent" in path:
             full = _gemini(reply, path)
-            return _sse(h, [full]) if stream else _json(h, 200, full)
+            return _sse(h, _gemini_chunks(full)) if stream else _json(h, 200, full)
         return _json(h, 404, {"error": {"message": f"no such path {path}"}})
 
 
@@ -311,3 +311,17 @@ def _gemini(reply: Reply, path: str) -> dict[str, Any]:
                           "totalTokenCount": reply.prompt_tokens + reply.completion_tokens},
         "modelVersion": model,
     }  # fmt: skip
+
+
+def _gemini_chunks(full: dict[str, Any]) -> list[dict[str, Any]]:
+    """A streamed reply as Gemini streams one: text in two chunks, the finish reason and
+    usage on the last (a function call whole, in one chunk)."""
+    part = full["candidates"][0]["content"]["parts"][0]
+    if "text" not in part:
+        return [full]
+    text = part["text"]
+    first = {"candidates": [{"content": {"role": "model", "parts": [{"text": text[: len(text) // 2]}]},
+                             "index": 0}], "modelVersion": full["modelVersion"]}  # fmt: skip
+    last = {**full, "candidates": [{**full["candidates"][0], "content": {
+        "role": "model", "parts": [{"text": text[len(text) // 2 :]}]}}]}  # fmt: skip
+    return [first, last]

@@ -156,6 +156,10 @@ class CtxStoreSessionService(BaseSessionService):
     def _key(self, kind: str, *parts: str) -> str:
         return f"{self.prefix}{kind}:" + json.dumps(list(parts), ensure_ascii=False)
 
+    def context_key(self, app: str, user: str, sid: str) -> str:
+        """The key of a session's context (`context_for_key`): what capture records into."""
+        return self._session_key(app, user, sid.strip())
+
     def _session_key(self, app: str, user: str, sid: str) -> str:
         return self._key("session", app, user, sid)
 

@@ -9,7 +9,10 @@ native `anthropic` message (its `message`; the rest of the entry in the message'
 metadata), so the context reads as the conversation (`to_anthropic()`); any other entry
 (a title, a file snapshot, a boundary) as a record — kept in the history, never sent to a
 model. An entry's `uuid` makes appending it again a no-op. A subagent's context names its
-parent session's. An append is one insert (one commit). The session summaries are the
+parent session's. An append is one commit: its entries, and for each assistant entry with
+usage the model call it answered, marked reconstructed from the transcript (`calls` lists
+them: claude_calls.py) — on a store in process (sync or async); through a client or a sharded
+store, the entries alone (their calls are not listed). The session summaries are the
 SDK's own fold over each transcript, done when they are listed, over what was appended
 since the last listing. Deleting erases the contexts (a durable store: SQLite or
 PostgreSQL; a summary context earlier releases kept goes too).
@@ -22,9 +25,12 @@ import json
 from typing import Any
 from uuid import UUID
 
+from ctxstore.adapters.integrations.claude_calls import Segment, insert_with_calls, planned
 from ctxstore.adapters.integrations.surface import LRU, faces, named_contexts
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
+from ctxstore.adapters.store.parts import StoreParts
+from ctxstore.adapters.store.results import Written
 from ctxstore.domain.errors import (
     ContextNotFoundError,
     CtxStoreError,
@@ -190,9 +196,12 @@ class CtxStoreSessionStore:
             if not fresh:
                 return
             try:
-                written = await self._async.insert(
-                    cid, [_message(e) for e in fresh], expected_version=version
-                )
+                if self._with_calls(fresh) is None:
+                    written = await self._async.insert(
+                        cid, [_message(e) for e in fresh], expected_version=version
+                    )
+                else:  # (the writer of the store it wraps, on a thread: see _insert)
+                    written = await asyncio.to_thread(self._insert, cid, fresh, version)
             except VersionConflictError:
                 self._known.pop(cid, None)
                 continue
@@ -221,9 +230,7 @@ class CtxStoreSessionStore:
             if not fresh:
                 return
             try:  # only if nobody wrote since the uuids were read: else read them again
-                written = self.store.insert(
-                    cid, [_message(e) for e in fresh], expected_version=version
-                )
+                written = self._insert(cid, fresh, version)
             except VersionConflictError:
                 self._known.pop(cid, None)
                 continue
@@ -231,6 +238,23 @@ class CtxStoreSessionStore:
             break
         else:
             raise VersionConflictError(f"transcript {self._name(key)} kept changing")
+
+    def _with_calls(self, fresh: list[dict[str, Any]]) -> list[Segment] | None:
+        """The entries in runs with the model calls their replies record (claude_calls.py),
+        or None: no reply among them, or a surface that cannot write both in one commit."""
+        if getattr(self.store, "parts", None) is None:  # (a client, a sharded store)
+            return None
+        segments = planned(fresh)
+        return segments if any(call is not None for _, call in segments) else None
+
+    def _insert(self, cid: UUID, fresh: list[dict[str, Any]], version: int) -> Written:
+        """One commit: the entries, and the calls of the replies among them where the
+        store is in process (its writer runs both); else the entries alone."""
+        segments = self._with_calls(fresh)
+        if segments is None:
+            return self.store.insert(cid, [_message(e) for e in fresh], expected_version=version)
+        parts: StoreParts = self.store.parts  # type: ignore[attr-defined]
+        return insert_with_calls(parts, cid, segments, _message, version)  # type: ignore[no-any-return]
 
     def _load(self, key: dict[str, Any]) -> list[dict[str, Any]] | None:
         cid = self._id(key)
