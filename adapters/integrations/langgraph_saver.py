@@ -77,6 +77,15 @@ MESSAGES = "messages"  # the channel kept as the context's messages
 THREADS = 256  # threads a saver keeps as last read
 
 
+def thread_context(store: Any, thread_id: str, *, key_prefix: str = "langgraph:") -> UUID:
+    """The context a saver keeps `thread_id` in (made, named as the saver names it, if new):
+    where captured model calls of the thread are recorded too."""
+    return store.context_for_key(  # type: ignore[no-any-return]
+        key_prefix + str(thread_id), name=NAME + str(thread_id),
+        metadata={"langgraph_thread_id": str(thread_id)},
+    )  # fmt: skip
+
+
 class CtxStoreSaver(BaseCheckpointSaver[str]):
     """LangGraph's checkpointer on a ctxstore store, async store or HTTP client."""
 
@@ -96,12 +105,9 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
     # ---- threads ------------------------------------------------------------------------
 
     def _context(self, thread_id: str, *, create: bool) -> UUID | None:
-        key = self.prefix + str(thread_id)
         if not create:
-            return self.store.lookup_key(key)
-        return self.store.context_for_key(
-            key, name=NAME + str(thread_id), metadata={"langgraph_thread_id": str(thread_id)}
-        )
+            return self.store.lookup_key(self.prefix + str(thread_id))
+        return thread_context(self.store, thread_id, key_prefix=self.prefix)
 
     def _thread(self, thread_id: str) -> Thread | None:
         cid = self._context(thread_id, create=False)
