@@ -49,6 +49,25 @@ def llamaindex(store: Any) -> Any:
     return event_handler(store)
 
 
+def otel_hook(store: Any = None) -> Any:
+    """opentelemetry-util-genai's completion hook recording every instrumented model call
+    into `store` (default: the store CTXSTORE_URL names); the entry point `ctxstore` of
+    `opentelemetry_genai_completion_hook` makes one by name
+    (OTEL_INSTRUMENTATION_GENAI_COMPLETION_HOOK=ctxstore)."""
+    from ctxstore.adapters.capture.otel import CompletionHook
+
+    return CompletionHook(store)
+
+
+def otel_span_processor(store: Any) -> Any:
+    """An OpenTelemetry span processor recording each model-call span's GenAI messages
+    (`gen_ai.input.messages`, ...: Pydantic AI, Agent Framework with content capture on)
+    into `store`: `tracer_provider.add_span_processor(ctxstore.capture.otel_span_processor(store))`."""
+    from ctxstore.adapters.capture.otel import span_processor
+
+    return span_processor(store)
+
+
 def flush(store: Any, timeout: float | None = None) -> bool:
     """Wait until every call captured for `store` is recorded (at most `timeout` s)."""
     return recorder_for(store).flush(timeout)
@@ -61,5 +80,5 @@ def stats(store: Any) -> CaptureStats:
 
 __all__ = [
     "CallRecorder", "CaptureStats", "CapturedCall", "adk", "agents", "flush", "langchain",
-    "llamaindex", "stats",
+    "llamaindex", "otel_hook", "otel_span_processor", "stats",
 ]  # fmt: skip

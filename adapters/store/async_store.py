@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any, Self, TypeVar
 from uuid import UUID
 
+from ctxstore.adapters.capture.spans import traced
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.storage.async_events import AsyncEvents
 from ctxstore.adapters.store import compaction, tail
@@ -50,6 +51,7 @@ from ctxstore.projections.visible import visible_of
 T = TypeVar("T")
 
 
+@traced("insert", "delete")  # spans, when a tracer provider is configured
 @type_faults
 class AsyncContextStore(AsyncOffloaded, AsyncContextOperations):
     """Stores contexts as event streams, for asyncio callers; see the module."""

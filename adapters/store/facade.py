@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, Self
 from uuid import UUID
 
+from ctxstore.adapters.capture.spans import traced
 from ctxstore.adapters.llm.tokenizer import Tokenizers, check_encoding_name, encoding_for_model
 from ctxstore.adapters.settings import Settings, load_settings, replica_urls
 from ctxstore.adapters.storage.blobs import StoredBlob
@@ -60,6 +61,7 @@ from ctxstore.domain.prompt import Similarity, Strategy
 from ctxstore.projections.listing import list_contexts
 
 
+@traced("insert", "delete", "erase", "search")  # spans, when a tracer provider is configured
 @type_faults
 class ContextStore(
     HistorySurface, StreamingSurface, CompactionSurface, ContextOperations,
