@@ -52,6 +52,7 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed: say which
     raise MissingExtraError("the OpenAI Agents SDK session", "agents") from exc
 
+from ctxstore.adapters.capture.agents import bind_session
 from ctxstore.adapters.integrations.agents_items import (
     held_items,
     item_message,
@@ -118,8 +119,12 @@ class CtxStoreSession(SessionABC):
         *,
         session_settings: SessionSettings | dict[str, Any] | None = None,
         key_prefix: str = "agents-session:",
+        capture: bool = True,
     ) -> None:
         self.session_id = session_id
+        # The model calls of a run on this session are recorded into its context
+        # (adapters/capture/agents.py); `capture=False` leaves them out.
+        self.capture = capture
         # An async store (ctxstore.aopen): adds and reads awaited on the loop; the rest on
         # threads through its sync twin (the same storage and cache).
         sync, self._async = faces(store)
@@ -183,6 +188,8 @@ class CtxStoreSession(SessionABC):
         else:
             items = await asyncio.to_thread(self._items, newest)
         assert items is not None
+        if self.capture:  # the run reading its items now makes its model calls
+            bind_session(self.store, self.context_id)
         if wanted is None or wanted < 0:
             return items
         return items[-wanted:]
