@@ -42,11 +42,12 @@ def adk(store: Any) -> Any:
     return plugin(store)
 
 
-def llamaindex(store: Any) -> Any:
-    """A LlamaIndex instrumentation event handler recording every LLM chat call."""
+def llamaindex(store: Any, *, key: str | None = None) -> Any:
+    """A LlamaIndex instrumentation event handler recording every LLM chat call (`key`:
+    one context for all of them, the one `CtxStoreChatStore` keeps that chat key in)."""
     from ctxstore.adapters.capture.llamaindex import event_handler
 
-    return event_handler(store)
+    return event_handler(store, key=key)
 
 
 def otel_hook(store: Any = None) -> Any:
