@@ -212,6 +212,21 @@ def driver_errors() -> tuple[type[BaseException], ...]:
     return found if psycopg is None else (*found, psycopg.Error)
 
 
+def tried_again(exc: BaseException, earlier: BaseException) -> None:
+    """Note on a call's failure `exc` that an earlier try of the call failed with `earlier`
+    (a recorder's retry): that try may have committed even when the last reached nothing."""
+    setattr(exc, _EARLIER, (*earlier_tries(earlier), earlier))
+
+
+def earlier_tries(exc: BaseException) -> tuple[BaseException, ...]:
+    """The failures of a failed call's earlier tries, first first (none: tried once)."""
+    found: tuple[BaseException, ...] = getattr(exc, _EARLIER, ())
+    return found
+
+
+_EARLIER = "ctxstore_earlier_tries"
+
+
 def never_sent(exc: BaseException | None) -> bool:
     """Whether a failure happened before any statement reached the server (no pooled
     connection could be had in time): then nothing it carried can have been stored."""

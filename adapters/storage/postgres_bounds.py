@@ -29,7 +29,7 @@ from eventsourcing.persistence import InterfaceError, OperationalError
 from eventsourcing.postgres import ConnectionPool
 from psycopg_pool.base import AttemptWithBackoff
 
-from ctxstore.adapters.storage.backend import never_sent
+from ctxstore.adapters.storage.backend import never_sent, tried_again
 
 RECONNECT_EVERY = 1.0  # seconds, at most, between attempts to reach the server again
 FAST_FAILURE = 1.0  # seconds: a call that failed slower than this is not tried again
@@ -185,6 +185,12 @@ def _once_more(call: Callable[..., Any], pool: BoundedPool) -> Callable[..., Any
             if never_sent(exc) or time.monotonic() - started > FAST_FAILURE:
                 raise
             pool.check()  # a restarted server broke every idle connection: drop them
-            return call(*args, **kwargs)
+            try:
+                return call(*args, **kwargs)
+            except BaseException as again:
+                # The first try may have committed (its reply lost): a writer asks for
+                # its events whatever this try met (write_attempt.settle).
+                tried_again(again, exc)
+                raise
 
     return bounded

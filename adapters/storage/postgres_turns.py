@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from typing import Any
 from uuid import UUID
 
 import psycopg
@@ -40,15 +41,26 @@ class PostgresTurns(Turns):
             was = row["was"] if row else "0"
             try:
                 yield Turn(conn)
-            finally:
-                try:
-                    conn.execute(
-                        "SELECT pg_advisory_unlock(%s), set_config('lock_timeout', %s, false), "
-                        "set_config(%s, '', false)",
-                        (key, was, TURN_SETTING),
-                    )
-                except psycopg.Error:
-                    # Never hand the pool a session that may still hold the lock: closed,
-                    # the session (and its lock) ends; the pool drops a closed connection.
-                    conn.close()
-                    raise
+            except BaseException:
+                # What the write under the turn met stands (its settled outcome: a stored
+                # write whose reply was lost, OutcomeUnknownError, a refusal): a release
+                # failing on the same dead connection must not take its place.
+                with suppress(psycopg.Error):
+                    _release(conn, key, was)
+                raise
+            _release(conn, key, was)
+
+
+def _release(conn: psycopg.Connection[Any], key: int, was: str) -> None:
+    """Release a turn and restore its connection's lock timeout."""
+    try:
+        conn.execute(
+            "SELECT pg_advisory_unlock(%s), set_config('lock_timeout', %s, false), "
+            "set_config(%s, '', false)",
+            (key, was, TURN_SETTING),
+        )
+    except psycopg.Error:
+        # Never hand the pool a session that may still hold the lock: closed, the session
+        # (and its lock) ends; the pool drops a closed connection.
+        conn.close()
+        raise

@@ -18,9 +18,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.persistence import PersistenceError
-
 from ctxstore.adapters.storage.async_events import AsyncEvents
+from ctxstore.adapters.storage.backend import driver_errors
 from ctxstore.adapters.storage.events import DAMAGE, damaged
 from ctxstore.adapters.store.cache import Held
 from ctxstore.adapters.store.core import StoreCore
@@ -106,13 +105,11 @@ class AsyncWriter:
         events = ctx.collect_events()
         try:
             await self._put(held, cid, before, events, command_id)
-        except PersistenceError as exc:
+        except driver_errors() as exc:
             held.stale()
 
             async def stored_by(q: StoredBy) -> bool:
-                found: bool = await self.offload(
-                    self.writer.stored_by, cid, q.version, command_id, q.cause
-                )
+                found: bool = await self.offload(self.writer.stored_by, cid, command_id, q)
                 return found
 
             after = await drive_async(settle(cid, before, exc), stored_by)

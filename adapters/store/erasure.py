@@ -23,16 +23,22 @@ deleted (a blob another context still shows stays: it is that context's content 
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from uuid import UUID
 
 from ctxstore.adapters.keys.cipher import ContextCipher, key_name
+from ctxstore.adapters.storage.backend import driver_errors
 from ctxstore.adapters.storage.erasers import Eraser
 from ctxstore.adapters.store.core import StoreCore
+from ctxstore.adapters.store.faults import fault
 from ctxstore.adapters.store.results import Erasure
+from ctxstore.adapters.store.write_attempt import Next, settled
 from ctxstore.domain.context import Context
-from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.domain.errors import InvalidOperationError, first_line
 from ctxstore.domain.limits import column_text, text_problem
+
+log = logging.getLogger(__name__)
 
 
 def forks_of(core: StoreCore, cid: UUID) -> list[UUID]:
@@ -97,18 +103,71 @@ def erase_context(
 
 def _erase_one(core: StoreCore, eraser: Eraser, record: Erasure) -> Erasure:
     """Delete one context's rows, then destroy its data key (when the store has keys)."""
-    keys = core.storage.keys
+    cid, keys = record.context_id, core.storage.keys
     if keys is not None:
         record = record.model_copy(update={"shredded": True, "residue": shred_residue(keys)})
-    done = eraser.erase(record)
-    core.storage.blobs.release(record.context_id)
+    try:
+        done = eraser.erase(record)
+    except driver_errors() as exc:
+        done = _settled(eraser, record, exc)
+    # Past the commit point: the erasure stands. What fails from here is said in the
+    # record returned (and logged), never reported as the erasure's failure: a caller
+    # retrying it would only hear that the context is not found.
+    left: list[str] = []
+    try:
+        core.storage.blobs.release(cid)
+    except driver_errors() as exc:
+        left.append(_failed(cid, "releasing its attachments", exc, UNRELEASED))
     if keys is not None:
-        keys.keys.destroy([key_name(record.context_id)])
+        try:
+            keys.keys.destroy([key_name(cid)])
+        except driver_errors() as exc:
+            left.append(_failed(cid, "destroying its data key", exc, UNSHREDDED))
+            done = done.model_copy(update={"shredded": False})
     if core.storage.retention is not None:
-        core.storage.retention.drop_checkpoint(record.context_id.hex)
-    core.bounds.forget(record.context_id)
-    core.forget(record.context_id)
-    return done
+        try:
+            core.storage.retention.drop_checkpoint(cid.hex)
+        except driver_errors() as exc:  # a checkpoint of an erased context holds no content
+            log.warning("erasure of %s: stored; dropping its retention checkpoint failed: %s",
+                        cid, exc)  # fmt: skip
+    core.bounds.forget(cid)
+    core.forget(cid)
+    return done.model_copy(update={"residue": [*done.residue, *left]}) if left else done
+
+
+UNRELEASED = (
+    "its attachments' references were kept: the attachments only it referred to are still "
+    "stored (their bytes, under keys of their own)"
+)
+UNSHREDDED = (
+    "its data key was not destroyed: the erased rows' leftovers in write-ahead logs, "
+    "replicas and backups can still be opened with it"
+)
+
+
+def _failed(cid: UUID, step: str, exc: BaseException, left: str) -> str:
+    log.warning("erasure of %s: stored; %s failed: %s", cid, step, exc)
+    return f"{step} failed after the erasure was stored ({first_line(exc)}): {left}"
+
+
+def _settled(eraser: Eraser, record: Erasure, exc: BaseException) -> Erasure:
+    """An erasure whose transaction failed with `exc`, settled (write_attempt.settle): its
+    stored record when its commit went through (the reply alone was lost), else the
+    failure; OutcomeUnknownError when the records cannot be read to tell."""
+    found: list[Erasure] = []
+
+    def mine(_version: int) -> bool:
+        found[:] = [
+            r for r in eraser.records()
+            if r.context_id == record.context_id
+            and abs(r.erased_at.timestamp() - record.erased_at.timestamp()) < 1e-5
+        ]  # fmt: skip
+        return bool(found)
+
+    when = record.erased_at.isoformat()
+    if settled(record.context_id, 0, exc, f"erasure at {when}", mine) is not Next.STORED:
+        raise fault(exc) from exc  # not stored (another writer's row met: settle said so)
+    return found[0].model_copy(update={"shredded": record.shredded})
 
 
 def shred_residue(keys: ContextCipher) -> list[str]:

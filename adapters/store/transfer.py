@@ -18,12 +18,14 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, cast
 from uuid import UUID, uuid4
 
-from eventsourcing.persistence import IntegrityError, StoredEvent
+from eventsourcing.persistence import StoredEvent
 from eventsourcing.utils import get_topic
 
+from ctxstore.adapters.storage.backend import driver_errors
 from ctxstore.adapters.storage.codec.chain import GENESIS, link, unseal
 from ctxstore.adapters.storage.codec.transcoder import ContextTranscoder
 from ctxstore.adapters.store.core import StoreCore
+from ctxstore.adapters.store.write_attempt import Next, settled
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import Blob, describe
 from ctxstore.domain.context import JSON, Context
@@ -254,12 +256,20 @@ def import_lines(
     )
     if missing:
         raise InvalidImportError(f"the export refers to blob sha256:{missing[0]}, which it lacks")
+    recorder = core.storage.recorder
     try:
-        core.storage.recorder.insert_events(stored)
-    except IntegrityError as exc:
-        raise ContextExistsError(
-            f"context {target} already exists; import with new_id (on the command line --new-id)"
-        ) from exc
+        recorder.insert_events(stored)
+    except driver_errors() as exc:
+
+        def mine(version: int) -> bool:  # these very states: the import's own, its reply lost
+            found = recorder.select_events(target, gt=version - 1, lte=version, limit=1)
+            return bool(found) and bytes(found[0].state) == bytes(stored[version - 1].state)
+
+        if settled(target, 0, exc, "", mine) is not Next.STORED:
+            raise ContextExistsError(
+                f"context {target} already exists; import with new_id (on the command line "
+                "--new-id)"
+            ) from exc
     writer.remember_import(ctx, prev_new)
     return target
 

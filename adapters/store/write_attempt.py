@@ -8,22 +8,30 @@ answer, and returns what the writer does next (or raises the caller's error). Th
 writer answers by reading the store; the async writer by awaiting the same read on its
 worker thread (the way psycopg's protocol generators are driven by a blocking and an
 awaiting loop).
+
+It is the one settle step of every write: the commands, a creation (and so a fork and an
+imported transcript), an imported export and an erasure each drive it with their own answer
+to "is what is stored there mine?", so a failure that may have come after the commit ends
+as the stored result, a refusal of what is not stored, or OutcomeUnknownError, never as a
+plain refusal of what may be stored.
 """
 
 from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
+from ctxstore.adapters.storage.backend import driver_errors, earlier_tries, never_sent
 from ctxstore.adapters.storage.turns import GONE, MOVED, TURN_HELD
 from ctxstore.domain.errors import (
     ContextMovedError,
+    OutcomeUnknownError,
     StoreUnavailableError,
 )
 
@@ -46,13 +54,22 @@ class Next(enum.Enum):
 @dataclass(frozen=True)
 class StoredBy:
     """A question to the driver: is the event at `version` this command's? `cause` is the
-    failure (a connection never had stores nothing)."""
+    failure (named when the store cannot be read to tell). Not `reachable`: the last try
+    waited in vain for a connection, and asking would wait once more; the outcome is then
+    unknown without asking."""
 
     version: int
     cause: BaseException | None
+    reachable: bool = True
 
 
 Settle = Generator[StoredBy, bool, Next]
+
+
+def reached(exc: BaseException) -> bool:
+    """Whether a failed call may have reached the server (and so committed): not when none
+    of its tries had a connection."""
+    return not never_sent(exc) or any(reached(e) for e in earlier_tries(exc))
 
 
 def settle(cid: UUID, before: int, exc: BaseException) -> Settle:
@@ -61,6 +78,15 @@ def settle(cid: UUID, before: int, exc: BaseException) -> Settle:
     Raises ContextMovedError (the context lives on another server now) or
     StoreUnavailableError (not stored).
     """
+    asked = False  # whether the store was read after the last try
+    if any(reached(e) for e in earlier_tries(exc)):
+        # The recorder tried the call once more after a try that may have committed, its
+        # reply lost: whatever the last try met (the events that try stored, another
+        # writer's turn, no connection), its events are asked for first. A turn taken or
+        # the command run again would apply it twice; a refusal would deny a stored write.
+        if (yield StoredBy(before + 1, exc, reachable=not never_sent(exc))):
+            return Next.STORED
+        asked = True
     if GONE in str(exc):
         # Erased since the writer read it (and maybe made again under its id): run again
         # on the context as it is now, as a writer without a cache would; its read raises
@@ -69,7 +95,7 @@ def settle(cid: UUID, before: int, exc: BaseException) -> Settle:
     if isinstance(exc, IntegrityError):
         if TURN_HELD in str(exc):
             return Next.TAKE_TURN
-        if (yield StoredBy(before + 1, None)):
+        if not asked and (yield StoredBy(before + 1, None)):
             # Committed, its reply lost; the library's retry met the events it had stored.
             return Next.STORED
         # Another writer took the version: run again on fresh state, which judges
@@ -77,11 +103,37 @@ def settle(cid: UUID, before: int, exc: BaseException) -> Settle:
         return Next.RETRY
     if MOVED in str(exc):
         raise ContextMovedError(f"context {cid} was moved to another server") from exc
-    if not (yield StoredBy(before + 1, exc)):
-        raise StoreUnavailableError(
-            f"context {cid}: the write failed and was not stored ({exc})"
-        ) from exc
-    return Next.STORED
+    if not asked and reached(exc) and (yield StoredBy(before + 1, exc)):
+        return Next.STORED
+    raise StoreUnavailableError(
+        f"context {cid}: the write failed and was not stored ({exc})"
+    ) from exc
+
+
+def answered(cid: UUID, command: str, q: StoredBy, mine: Callable[[int], bool]) -> bool:
+    """`mine(q.version)`: whether what the store holds is the write's named `command`;
+    raises OutcomeUnknownError when the store cannot be read (or reached) to tell."""
+    cause = q.cause
+    if q.reachable:
+        try:
+            return mine(q.version)
+        except driver_errors() as exc:
+            cause = cause or exc
+    raise OutcomeUnknownError(
+        f"context {cid}: the write's outcome is unknown, the store cannot be read "
+        f"({f'command {command}; ' if command else ''}{cause})",
+        context_id=str(cid),
+        command_id=command,
+    ) from cause
+
+
+def settled(
+    cid: UUID, before: int, exc: BaseException, command: str, mine: Callable[[int], bool]
+) -> Next:
+    """`settle` driven by reading the store: `mine(version)` tells whether what is stored
+    at a version is this write's (named `command`: a command's events carry it; an import
+    is known by its states, an erasure by its record)."""
+    return drive(settle(cid, before, exc), lambda q: answered(cid, command, q, mine))
 
 
 def drive(steps: Settle, answer: Any) -> Next:

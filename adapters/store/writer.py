@@ -15,9 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError, PersistenceError
-
-from ctxstore.adapters.storage.backend import driver_errors, never_sent
+from ctxstore.adapters.storage.backend import driver_errors
 from ctxstore.adapters.storage.codec.chain import GENESIS, anchor, command_of, unseal
 from ctxstore.adapters.storage.snapshot_policy import held_messages, prune_superseded
 from ctxstore.adapters.storage.snapshot_policy import step as snapshot_step
@@ -25,13 +23,19 @@ from ctxstore.adapters.storage.turns import Turn
 from ctxstore.adapters.store.cache import Held
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import Written
-from ctxstore.adapters.store.write_attempt import Next, drive, new_command_id, settle
+from ctxstore.adapters.store.write_attempt import (
+    Next,
+    StoredBy,
+    answered,
+    drive,
+    new_command_id,
+    settle,
+)
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
     ContextExistsError,
     ContextNotFoundError,
     CtxStoreError,
-    OutcomeUnknownError,
     VersionConflictError,
 )
 from ctxstore.domain.limits import check_int
@@ -59,10 +63,10 @@ class Writer:
         command_id = new_command_id()
         try:
             self.store_pending(ctx, command_id)
-        except IntegrityError:
-            if not self.stored_by(ctx.id, 1, command_id):
+        except driver_errors() as exc:
+            if self.settled(ctx.id, 0, exc, command_id) is not Next.STORED:
                 raise ContextExistsError(f"context {ctx.id} already exists") from None
-            self.core.cache.held(ctx.id).ctx = ctx
+            self.core.cache.held(ctx.id).ctx = ctx  # stored: the reply alone was lost
 
     def command(self, context_id: Any, expected_version: int | None, command: Command) -> Written:
         """Run one aggregate command and store its events; the command returns the ids it
@@ -141,10 +145,9 @@ class Writer:
         events = ctx.collect_events()
         try:
             self.put(held, cid, before, events, turn, command_id)
-        except PersistenceError as exc:
+        except driver_errors() as exc:
             held.stale()
-            steps = settle(cid, before, exc)
-            after = drive(steps, lambda q: self.stored_by(cid, q.version, command_id, q.cause))
+            after = self.settled(cid, before, exc, command_id)
             if after is Next.TAKE_TURN:
                 turns.saw_others(cid)
                 return None, True
@@ -189,25 +192,23 @@ class Writer:
         self.core.written.wrote(cid, before + len(stored))
         self.storage.notifications.publish(cid.hex)  # this process's live tails, at once
 
-    def stored_by(
-        self, cid: Any, version: int, command: str, cause: BaseException | None = None
-    ) -> bool:
-        """Whether the event at `version` was stored by `command` (a write whose reply was
-        lost). Raises OutcomeUnknownError when the store cannot be read to tell."""
-        if never_sent(cause):
-            return False  # no connection was had: nothing reached the server
-        try:
-            found = self.storage.recorder.select_events(cid, gt=version - 1, lte=version, limit=1)
-        except PersistenceError as exc:
-            raise OutcomeUnknownError(
-                f"context {cid}: the write's outcome is unknown, the store cannot be read "
-                f"(command {command}; {cause or exc})",
-                context_id=str(cid),
-                command_id=command,
-            ) from exc
+    def settled(self, cid: UUID, before: int, exc: BaseException, command: str) -> Next:
+        """The settle step (write_attempt.settle) of a command whose write of versions
+        before+1... failed with `exc`, answered by reading the store for its command id."""
+        return drive(settle(cid, before, exc), lambda q: self.stored_by(cid, command, q))
+
+    def stored_by(self, cid: UUID, command: str, q: StoredBy) -> bool:
+        """Whether the event at `q.version` was stored by `command` (a write whose reply
+        was lost). Raises OutcomeUnknownError when the store cannot be read to tell."""
+        return answered(cid, command, q, lambda v: self.command_at(cid, v) == command)
+
+    def command_at(self, cid: Any, version: int) -> str | None:
+        """The id of the command that stored a context's event at `version` (None: no
+        event there, or one stored without)."""
+        found = self.storage.recorder.select_events(cid, gt=version - 1, lte=version, limit=1)
         if not found:
-            return False
-        return command_of(unseal(self.storage.mapper.plaintext(found[0].state, cid))[0]) == command
+            return None
+        return command_of(unseal(self.storage.mapper.plaintext(found[0].state, cid))[0])
 
     def chain_head(self, held: Held, cid: Any, version: int) -> str:
         """The chain of the context's event at `version` (what the next event links to)."""
@@ -272,8 +273,15 @@ class Writer:
     def remember_import(self, ctx: Context, chain: str) -> None:
         """Note a context whose events an import stored, with its last chain."""
         held = self.core.cache.held(ctx.id)
+        try:
+            erasures = self.storage.erasures_of(ctx.id)
+        except driver_errors():
+            # The import is stored: what this process keeps of it is read again when needed.
+            log.warning("context %s: imported; noting it failed", ctx.id, exc_info=True)
+            held.stale()
+            return
         held.chain = (ctx.version, chain)
-        held.ctx, held.erasures = ctx, self.storage.erasures_of(ctx.id)
+        held.ctx, held.erasures = ctx, erasures
         self.maybe_snapshot(ctx, 0)
 
 

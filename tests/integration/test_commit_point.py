@@ -195,3 +195,17 @@ def test_an_unknown_outcome_names_a_command_the_history_can_be_asked_about(tmp_p
         found = [e for e in store.history(cid) if e.command_id == lost.value.command_id]
         assert [e.type for e in found] == ["insert"]
         assert len({e.command_id for e in store.history(cid)}) == 2  # creation, insert
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("surface", ["sync", "async"])
+def test_a_batch_end_stored_under_the_turn_is_never_reported_as_failed(pg_url, surface):
+    """Issue 56's batch_end: stored under the context's turn, its reply lost and the store
+    unreadable a moment. The settle step raised OutcomeUnknownError, and the turn's release
+    on the same dead connection replaced it with "the store failed: OperationalError: the
+    connection is closed" (a refusal: a caller retrying it closed a second batch). Every
+    command on every path: test_settled_writes.py."""
+    from tests.integration.test_settled_writes import settled_once
+
+    _answer, raised = settled_once(pg_url, "batch_end", surface, "turn", readable=False)
+    assert isinstance(raised, OutcomeUnknownError), raised
