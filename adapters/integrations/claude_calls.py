@@ -111,7 +111,8 @@ def insert_with_calls(
         touched: list[str] = []
         for insert, call in steps:
             before, tokens, estimated = c.version, c.tokens, c.estimated > 0
-            touched += insert(c)
+            done = insert(c)
+            touched += done if isinstance(done, list) else []
             if call is None:
                 continue
             _, _, prompt, completion = reply_of(call)
