@@ -22,8 +22,10 @@ trace while it is current. Nothing here raises into the SDK or changes what it s
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
+from datetime import datetime
 from typing import Any
 
 from ctxstore.domain.errors import MissingExtraError
@@ -144,7 +146,7 @@ def span_call(span: Span[Any]) -> CapturedCall | None:
     data, error = span.span_data, span.error
     failed = None if error is None else f"{error.get('message')}: {error.get('data') or ''}"
     if isinstance(data, ResponseSpanData):
-        response = openai_client._plain(data.response) if data.response is not None else None
+        response = openai_client.plain(data.response) if data.response is not None else None
         if data.input is None or (response is None and failed is None):
             return None
         request: dict[str, Any] = {"input": data.input}
@@ -167,22 +169,17 @@ def span_call(span: Span[Any]) -> CapturedCall | None:
         api = CHAT_API
     else:
         return None
-    marked = {"reconstructed": True} if "reconstructed" in CapturedCall.model_fields else {}
-    return CapturedCall.model_validate({
-        "request": _json(request), "response": _json(response), "error": failed, "api": api,
-        "source": SOURCE, "started_at": _when(span.started_at), **marked,
-    })  # fmt: skip
+    return CapturedCall(
+        request=_json(request), response=_json(response), error=failed, api=api,
+        source=SOURCE, started_at=_when(span.started_at), reconstructed=True,
+    )  # fmt: skip
 
 
 def _json(value: Any) -> Any:
-    import json
-
     return None if value is None else json.loads(json.dumps(value, default=str))
 
 
-def _when(stamp: str | None) -> Any:
-    from datetime import datetime
-
+def _when(stamp: str | None) -> datetime | None:
     try:
         return None if stamp is None else datetime.fromisoformat(stamp)
     except ValueError:

@@ -146,7 +146,7 @@ def _open(options: Any, stream: bool) -> _Call | None:
         return None
 
 
-def _plain(obj: Any) -> dict[str, Any] | None:
+def plain(obj: Any) -> dict[str, Any] | None:
     """A parsed reply as the JSON it was read from."""
     if isinstance(obj, dict):
         return obj
@@ -177,7 +177,7 @@ def _ended(call: _Call, result: Any) -> Any:
         elif isinstance(result, APIResponse | AsyncAPIResponse):
             _watch_parse(call, result)
         else:
-            response = _plain(result)
+            response = plain(result)
             call.end(response, None if response is None else _failure(response))
     except Exception:
         log.exception("capture: a model reply could not be watched")
@@ -221,13 +221,13 @@ class _Assembly:
             if self.call.api == RESPONSES_API:
                 kind = getattr(event, "type", None)
                 if kind in TERMINAL:
-                    response = _plain(event.response) or {}
+                    response = plain(event.response) or {}
                     self.call.end(response, _failure(response))
                 elif kind == "error":
                     self.call.end(error=f"{getattr(event, 'code', None) or 'error'}: "
                                         f"{getattr(event, 'message', '')}")  # fmt: skip
             else:
-                chunk = _plain(event)
+                chunk = plain(event)
                 if chunk is not None:
                     self.chat = add_chunk(self.chat, chunk)
         except Exception:

@@ -17,10 +17,14 @@ import pytest
 pytest.importorskip("agents")
 
 import agents
-from agents import Agent, RunConfig, Runner, function_tool, set_tracing_disabled
+from agents import Agent, RunConfig, Runner, function_tool, generation_span, set_tracing_disabled
+from agents.items import ModelResponse
+from agents.models.interface import Model
 from agents.models.openai_chatcompletions import OpenAIChatCompletionsModel
 from agents.models.openai_responses import OpenAIResponsesModel
+from agents.usage import Usage
 from openai import AsyncOpenAI
+from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
 import ctxstore.capture
 from ctxstore.adapters.integrations.agents_session import CtxStoreSession
@@ -235,3 +239,48 @@ def test_the_trace_processor_records_a_traces_calls_by_its_group_id(
         (other,) = [c for c in others if store.calls(c)]
         (listed,) = store.calls(other)
         assert store.call(other, listed.number).request == received[2]
+
+
+class SpannedModel(Model):
+    """A model that does not send through the OpenAI client (as LiteLLM's): it reports its
+    call in a generation span, which is all the trace processor can read of it."""
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any,
+                           **kwargs: Any) -> ModelResponse:  # fmt: skip
+        with generation_span(model="other-model", model_config={"temperature": 0.2}) as span:
+            given = [{"role": "user", "content": input}] if isinstance(input, str) else input
+            span.span_data.input = [{"role": "system", "content": system_instructions}, *given]
+            span.span_data.output = [{"role": "assistant", "content": "Hello."}]
+            span.span_data.usage = {"input_tokens": 5, "output_tokens": 2}
+            out = ResponseOutputMessage(
+                id="msg_1", type="message", role="assistant", status="completed",
+                content=[ResponseOutputText(type="output_text", text="Hello.", annotations=[])],
+            )  # fmt: skip
+            return ModelResponse(output=[out], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+
+def test_a_model_without_the_openai_client_is_rebuilt_from_its_span(tmp_path: Any) -> None:
+    with ContextStore.from_url(f"sqlite:///{tmp_path}/s.db", Settings(actor="t")) as store:
+        before = list(agents.tracing.get_trace_provider()._multi_processor._processors)
+        agents.set_trace_processors([ctxstore.capture.agents(store)])
+        set_tracing_disabled(False)
+        try:
+            agent = Agent(name="other", instructions="Be brief.", model=SpannedModel())
+            config = RunConfig(group_id="other-1")
+            asyncio.run(Runner.run(agent, "Hi", run_config=config))
+        finally:
+            set_tracing_disabled(True)
+            agents.set_trace_processors(before)
+        assert ctxstore.capture.flush(store, 10)
+        cid = store.lookup_key("other-1")
+        (listed,) = store.calls(cid)
+        call = store.call(cid, listed.number)
+        assert call.reconstructed and call.api == "openai.chat" and not call.failed
+        assert call.request == {"model": "other-model", "temperature": 0.2, "messages": [
+            {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]}  # fmt: skip
+        assert call.response_body is not None
+        assert call.response_body["choices"][0]["message"]["content"] == "Hello."
+        assert (call.prompt_tokens, call.completion_tokens) == (5, 2)
