@@ -28,23 +28,25 @@ application: what cannot be read is skipped with a line on the `ctxstore.capture
 
 from __future__ import annotations
 
+import atexit
 import base64
 import dataclasses
 import json
 import logging
 import os
+import queue
 import sys
 import threading
 import time
 import timeit
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, ClassVar
 
-from ctxstore.adapters.capture.recorder import CallRecorder, recorder_for
+from ctxstore.adapters.capture.recorder import FLUSH_SECONDS, QUEUE, CallRecorder, recorder_for
 from ctxstore.domain.captured import ANTHROPIC_API, CHAT_API, RESPONSES_API, CapturedCall
 from ctxstore.domain.errors import CtxStoreError
 
@@ -93,16 +95,90 @@ class CompletionHook:
             operation = facts.get("gen_ai.operation.name")
             if operation is not None and operation not in INFERENCE:
                 return  # a workflow's or an agent's end: its model calls come on their own
-            call = build_call(
-                facts, _plain(list(inputs or [])), _plain(list(outputs or [])),
-                _plain(list(system_instruction or [])), _plain(list(tool_definitions or [])),
-                error=_error_of(error, span, facts), streamed=_streamed(invocation, facts),
-                timing=_timing(span, invocation), call_id=_call_id(span),
-            )  # fmt: skip
-            if call is not None:
-                self.recorder.submit(_target(self.recorder, facts, span), call)
+            # What only this moment knows is read here; the messages are converted on the
+            # converter's thread (a long conversation takes milliseconds to convert).
+            given = [list(m or []) for m in (inputs, outputs, system_instruction,
+                                             tool_definitions)]  # fmt: skip
+            error_text, streamed = _error_of(error, span, facts), _streamed(invocation, facts)
+            timing, call_id = _timing(span, invocation), _call_id(span)
+            target = _target(self.recorder, facts, span)
+            recorder = self.recorder
+
+            def convert() -> None:
+                call = build_call(
+                    facts, *(_plain(m) for m in given), error=error_text, streamed=streamed,
+                    timing=timing, call_id=call_id,
+                )  # fmt: skip
+                if call is not None:
+                    recorder.submit(target, call)
+
+            _converter.put(convert)
         except Exception:  # capture never breaks the application
             log.exception("capture (otel): a call could not be read")
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every call seen so far is converted and recorded (at most `timeout`
+        s); whether none is left."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if not _converter.drain(timeout):
+            return False
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        return self.recorder.flush(left)
+
+
+class _Converter:
+    """One background thread turning GenAI messages into calls for the recorder, behind a
+    bounded queue (a full one drops the call, counted and logged); drained at exit before
+    the recorders flush."""
+
+    def __init__(self, maxsize: int = QUEUE) -> None:
+        self._queue: queue.Queue[Callable[[], None]] = queue.Queue(maxsize)
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.dropped = 0
+
+    def put(self, job: Callable[[], None]) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(
+                        target=self._run, name="ctxstore-capture-otel", daemon=True
+                    )
+                    self._thread.start()
+        try:
+            self._queue.put_nowait(job)
+        except queue.Full:
+            self.dropped += 1
+            if self.dropped in (1, 10, 100) or self.dropped % 1000 == 0:
+                log.warning("capture (otel): queue full, %d call(s) dropped", self.dropped)
+
+    def _run(self) -> None:
+        while True:
+            job = self._queue.get()
+            try:
+                job()
+            except Exception:  # never raised: logged
+                log.exception("capture (otel): a call could not be read")
+            finally:
+                self._queue.task_done()
+
+    def drain(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._queue.all_tasks_done.wait(left)
+        return True
+
+
+_converter = _Converter()
+
+
+@atexit.register  # (after the recorder's own, so it runs first: the calls reach it)
+def _drain_at_exit() -> None:
+    _converter.drain(FLUSH_SECONDS)
 
 
 def completion_hook() -> CompletionHook:
@@ -186,13 +262,10 @@ def span_processor(store: Any) -> Any:
         """Records the model calls whose spans carry GenAI messages."""
 
         def on_end(self, span: ReadableSpan) -> None:
-            try:
-                _record_span(recorder, span)
-            except Exception:  # capture never breaks the application
-                log.exception("capture (otel): a span could not be read")
+            _converter.put(lambda: _record_span(recorder, span))  # an ended span is final
 
         def force_flush(self, timeout_millis: int = 30000) -> bool:
-            return recorder.flush(timeout_millis / 1000)
+            return _converter.drain(timeout_millis / 2000) and recorder.flush(timeout_millis / 2000)
 
     return CtxStoreSpanProcessor()
 
@@ -210,11 +283,7 @@ def _record_span(recorder: CallRecorder, span: Any) -> None:
         return  # content capture is off: nothing of what the model saw is on the span
     started = span.start_time or 0
     ended = span.end_time or started
-    status = getattr(span, "status", None)
-    failed = status is not None and getattr(status.status_code, "name", "") == "ERROR"
-    error = None
-    if failed:
-        error = status.description or str(facts.get("error.type") or "the call failed")
+    error = _error_of(None, span, facts) if _failed(span) else None
     call = build_call(
         facts, loaded["input.messages"] or [], loaded["output.messages"] or [],
         loaded["system_instructions"] or [], loaded["tool.definitions"] or [],
@@ -294,6 +363,11 @@ def _error_of(error: Any, span: Any, facts: Mapping[str, Any]) -> str | None:
     if facts.get("error.type"):
         return str(facts["error.type"])
     return None
+
+
+def _failed(span: Any) -> bool:
+    status = getattr(span, "status", None)
+    return status is not None and getattr(status.status_code, "name", "") == "ERROR"
 
 
 def _streamed(invocation: Any, facts: Mapping[str, Any]) -> bool:
@@ -715,7 +789,8 @@ def _function(tool: Any) -> dict[str, Any]:
     """A tool definition as {name, description, parameters} (flat or under `function`)."""
     if not isinstance(tool, dict):
         return {"name": str(tool)}
-    inner = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+    nested = tool.get("function")
+    inner: dict[str, Any] = nested if isinstance(nested, dict) else tool
     found = {"name": inner.get("name")}
     if inner.get("description") is not None:
         found["description"] = inner["description"]

@@ -33,7 +33,6 @@ from opentelemetry.util.genai.handler import TelemetryHandler
 
 import ctxstore
 from ctxstore.adapters.capture import otel
-from ctxstore.adapters.capture.recorder import recorder_for
 from tests.fake_provider import Reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +57,7 @@ def hooked(durable_url, monkeypatch):
     assert isinstance(getattr(hook, "_wrapped", None), otel.CompletionHook)  # by its name
     tracer = TracerProvider()
     yield hook, tracer
-    hook._wrapped.recorder.flush(20)
+    hook._wrapped.flush(20)
     if otel._env is not None and otel._env._opened is not None:
         otel._env._opened.close()
 
@@ -72,7 +71,7 @@ def openai_client(hooked, fake_provider):
 
 
 def _recorded(url: str, key: str, hook) -> list:
-    assert hook._wrapped.recorder.flush(20)
+    assert hook._wrapped.flush(20)
     with ctxstore.open(url) as store:
         cid = store.lookup_key(key)
         assert cid is not None, f"no context for {key}"
@@ -186,7 +185,7 @@ def test_malformed_messages_record_what_they_can_and_never_raise(caplog):
         hook.on_completion(inputs=[InputMessage(role="assistant", parts=[huge])], outputs=[],
                            system_instruction=[])  # fmt: skip
         hook.on_completion(inputs=None, outputs=None, system_instruction=None)  # type: ignore[arg-type]
-    assert recorder_for(store).flush(10)
+    assert hook.flush(10)
     (summary,) = [c for c in store.contexts() if store.calls(c.context_id)]
     (call,) = [store.call(summary.context_id, 1)]
     assert call.request["messages"] == [
@@ -216,7 +215,7 @@ def test_pydantic_ai_reaches_capture_through_its_spans(durable_url, fake_provide
             model, instructions="Be brief.", capabilities=[Instrumentation(settings=settings)]
         )
         assert agent.run_sync("Weather in Paris?").output == "ok"
-        assert recorder_for(store).flush(20)
+        assert tracer.force_flush(40_000)
         found = [c for c in store.contexts() if c.name and store.calls(c.context_id)]
         found = found or [c for c in store.contexts() if store.calls(c.context_id)]
         (call,) = [store.call(found[0].context_id, 1)]
