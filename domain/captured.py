@@ -49,6 +49,9 @@ class CapturedCall(BaseModel):
     latency: float | None = Field(default=None, ge=0)  # seconds
     streamed: bool = False
     for_version: int | None = Field(default=None, ge=1)
+    # Recorded with an insert (`insert(..., calls=)`): the position, among the messages
+    # inserted, of this call's reply; what was sent is what the context showed before it.
+    reply_at: int | None = Field(default=None, ge=0)
     call_id: str = Field(default_factory=lambda: uuid.uuid4().hex, min_length=1, max_length=200)
     # Read back from what the SDK kept (a transcript) or built from its request object, not
     # seen on its way to the provider: what the record holds may fall short of what was sent.
@@ -99,7 +102,9 @@ class CapturedCall(BaseModel):
         if "input" in r or "instructions" in r:
             return RESPONSES_API
         if "messages" in r:  # (the integrations name it: a bare body is read as best it can)
-            return ANTHROPIC_API if "system" in r else CHAT_API
+            if "system" not in r:
+                return CHAT_API
+            return ANTHROPIC_API if "max_tokens" in r else None  # (Anthropic requires it)
         return None
 
     def record(self) -> dict[str, Any]:

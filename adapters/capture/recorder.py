@@ -187,7 +187,7 @@ class CallRecorder:
             try:
                 return UUID(found)
             except ValueError:
-                return self.store.context_for_key(found)  # type: ignore[no-any-return]
+                return self.store.context_for_key(found)
         return found
 
 

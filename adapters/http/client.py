@@ -108,12 +108,19 @@ class CtxStoreClient(ServiceReads, ContextOperations):
         after: MessageRef | None = None,
         expected_version: int | None = None,
         format: str | None = None,
+        calls: Sequence[CapturedCall | JSON] | None = None,
         idempotency_key: str | None = None,
     ) -> Written:
         batch = [messages] if is_one_message(messages) else list(messages)
+        body: JSON = {"messages": [as_plain(m) for m in batch], "after": after, "format": format}
+        if calls is not None:  # (a service before captured calls takes the body without it)
+            body["calls"] = [
+                c.model_dump(mode="json") if isinstance(c, CapturedCall) else as_plain(c)
+                for c in calls
+            ]
         return self._post(
             f"{self._ctx(context_id)}/insert",
-            {"messages": [as_plain(m) for m in batch], "after": after, "format": format},
+            body,
             Written,
             if_match=expected_version,
             key=idempotency_key,

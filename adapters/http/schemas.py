@@ -9,6 +9,7 @@ from uuid import UUID
 from pydantic import BaseModel, ConfigDict, Field
 
 from ctxstore.adapters.store.results import HistoryEntry, VisibleContext
+from ctxstore.domain.captured import CapturedCall
 from ctxstore.domain.limits import MAX_LATENCY
 
 # Every integer is bounded as the query parameters are: within a database's bigint.
@@ -79,6 +80,10 @@ class InsertBody(Command):
     after: Ref | None = Field(default=None, description="insert after this message; default: end")
     format: Literal["openai-chat", "openai-responses", "anthropic", "gemini"] | None = Field(
         default=None, description="the messages' shape; default: detected for each"
+    )
+    calls: list[CapturedCall] | None = Field(
+        default=None,
+        description="model calls whose replies these messages are, recorded in the same write",
     )
 
 

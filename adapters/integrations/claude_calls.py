@@ -1,11 +1,11 @@
 """The model calls a Claude Agent SDK transcript holds: each assistant entry with its usage is
-a call's reply, recorded with the append that writes it, in the same commit (one command:
-the entries before it inserted, then the reply, then the call), so `calls` lists every turn.
+a call's reply, recorded with the append that writes it, in the same commit (the insert's
+`calls`), so `calls` lists every turn.
 
 Each call is marked reconstructed (source `claude-transcript`): it is read back from the
 transcript, not seen on its way to the provider. What was sent is the transcript up to the
-reply (the context at the call's `for_version`: the call records no copy of it, so an append
-stays one small write however long the transcript); the system prompt and the tools are not
+reply (the ids of the messages visible before it: the call records no copy of them, so an
+append stays one small write however long the transcript); the system prompt and the tools are not
 in the transcript, and the request says so. The SDK writes one assistant message as several
 entries (one per content block) sharing its id: those appended together are one call; an
 entry of a message whose call is already recorded adds none (its `call_id` is the message's).
@@ -15,16 +15,10 @@ not model calls.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
-from uuid import UUID
 
-from ctxstore.adapters.store.captured import reply_of
-from ctxstore.adapters.store.parts import StoreParts
 from ctxstore.domain.captured import ANTHROPIC_API, CapturedCall
-from ctxstore.domain.context import Context
 from ctxstore.domain.errors import CtxStoreError
-from ctxstore.domain.tokens import REPLY_PRIMING
 
 SOURCE = "claude-transcript"
 NOTE = (
@@ -69,59 +63,22 @@ def _call(group: list[dict[str, Any]]) -> CapturedCall | None:
     return call
 
 
-def planned(entries: list[dict[str, Any]]) -> list[Segment]:
-    """The entries in runs to insert in order, each run of one reply followed by its call."""
-    segments: list[Segment] = []
-    pending: list[dict[str, Any]] = []
+def transcript_calls(entries: list[dict[str, Any]]) -> list[CapturedCall]:
+    """The calls the replies among the entries answered: one per assistant message (its
+    entries appended together), in order."""
+    calls: list[CapturedCall] = []
     i = 0
     while i < len(entries):
         reply = _reply(entries[i])
         if reply is None:
-            pending.append(entries[i])
             i += 1
             continue
         j = i + 1
         while (j < len(entries) and (other := _reply(entries[j])) is not None
                and reply.get("id") is not None and other.get("id") == reply.get("id")):  # fmt: skip
             j += 1
-        if pending:
-            segments.append((pending, None))
-            pending = []
-        segments.append((entries[i:j], _call(entries[i:j])))
+        call = _call(entries[i:j])
+        if call is not None:  # made with what the transcript held before this reply
+            calls.append(call.model_copy(update={"reply_at": i}))
         i = j
-    if pending:
-        segments.append((pending, None))
-    return segments
-
-
-def insert_with_calls(
-    parts: StoreParts, cid: UUID, segments: list[Segment],
-    message: Callable[[dict[str, Any]], dict[str, Any]], expected_version: int,
-) -> Any:  # fmt: skip
-    """Insert the runs and record their calls in one command (one commit)."""
-    core = parts.core
-    actor = core.actor(None)
-    steps = []
-    for run, call in segments:
-        batch = [message(e) for e in run]
-        _, insert = parts.commands.insert(cid, batch, after=None, actor=None, format=None)
-        steps.append((insert, call))
-
-    def command(c: Context) -> list[str]:
-        touched: list[str] = []
-        for insert, call in steps:
-            before, tokens, estimated = c.version, c.tokens, c.estimated > 0
-            done = insert(c)
-            touched += done if isinstance(done, list) else []
-            if call is None:
-                continue
-            _, _, prompt, completion = reply_of(call)
-            c.record_call(
-                call.record(), for_version=before, model=(call.model or "unknown")[:200],
-                prompt_tokens=prompt or 0, completion_tokens=completion or 0,
-                counted_tokens=tokens + REPLY_PRIMING, estimated=estimated, sent=None,
-                actor=actor,
-            )  # fmt: skip
-        return touched
-
-    return parts.writer.command(cid, expected_version, command)
+    return calls

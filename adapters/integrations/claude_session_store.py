@@ -11,8 +11,7 @@ metadata), so the context reads as the conversation (`to_anthropic()`); any othe
 model. An entry's `uuid` makes appending it again a no-op. A subagent's context names its
 parent session's. An append is one commit: its entries, and for each assistant entry with
 usage the model call it answered, marked reconstructed from the transcript (`calls` lists
-them: claude_calls.py) — on a store in process (sync or async); through a client or a sharded
-store, the entries alone (their calls are not listed). The session summaries are the
+them: claude_calls.py), on every surface. The session summaries are the
 SDK's own fold over each transcript, done when they are listed, over what was appended
 since the last listing. Deleting erases the contexts (a durable store: SQLite or
 PostgreSQL; a summary context earlier releases kept goes too).
@@ -25,11 +24,10 @@ import json
 from typing import Any
 from uuid import UUID
 
-from ctxstore.adapters.integrations.claude_calls import Segment, insert_with_calls, planned
+from ctxstore.adapters.integrations.claude_calls import transcript_calls
 from ctxstore.adapters.integrations.surface import LRU, faces, named_contexts
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
-from ctxstore.adapters.store.parts import StoreParts
 from ctxstore.adapters.store.results import Written
 from ctxstore.domain.errors import (
     ContextNotFoundError,
@@ -196,12 +194,11 @@ class CtxStoreSessionStore:
             if not fresh:
                 return
             try:
-                if self._with_calls(fresh) is None:
-                    written = await self._async.insert(
-                        cid, [_message(e) for e in fresh], expected_version=version
-                    )
-                else:  # (the writer of the store it wraps, on a thread: see _insert)
-                    written = await asyncio.to_thread(self._insert, cid, fresh, version)
+                calls = transcript_calls(fresh)
+                written = await self._async.insert(
+                    cid, [_message(e) for e in fresh], expected_version=version,
+                    calls=calls or None,
+                )  # fmt: skip
             except VersionConflictError:
                 self._known.pop(cid, None)
                 continue
@@ -239,22 +236,13 @@ class CtxStoreSessionStore:
         else:
             raise VersionConflictError(f"transcript {self._name(key)} kept changing")
 
-    def _with_calls(self, fresh: list[dict[str, Any]]) -> list[Segment] | None:
-        """The entries in runs with the model calls their replies record (claude_calls.py),
-        or None: no reply among them, or a surface that cannot write both in one commit."""
-        if getattr(self.store, "parts", None) is None:  # (a client, a sharded store)
-            return None
-        segments = planned(fresh)
-        return segments if any(call is not None for _, call in segments) else None
-
     def _insert(self, cid: UUID, fresh: list[dict[str, Any]], version: int) -> Written:
-        """One commit: the entries, and the calls of the replies among them where the
-        store is in process (its writer runs both); else the entries alone."""
-        segments = self._with_calls(fresh)
-        if segments is None:
-            return self.store.insert(cid, [_message(e) for e in fresh], expected_version=version)
-        parts: StoreParts = self.store.parts  # type: ignore[attr-defined]
-        return insert_with_calls(parts, cid, segments, _message, version)  # type: ignore[no-any-return]
+        """One commit: the entries, and the calls of the replies among them
+        (claude_calls.py), on every surface."""
+        calls = transcript_calls(fresh)
+        return self.store.insert(
+            cid, [_message(e) for e in fresh], expected_version=version, calls=calls or None
+        )
 
     def _load(self, key: dict[str, Any]) -> list[dict[str, Any]] | None:
         cid = self._id(key)

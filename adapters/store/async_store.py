@@ -106,11 +106,11 @@ class AsyncContextStore(AsyncOffloaded, AsyncContextOperations):
     async def insert(
         self, context_id: UUID | str, messages: Any, *, after: MessageRef | None = None,
         actor: str | None = None, expected_version: int | None = None,
-        format: str | None = None,
+        format: str | None = None, calls: Sequence[Any] | None = None,
     ) -> Written:  # fmt: skip
         cid, command = await self._plan(
             self._commands.insert, messages, context_id, messages, after=after,
-            actor=actor, format=format,
+            actor=actor, format=format, calls=calls,
         )  # fmt: skip
         return await self._compacting(
             await self._writer.command(cid, expected_version, command), actor

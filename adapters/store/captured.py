@@ -4,9 +4,11 @@ where the capture did not name it. Nothing is inserted into the context."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 from uuid import UUID
 
+from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.responses import read_response
 from ctxstore.adapters.store.results import Written
 from ctxstore.adapters.store.writer import Writer
@@ -59,10 +61,16 @@ def reply_of(call: CapturedCall) -> tuple[list[JSON], str | None, int | None, in
     return output, (None if model == "unknown" else model), prompt, completion
 
 
-def record_call(writer: Writer, cid: UUID, given: CapturedCall | JSON, *, actor: str) -> Written:
-    """Record a captured call against the context (see ContextStore.record_call)."""
+CallStep = Callable[[Context, int | None, list[str] | None], None]
+
+
+def planned_call(core: StoreCore, given: CapturedCall | JSON, *, actor: str) -> CallStep:
+    """What recording a captured call does to a context, checked and read before the write:
+    a step that records it (made with the context at `for_version`, else the version its
+    content last changed at). A reconstructed call records no copy of what was sent: it
+    was the context at its version."""
     call = as_call(given)
-    sent = sent_messages(call)
+    sent = None if call.reconstructed else sent_messages(call)
     _, reply_model, reply_prompt, reply_completion = reply_of(call)
     model = call.model or reply_model or str(call.request.get("model") or "unknown")
     prompt = call.prompt_tokens if call.prompt_tokens is not None else reply_prompt or 0
@@ -70,23 +78,46 @@ def record_call(writer: Writer, cid: UUID, given: CapturedCall | JSON, *, actor:
         call.completion_tokens if call.completion_tokens is not None else reply_completion or 0
     )
     record = call.record()
-    items = [{"message": m.model_dump(mode="json")} for m in sent]
-    core = writer.core
+    items = None if sent is None else [{"message": m.model_dump(mode="json")} for m in sent]
 
-    def command(c: Context) -> list[str]:
-        counter = core.counter(c)
+    def step(c: Context, version: int | None, inserted: list[str] | None) -> None:
+        sent_items: list[JSON] | None = items
+        if inserted is not None and call.reply_at is not None and call.reply_at < len(inserted):
+            # Made with what the context showed before its reply, within this insert.
+            reply = inserted[call.reply_at]
+            before = c.order[: c.order.index(reply)] if reply in c.order else list(c.order)
+            sent_items, version = [{"id": i} for i in before], c.version
+        if version is None:
+            version = _content_version(c) if call.for_version is None else call.for_version
+        version = min(version, c.version)
         counted, estimated = REPLY_PRIMING, False
-        for m in items:
-            cost, guessed = message_cost(m["message"], counter)
-            counted, estimated = counted + cost, estimated or guessed
-        version = (
-            _content_version(c) if call.for_version is None else min(call.for_version, c.version)
-        )
+        if sent_items is not None and sent_items and "id" in sent_items[0]:
+            for item in sent_items:
+                entry = c.entries[str(item["id"])]
+                counted, estimated = counted + entry["tokens"], estimated or entry["estimated"]
+        elif sent_items is None:  # the whole context at that version was sent
+            at = c if version == c.version else core.context_at(c.id, version)
+            counted, estimated = at.tokens + REPLY_PRIMING, at.estimated > 0
+        else:
+            counter = core.counter(c)
+            for m in sent_items:
+                cost, guessed = message_cost(m["message"], counter)
+                counted, estimated = counted + cost, estimated or guessed
         c.record_call(
             record, for_version=version, model=model[:200], prompt_tokens=prompt,
-            completion_tokens=completion, counted_tokens=counted, estimated=estimated,
-            sent=items, actor=actor, latency=call.latency,
+            completion_tokens=completion, counted_tokens=counted, estimated=bool(estimated),
+            sent=sent_items, actor=actor, latency=call.latency,
         )  # fmt: skip
+
+    return step
+
+
+def record_call(writer: Writer, cid: UUID, given: CapturedCall | JSON, *, actor: str) -> Written:
+    """Record a captured call against the context (see ContextStore.record_call)."""
+    step = planned_call(writer.core, given, actor=actor)
+
+    def command(c: Context) -> list[str]:
+        step(c, None, None)
         return []
 
     return writer.command(cid, None, command)

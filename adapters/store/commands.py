@@ -10,10 +10,12 @@ from typing import Any
 from uuid import UUID
 
 from ctxstore.adapters.store.attachments import Attachments
+from ctxstore.adapters.store.captured import planned_call
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.writer import Command
 from ctxstore.domain.compaction import summary_message
 from ctxstore.domain.context import JSON, Context, MessageRef
+from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.domain.json_values import json_size_bound
 from ctxstore.domain.limits import check_message_sizes
 from ctxstore.domain.messages import Message, is_one_message
@@ -33,19 +35,27 @@ class Commands:
 
     def insert(
         self, context_id: UUID | str, messages: Any, *, after: MessageRef | None,
-        actor: str | None, format: str | None,
+        actor: str | None, format: str | None, calls: Sequence[Any] | None = None,
     ) -> Planned:  # fmt: skip
         who, cid = self.core.actor(actor), self.core.id(context_id)
         messages = self.attachments.lifted(cid, messages)
         batch: Any = [messages] if is_one_message(messages) else messages
         if isinstance(batch, list | tuple):
             check_message_sizes(batch, self.core.settings.max_message_bytes)
+        if calls is not None and (isinstance(calls, str | bytes | dict) or
+                                  not isinstance(calls, Sequence)):  # fmt: skip
+            raise InvalidOperationError("calls: give a list of captured calls")
+        steps = [planned_call(self.core, call, actor=who) for call in calls or ()]
 
         def command(c: Context) -> list[str]:
             self.core.check_count(c, len(batch) if isinstance(batch, list | tuple) else 1)
-            return c.insert(
+            before = c.version
+            ids = c.insert(
                 batch, after=after, actor=who, counter=self.core.counter(c), format=format
             )
+            for step in steps:  # the calls whose replies these are: made with the context before
+                step(c, before, ids)
+            return ids
 
         return cid, command
 

@@ -75,7 +75,7 @@ class ContextOperations(Protocol):
     def insert(
         self, context_id: UUID | str, messages: JSON | Sequence[JSON], *,
         after: MessageRef | None = None, expected_version: int | None = None,
-        format: str | None = None,
+        format: str | None = None, calls: Sequence[CapturedCall | JSON] | None = None,
     ) -> Written: ...  # fmt: skip
 
     def delete(

@@ -86,6 +86,7 @@ class AsyncContextOperations(Protocol):
         after: MessageRef | None = None,
         expected_version: int | None = None,
         format: str | None = None,
+        calls: Sequence[CapturedCall | JSON] | None = None,
     ) -> Written: ...
 
     async def delete(

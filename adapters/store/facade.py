@@ -158,17 +158,19 @@ class ContextStore(
         self, context_id: UUID | str, messages: Message | JSON | Sequence[Message | JSON], *,
         after: MessageRef | None = None, actor: str | None = None,
         expected_version: int | None = None, format: str | None = None,
+        calls: Sequence[CapturedCall | JSON] | None = None,
     ) -> Written:  # fmt: skip
         """Append messages, or place them after a visible message (id or position). Each
         is stored in its own shape — a chat message, a Responses item or an Anthropic
         message, an SDK's object or a dict, detected or named by `format` — and reads
-        back exactly as it came.
+        back exactly as it came. `calls`: model calls whose replies these messages are,
+        recorded in the same write (as `record_call` does, made with the context before it).
 
         Raises: ContextNotFoundError, InvalidMessageError, UnknownMessageError,
         MalformedTranscriptError, VersionConflictError.
         """
         cid, command = self._commands.insert(
-            context_id, messages, after=after, actor=actor, format=format
+            context_id, messages, after=after, actor=actor, format=format, calls=calls
         )
         return self._compacting(self._writer.command(cid, expected_version, command), actor)
 

@@ -22,7 +22,12 @@ from collections.abc import (
 from typing import Any, TypeVar
 
 from ctxstore.adapters.storage.backend import driver_errors
-from ctxstore.domain.errors import CtxStoreError, StoreUnavailableError, first_line
+from ctxstore.domain.errors import (
+    CtxStoreError,
+    OutcomeUnknownError,
+    StoreUnavailableError,
+    first_line,
+)
 
 T = TypeVar("T")
 
@@ -63,6 +68,13 @@ def typed(fn: Callable[..., T]) -> Callable[..., T]:
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             result = fn(*args, **kwargs)
+        except StoreUnavailableError as exc:  # a refusal the writer settled: name the file
+            cause = exc.__cause__
+            if not isinstance(exc, OutcomeUnknownError) and isinstance(cause, driver_errors()):
+                named = fault(cause, args[0] if args else None)
+                if "cannot be written" in str(named):
+                    raise named from cause
+            raise
         except CtxStoreError:
             raise
         except driver_errors() as exc:

@@ -27,7 +27,8 @@ from ..conftest import free_port
 USER = {"role": "user", "content": "hi"}
 # A value for each required parameter a public method takes, by its name.
 SAMPLES: dict[str, Any] = {
-    "after": 0, "budget": 100, "data": b"x", "deltas": [{"text": "x"}],
+    "after": 0, "budget": 100, "call": {"request": {"model": "m"}, "error": "x"}, "data": b"x",
+    "deltas": [{"text": "x"}],
     "expire_after": 86_400.0, "file_id": "file-1", "from_version": 1, "ids": [0],
     "key": "k", "lines": ['{"context_id": "x"}'], "media_type": "text/plain",
     "message": USER, "message_id": 0, "messages": [USER], "model": "gpt-4o", "number": 1,

@@ -219,6 +219,7 @@ ADAPTER_RULES = {
 }  # fmt: skip
 # Integrations see the contract and its results, never how the store is built.
 INTEGRATIONS_MAY_IMPORT = (
+    "ctxstore.adapters.capture",  # what the model saw: itself on the contract and the domain
     "ctxstore.adapters.threads.settled",  # a thread's write awaited through cancellations
     "ctxstore.adapters.store.contract",
     "ctxstore.adapters.store.results",

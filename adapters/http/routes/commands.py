@@ -31,6 +31,7 @@ def insert(ctx: Owned, body: InsertBody) -> Response:
     return written(ctx.store.insert(
         ctx.cid, body.messages, after=body.after, actor=ctx.who.actor,
         expected_version=expected(body, ctx.who.if_match), format=body.format,
+        calls=body.calls,
     ))  # fmt: skip
 
 

@@ -233,6 +233,7 @@ class RoutedCommands:
         actor: str | None = None,
         expected_version: int | None = None,
         format: str | None = None,
+        calls: Sequence[CapturedCall | JSON] | None = None,
     ) -> Written:
         return cast(
             "Written",
@@ -244,6 +245,7 @@ class RoutedCommands:
                 actor=actor,
                 expected_version=expected_version,
                 format=format,
+                calls=calls,
             ),
         )
 
