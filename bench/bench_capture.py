@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -41,7 +42,10 @@ from ctxstore.adapters.capture.recorder import recorder_for
 from ctxstore.adapters.integrations.agents_session import CtxStoreSession
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
-from ctxstore.tests.fake_provider import FakeProvider
+
+# the repository's root, for the tests' fake provider (tests/fake_provider.py)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.fake_provider import FakeProvider
 
 Step = Callable[[bool], Awaitable[Any]]
 
@@ -141,7 +145,7 @@ async def bench(url: str, blocks: int, per_block: int) -> None:
 
 def _in_process() -> httpx2.MockTransport:
     """The fake provider's replies, answered without a socket."""
-    from ctxstore.tests.fake_provider import Reply, _chat, _response, _response_events
+    from tests.fake_provider import Reply, _chat, _response, _response_events
 
     def answer(request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)

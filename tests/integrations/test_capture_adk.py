@@ -17,7 +17,8 @@ pytest.importorskip("google.adk")  # (a test dependency: see pyproject's test ex
 
 from google import genai
 from google.adk.agents import LlmAgent
-from google.adk.agents.run_config import RunConfig, StreamingMode
+from google.adk.agents._streaming_mode import StreamingMode  # (run_config does not re-export it)
+from google.adk.agents.run_config import RunConfig
 from google.adk.models.google_llm import Gemini
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
@@ -111,6 +112,7 @@ def test_every_model_call_is_recorded_as_the_provider_received_it(
         assert stats.failed == stats.dropped == 0, stats.last_error
         reads = faces(given)[0]
         cid = reads.lookup_key(sessions.context_key(APP, USER, "s1"))
+        assert cid is not None
         calls = listed(reads, cid, 2)
         received = sent(fake_provider)
         assert len(calls) == len(received) == 2, stats
@@ -148,6 +150,7 @@ def test_a_failed_call_is_recorded_as_failed(durable_url: str, fake_provider: An
             ask(runner, "s2", "Weather in Paris?")
         assert ctxstore.capture.flush(store, 10)
         cid = store.lookup_key(sessions.context_key(APP, USER, "s2"))
+        assert cid is not None
         (call,) = listed(store, cid, 1)
         assert call.failed and call.error and "the model is down" in call.error
         found = store.call(cid, 1)
@@ -170,6 +173,7 @@ def test_capture_leaves_the_sessions_events_as_they_were(
             stored = asyncio.run(sessions.get_session(app_name=APP, user_id=USER, session_id=sid))
             assert stored is not None
             cid = store.lookup_key(sessions.context_key(APP, USER, sid))
+            assert cid is not None
             seen[sid] = (shown(events), shown(stored.events), store.visible(cid).to_gemini())
         assert ctxstore.capture.flush(store, 10)
 
@@ -178,8 +182,10 @@ def test_capture_leaves_the_sessions_events_as_they_were(
 
         assert unnamed(seen["plain"]) == unnamed(seen["captured"])
         captured = store.lookup_key(sessions.context_key(APP, USER, "captured"))
+        assert captured is not None
         assert len(listed(store, captured, 2)) == 2
         plain = store.lookup_key(sessions.context_key(APP, USER, "plain"))
+        assert plain is not None
         assert store.calls(plain) == []
 
 
@@ -190,6 +196,7 @@ def test_another_session_service_records_into_a_context_per_session(fake_provide
         ask(runner, "s3", "Hi")
         assert ctxstore.capture.flush(store, 10)
         cid = store.lookup_key("adk-session:s3")
+        assert cid is not None
         assert cid is not None
         (call,) = listed(store, cid, 1)
         assert store.call(cid, 1).request == sent(fake_provider)[0]

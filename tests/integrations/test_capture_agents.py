@@ -131,6 +131,7 @@ def test_a_run_on_the_session_records_each_call_in_its_context(
             assert call.source == "agents" and call.api == f"openai.{api}"
             assert not call.failed and call.streamed == streamed
             assert bool(body.get("stream")) == streamed
+            assert call.request is not None
             assert _sent(call.request) == _sent(body)  # key for key, tools and all
             assert call.request["tools"][0]["function" if api == "chat" else "name"]
             assert (call.prompt_tokens, call.completion_tokens) == (11, 7)
@@ -156,6 +157,7 @@ def test_a_failed_call_is_recorded_as_failed(durable_url: str, fake_provider: An
         call = store.call(session.context_id, listed.number)
         assert call.failed and call.response_body is None
         assert call.error is not None and "500" in call.error
+        assert call.request is not None
         assert _sent(call.request) == _sent(fake_provider.bodies("/responses")[0])
 
 
@@ -193,6 +195,7 @@ def test_concurrent_runs_record_into_their_own_sessions(tmp_path: Any, fake_prov
         for n, s in enumerate(sessions):
             (listed,) = store.calls(s.context_id)
             call = store.call(s.context_id, listed.number)
+            assert call.request is not None
             assert call.request["messages"][-1]["content"] == f"Question {n}"
 
 
@@ -203,7 +206,8 @@ def test_the_trace_processor_records_a_traces_calls_by_its_group_id(
     with ContextStore.from_url(durable_url, Settings(actor="t")) as store:
         processor = ctxstore.capture.agents(store)
         provider = agents.tracing.get_trace_provider()
-        before = list(provider._multi_processor._processors)  # (the SDK's exporter: offline)
+        # (the SDK's exporter: offline; _multi_processor is private, not on TraceProvider's type)
+        before = list(getattr(provider, "_multi_processor")._processors)  # noqa: B009
         agents.set_trace_processors([processor])
         set_tracing_disabled(False)
         try:
@@ -233,6 +237,7 @@ def test_the_trace_processor_records_a_traces_calls_by_its_group_id(
         assert len(calls) == 2 and len(received) == 3
         for call, body in zip(calls, received[:2], strict=True):
             assert call.source == "agents" and call.streamed == streamed
+            assert call.request is not None
             assert _sent(call.request) == _sent(body)
             assert call.request["tools"][0]["function"]["name"] == "weather"
         others = [c.context_id for c in store.contexts() if c.context_id != cid]
@@ -264,7 +269,9 @@ class SpannedModel(Model):
 
 def test_a_model_without_the_openai_client_is_rebuilt_from_its_span(tmp_path: Any) -> None:
     with ContextStore.from_url(f"sqlite:///{tmp_path}/s.db", Settings(actor="t")) as store:
-        before = list(agents.tracing.get_trace_provider()._multi_processor._processors)
+        # (_multi_processor is private, not on TraceProvider's type)
+        provider = agents.tracing.get_trace_provider()
+        before = list(getattr(provider, "_multi_processor")._processors)  # noqa: B009
         agents.set_trace_processors([ctxstore.capture.agents(store)])
         set_tracing_disabled(False)
         try:
@@ -276,6 +283,7 @@ def test_a_model_without_the_openai_client_is_rebuilt_from_its_span(tmp_path: An
             agents.set_trace_processors(before)
         assert ctxstore.capture.flush(store, 10)
         cid = store.lookup_key("other-1")
+        assert cid is not None
         (listed,) = store.calls(cid)
         call = store.call(cid, listed.number)
         assert call.reconstructed and call.api == "openai.chat" and not call.failed

@@ -75,6 +75,7 @@ def test_assistant_entries_are_listed_as_reconstructed_calls_with_their_usage(
         sessions = CtxStoreSessionStore(over(store))
         asyncio.run(sessions.append(KEY, first))
         cid = sessions._id(KEY)
+        assert cid is not None
         before = store.visible(cid).version
         asyncio.run(sessions.append(KEY, second))
         asyncio.run(sessions.append(KEY, second))  # a retry: the uuids make it a no-op
@@ -112,5 +113,6 @@ def test_a_transcript_without_usage_records_no_calls(durable_url: str) -> None:
                                    "message": {"role": "assistant", "content": "hello"}}]  # fmt: skip
         asyncio.run(sessions.append(KEY, entries))
         cid = sessions._id(KEY)
+        assert cid is not None
         assert store.calls(cid) == []
         assert asyncio.run(sessions.load(KEY)) == entries

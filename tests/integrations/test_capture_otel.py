@@ -177,14 +177,14 @@ def test_malformed_messages_record_what_they_can_and_never_raise(caplog):
 
     store = ctxstore.open("memory://")
     hook = otel.CompletionHook(store)
-    odd = InputMessage(role="user", parts=[TextPart(content="Hi"), {"type": "hologram"}])  # type: ignore[list-item]
+    odd = InputMessage(role="user", parts=[TextPart(content="Hi"), {"type": "hologram"}])
     with caplog.at_level(logging.INFO, logger="ctxstore.capture"):
         hook.on_completion(inputs=[odd, {"role": "user"}, "junk"], outputs=[],
                            system_instruction=[], span=None)  # fmt: skip
         huge = ToolCallRequestPart(arguments={"x": "y" * (17 * 1024 * 1024)}, name="f", id="1")
         hook.on_completion(inputs=[InputMessage(role="assistant", parts=[huge])], outputs=[],
                            system_instruction=[])  # fmt: skip
-        hook.on_completion(inputs=None, outputs=None, system_instruction=None)  # type: ignore[arg-type]
+        hook.on_completion(inputs=None, outputs=None, system_instruction=None)
     assert hook.flush(10)
     (summary,) = [c for c in store.contexts() if store.calls(c.context_id)]
     (call,) = [store.call(summary.context_id, 1)]
