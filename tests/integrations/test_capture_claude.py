@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -17,17 +19,24 @@ from ctxstore.adapters.integrations.claude_session_store import CtxStoreSessionS
 from ctxstore.adapters.store.async_store import AsyncContextStore
 from ctxstore.adapters.store.facade import ContextStore
 
+from ..conftest import surface_over
+
 KEY = {"project_key": "proj", "session_id": "s"}
 
 
-@pytest.fixture(params=["sync", "async"])
-def over(request: pytest.FixtureRequest):
-    def wrap(store: ContextStore) -> Any:
-        if request.param == "sync":
-            return store
-        return AsyncContextStore(store, store.parts.storage.async_events())
+@pytest.fixture(params=["sync", "async", "http"])
+def over(request: pytest.FixtureRequest) -> Iterator[Callable[[ContextStore], Any]]:
+    """The store as a surface: itself, the async store, a tenant's HTTP client."""
+    with ExitStack() as stack:
 
-    return wrap
+        def wrap(store: ContextStore) -> Any:
+            if request.param == "sync":
+                return store
+            if request.param == "async":
+                return AsyncContextStore(store, store.parts.storage.async_events())
+            return stack.enter_context(surface_over("http", store))
+
+        yield wrap
 
 
 def user(n: int, text: str) -> dict[str, Any]:
