@@ -17,10 +17,8 @@ pytest.importorskip("google.adk")  # (a test dependency: see pyproject's test ex
 
 from google import genai
 from google.adk.agents import LlmAgent
-from google.adk.agents.run_config import (
-    RunConfig,
-    StreamingMode,  # type: ignore[attr-defined]  # (documented path)
-)
+from google.adk.agents._streaming_mode import StreamingMode  # (run_config's, not re-exported)
+from google.adk.agents.run_config import RunConfig
 from google.adk.models.google_llm import Gemini
 from google.adk.runners import Runner
 from google.adk.sessions import InMemorySessionService
