@@ -13,12 +13,21 @@ failed. A chat inside a chat (a CustomLLM's `achat` calls its `chat`) is the sam
 recorded once. Completion calls (`complete`) of a completion-only LLM emit no chat events and
 are not recorded.
 
-What it cannot see: the body sent. The events carry LlamaIndex's messages before the LLM
-class converts them for its provider, so the request recorded is those messages in
-OpenAI's chat shape with the call's arguments beside them and the model named by the
-LLM — no API is named (`api` None) and the source is `llamaindex (converted)`. The reply
-is the provider's raw reply when the LLM kept one in a provider's shape (a non-streamed
-call of llama-index-llms-openai, for one), else the message written as a ChatCompletion.
+What the events cannot see is the body sent, so a call is also watched at the OpenAI python
+client (adapters/capture/openai_client.py, installed once when `openai` is importable): the
+handler binds the call's context to the LLM's call when it starts — the start event is
+handled in the caller's context, which then makes the client call, for `chat`, `achat`,
+`stream_chat` and `astream_chat` alike — and unbinds it when the call ends. An LLM that sends
+through that client (llama-index-llms-openai's `OpenAI` and `OpenAIResponses`, `OpenAILike`,
+`AzureOpenAI`, a CustomLLM using `openai`) is recorded from it: the body exactly as sent and
+the reply as received (a stream assembled whole), api `openai.chat` or `openai.responses`,
+source `llamaindex` — one record per request the provider got (a retry LlamaIndex makes is
+a request of its own), and the events' record is dropped. Any other LLM is recorded from the
+events: LlamaIndex's messages before the LLM class converts them for its provider, in
+OpenAI's chat shape with the call's arguments beside them and the model named by the LLM —
+no API is named (`api` None) and the source is `llamaindex (converted)`. The reply is the
+provider's raw reply when the LLM kept one in a provider's shape, else the message written
+as a ChatCompletion.
 
 Where a call goes, first found:
 - the key given to the handler (`event_handler(store, key="user-1")`);
@@ -32,10 +41,12 @@ The handler only queues (adapters/capture/recorder.py) and never raises.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -62,6 +73,7 @@ except ModuleNotFoundError as exc:  # the extra is not installed: say which
 log = logging.getLogger("ctxstore.capture")
 
 SOURCE = "llamaindex (converted)"  # the messages as LlamaIndex holds them, not a body sent
+EXACT_SOURCE = "llamaindex"  # the body as the OpenAI client sent it
 KEY_PREFIX = "llamaindex:"  # CtxStoreChatStore's default: a chat key's context
 SESSION_TAG = "session_id"
 RUN_TAG = "llamaindex.run_id"  # set by llama-index-workflows on every event of a run
@@ -83,6 +95,9 @@ class _Call:
     clock: float = field(default_factory=time.monotonic)
     streamed: bool = False
     deltas: list[str] = field(default_factory=list)  # a stream's pieces, as they came
+    exact: int = 0  # requests the OpenAI client sent for it (each recorded from the client)
+    ended: bool = False
+    unbind: Callable[[], None] | None = None
 
 
 class CtxStoreEventHandler(BaseEventHandler):
@@ -92,10 +107,16 @@ class CtxStoreEventHandler(BaseEventHandler):
     _recorder: CallRecorder = PrivateAttr()
     _calls: OrderedDict[str, _Call] = PrivateAttr(default_factory=OrderedDict)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _client: Any = PrivateAttr(default=None)  # openai_client, when `openai` is importable
 
     def __init__(self, store: Any, *, key: str | None = None) -> None:
         super().__init__(key=key)
         self._recorder = recorder_for(store)
+        if importlib.util.find_spec("openai") is not None:
+            from ctxstore.adapters.capture import openai_client
+
+            openai_client.install()
+            self._client = openai_client
 
     @classmethod
     def class_name(cls) -> str:
@@ -144,12 +165,32 @@ class CtxStoreEventHandler(BaseEventHandler):
             self._calls[str(event.span_id)] = call
             if len(self._calls) > CALLS:
                 self._calls.popitem(last=False)
+        if self._client is not None:
+            self._bind(call)
+
+    def _bind(self, call: _Call) -> None:
+        """The OpenAI client's requests made in this context, until the call ends, are
+        recorded from the client (the handler runs in the caller's context)."""
+
+        def opened() -> None:
+            call.exact += 1
+
+        binding = self._client.Binding(
+            self._recorder, call.target, EXACT_SOURCE, live=lambda: not call.ended,
+            on_open=opened,
+        )  # fmt: skip
+        call.unbind = self._client.bind_call(binding)
 
     def _end(self, span_id: str, response: Any, error: str | None) -> None:
         with self._lock:
             call = self._calls.pop(span_id, None)
         if call is None:
             return
+        call.ended = True
+        if call.unbind is not None:
+            call.unbind()
+        if call.exact:
+            return  # recorded from the OpenAI client, exactly as sent
         if response is None and error is None:
             error = "the call ended without a response"
         reply, usage = (None, {}) if response is None else _reply(call, response)

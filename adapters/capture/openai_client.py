@@ -1,7 +1,8 @@
 """Capture at the OpenAI python client: a Responses or Chat Completions call recorded with
 the body exactly as the client sends it and the reply as the client receives it (a stream
 assembled into the one reply it amounts to), for the calls made where a capture is bound
-(`bind`: a CtxStoreSession's run, or a trace the Agents SDK trace processor watches).
+(`bind`: a CtxStoreSession's run, or a trace the Agents SDK trace processor watches;
+`bind_call`: one framework call, such as a LlamaIndex LLM's chat).
 
 Installed once (`install`) on the client's base classes, the layer every `OpenAI` and
 `AsyncOpenAI` sends through, as OpenTelemetry's instrumentations wrap the client rather than
@@ -50,9 +51,12 @@ class Binding:
     source: str = "agents"
     for_version: int | None = None
     live: Callable[[], bool] = lambda: True
+    on_open: Callable[[], None] | None = None  # told of each call opened through it
 
 
-# A session's run binds over a trace's: its calls belong in the session's own context.
+# One framework call binds over a session's run, which binds over a trace's: the calls
+# belong in the most specific context that holds them.
+_call: ContextVar[Binding | None] = ContextVar("ctxstore_openai_call_binding", default=None)
 _session: ContextVar[Binding | None] = ContextVar("ctxstore_openai_session", default=None)
 _trace: ContextVar[Binding | None] = ContextVar("ctxstore_openai_trace", default=None)
 
@@ -62,8 +66,21 @@ def bind(binding: Binding | None, *, trace: bool = False) -> None:
     (_trace if trace else _session).set(binding)
 
 
+def bind_call(binding: Binding) -> Callable[[], None]:
+    """Record the calls this context makes through `binding` until the function returned
+    is called (from this context or another: it only unbinds where `binding` is bound)."""
+    previous = _call.get()
+    _call.set(binding)
+
+    def unbind() -> None:
+        if _call.get() is binding:
+            _call.set(previous)
+
+    return unbind
+
+
 def bound() -> Binding | None:
-    for var in (_session, _trace):
+    for var in (_call, _session, _trace):
         binding = var.get()
         if binding is not None and binding.live():
             return binding
@@ -140,6 +157,8 @@ def _open(options: Any, stream: bool) -> _Call | None:
         if binding is None:
             return None
         _note_span()
+        if binding.on_open is not None:
+            binding.on_open()
         return _Call(binding, api, bool(stream))
     except Exception:
         log.exception("capture: a model call could not be opened")
