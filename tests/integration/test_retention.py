@@ -79,7 +79,9 @@ def test_a_tenants_admin_sets_its_policy_and_the_service_sweeps(tmp_path):
             assert r.status_code == 200 and r.json()["scope"] == "tenant:acme"
             assert (
                 client.put(
-                    "/v1/retention", json={"expire_after": "1s", "force": True}, headers=acme
+                    "/v1/retention",
+                    json={"expire_after": "1s", "force": True, "yes": True},
+                    headers=acme,
                 ).status_code
                 == 200
             )  # "all" includes admin
@@ -87,7 +89,9 @@ def test_a_tenants_admin_sets_its_policy_and_the_service_sweeps(tmp_path):
                               "context_id": theirs}, headers=acme).status_code == 404  # fmt: skip
             assert client.get("/v1/retention", headers=glob).json() == []
             client.put(
-                "/v1/retention", json={"expire_after_seconds": 0.3, "force": True}, headers=acme
+                "/v1/retention",
+                json={"expire_after_seconds": 0.3, "force": True, "yes": True},  # erases now
+                headers=acme,
             )
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline:
