@@ -591,6 +591,10 @@ def main() -> None:
                 sdk_peers.adk(f"sqlite:///{folder / 'adk_ours.db'}",
                               f"sqlite+aiosqlite:///{folder / 'adk_theirs.db'}", conversation,
                               "SQLite")  # fmt: skip
+            with took("Google ADK reads, SQLite"):
+                sdk_peers.adk_reads(f"sqlite:///{folder / 'adk_reads_ours.db'}",
+                                    f"sqlite+aiosqlite:///{folder / 'adk_reads_theirs.db'}",
+                                    "SQLite")  # fmt: skip
         if "blobs" in sections:
             with took("attachments, SQLite"):
                 sdk_peers.blobs(f"sqlite:///{folder / 'blobs.db'}", "SQLite")
@@ -616,6 +620,9 @@ def main() -> None:
                     with took("Google ADK, PostgreSQL"):
                         theirs = fresh().replace("postgresql://", "postgresql+asyncpg://", 1)
                         sdk_peers.adk(fresh(), theirs, conversation, "PostgreSQL")
+                    with took("Google ADK reads, PostgreSQL"):
+                        theirs = fresh().replace("postgresql://", "postgresql+asyncpg://", 1)
+                        sdk_peers.adk_reads(fresh(), theirs, "PostgreSQL")
                 if "blobs" in sections:
                     with took("attachments, PostgreSQL"):
                         sdk_peers.blobs(fresh(), "PostgreSQL")

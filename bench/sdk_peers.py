@@ -6,7 +6,9 @@ attachments target; each prints ratios measured in one run.
   the transcript as JSONL lines appended to a local file (as the CLI writes it) and read
   by `get_session_messages`.
 - adk: `CtxStoreSessionService.append_event` per event and `get_session`, against ADK's
-  `DatabaseSessionService` on the same database (SQLite file, PostgreSQL).
+  `DatabaseSessionService` on the same database (SQLite file, PostgreSQL); adk_reads:
+  `list_sessions` over 5,000 sessions and `get_session` of a 2,000-event session (whole,
+  `num_recent_events`, `after_timestamp`), against the same service.
 - blobs: a session repeating one 1 MB image in every turn; the bytes its blobs take.
 """
 
@@ -153,6 +155,83 @@ def adk(url: str, adk_url: str, conversation: list[list[dict[str, Any]]], label:
     print(f"\nGoogle ADK session service, {label}:")
     print(ratio_line("append_event", ours[0], theirs[0], "events/s", "DatabaseSessionService"))
     print(ratio_line("get_session", ours[1], theirs[1], "loads/s", "DatabaseSessionService"))
+
+
+def adk_reads(
+    url: str, adk_url: str, label: str, sessions: int = 5000, events: int = 2000, rounds: int = 5
+) -> None:
+    """`list_sessions` over `sessions` sessions and `get_session` of an `events`-event one
+    (whole, its last 20 events, the events after a time), ctxstore against ADK's
+    `DatabaseSessionService`: alternating blocks, the median of `rounds`."""
+    import statistics
+
+    from google.adk.events.event import Event
+    from google.adk.events.event_actions import EventActions
+    from google.adk.sessions.base_session_service import GetSessionConfig
+    from google.adk.sessions.database_session_service import DatabaseSessionService
+    from google.genai import types
+
+    from ctxstore.adapters.integrations.adk_session_service import CtxStoreSessionService
+
+    async def fill(service: Any) -> tuple[str, float]:
+        for n in range(sessions):
+            await service.create_session(app_name="list", user_id=f"u{n % 50}",
+                                         state={"n": n, "user:seen": n % 7})  # fmt: skip
+        long = await service.create_session(app_name="long", user_id="u")
+        for n in range(events):
+            role = "user" if n % 2 == 0 else "model"
+            await service.append_event(long, Event(
+                author="user" if role == "user" else "agent", timestamp=1_000_000.0 + n,
+                content=types.Content(role=role, parts=[types.Part(text=f"message {n} " * 8)]),
+                actions=EventActions(state_delta={"turn": n})))  # fmt: skip
+        return long.id, 1_000_000.0 + events * 0.9
+
+    async def once(service: Any, what: str, sid: str, after: float) -> float:
+        t = time.perf_counter()
+        if what == "list":
+            got: Any = await service.list_sessions(app_name="list")
+            assert len(got.sessions) == sessions, len(got.sessions)
+        else:
+            config = {"whole": None, "recent": GetSessionConfig(num_recent_events=20),
+                      "after": GetSessionConfig(after_timestamp=after)}[what]  # fmt: skip
+            got = await service.get_session(app_name="long", user_id="u", session_id=sid,
+                                            config=config)  # fmt: skip
+            want = {"whole": events, "recent": 20, "after": events - int(events * 0.9)}[what]
+            assert got is not None and len(got.events) == want, (what, len(got.events))
+        return time.perf_counter() - t
+
+    async def both(store: ContextStore) -> dict[str, tuple[float, float]]:
+        theirs = DatabaseSessionService(adk_url)
+        ours = CtxStoreSessionService(store)
+        try:
+            t = time.perf_counter()
+            mine = await fill(ours)
+            print(f"  (filled: ctxstore {time.perf_counter() - t:.0f} s", end="")
+            t = time.perf_counter()
+            other = await fill(theirs)
+            print(f", DatabaseSessionService {time.perf_counter() - t:.0f} s)")
+            out = {}
+            for what in ("list", "whole", "recent", "after"):
+                spent: list[list[float]] = [[], []]
+                for _ in range(rounds):  # alternating blocks: the machine's drift falls on both
+                    spent[0].append(await once(ours, what, *mine))
+                    spent[1].append(await once(theirs, what, *other))
+                out[what] = (statistics.median(spent[0]), statistics.median(spent[1]))
+            return out
+        finally:
+            await theirs.close()
+
+    print(f"\nGoogle ADK session service reads, {label}:")
+    with ContextStore.from_url(url) as store:
+        medians = asyncio.run(both(store))
+    names = {"list": f"list_sessions ({sessions:,} sessions)",
+             "whole": f"get_session ({events:,} events)",
+             "recent": "get_session (num_recent_events=20)",
+             "after": "get_session (after_timestamp: the last 10%)"}  # fmt: skip
+    for what, (ours_s, theirs_s) in medians.items():
+        print(
+            ratio_line(names[what], 1 / ours_s, 1 / theirs_s, "calls/s", "DatabaseSessionService")
+        )
 
 
 # ---- attachments ------------------------------------------------------------------------------

@@ -259,12 +259,14 @@ class CtxStoreSessionService(BaseSessionService):
         if held is None:
             return None
         _, version, messages = held
-        own, events, updated = _fold(messages)
+        own, kept, updated = _scan(messages)
+        # Only the events asked for are built (GetSessionConfig: after a time, the last N).
         if config is not None and config.after_timestamp:
-            events = [e for e in events if e.timestamp >= config.after_timestamp]
+            kept = [k for k in kept if k[0] >= config.after_timestamp]
         if config is not None and config.num_recent_events is not None:
             recent = config.num_recent_events
-            events = events[-recent:] if recent else []
+            kept = kept[-recent:] if recent else []
+        events = [Event.model_validate_json(json.dumps(_event_json(m))) for _, m in kept]
         session = Session(
             app_name=app, user_id=user, id=sid.strip(), state=self._merged(app, user, own),
             events=events, last_update_time=updated,
@@ -273,19 +275,33 @@ class CtxStoreSessionService(BaseSessionService):
         return session
 
     def _list(self, app: str, user: str | None) -> ListSessionsResponse:
+        """One listing of the app's (or the user's) session contexts, then each session's
+        visible messages once: its state and last update folded from the events' JSON (no
+        Event built: a listed session has none); the app's and each user's state read once."""
         named = [app] if user is None else [app, user]
         start = self._key("session", *named)[:-1] + ","
+        app_state = self._state_of(self._app_key(app))
+        user_states: dict[str, dict[str, Any]] = {}
         found = []
         for c in named_contexts(self.store, start):
             name = c.name or ""
             app_name, user_id, sid = json.loads(name[len(self.prefix + "session:") :])
-            held = self._held(name)
-            if held is None or app_name != app:
+            if app_name != app:
                 continue
-            own, _, updated = _fold(held[2])
+            try:
+                messages = self.store.visible(c.context_id).messages
+            except ContextNotFoundError:  # erased since it was listed
+                continue
+            if not messages or CREATED not in messages[0].metadata:
+                continue
+            own, updated = _scan_state(messages)
+            if user_id not in user_states:
+                user_states[user_id] = self._state_of(self._user_key(app, user_id))
+            state = {State.APP_PREFIX + k: v for k, v in app_state.items()}
+            state.update({State.USER_PREFIX + k: v for k, v in user_states[user_id].items()})
             found.append(Session(
-                app_name=app, user_id=user_id, id=sid,
-                state=self._merged(app, user_id, own), last_update_time=updated,
+                app_name=app, user_id=user_id, id=sid, state={**own, **state},
+                last_update_time=updated,
             ))  # fmt: skip
         # oldest first, as the base class documents (ADK's SQLite service's order)
         found.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
@@ -324,7 +340,7 @@ class CtxStoreSessionService(BaseSessionService):
         # A session not read through this service (no marker): current when its events are
         # storage's, or when storage has not moved past it (ADK's database service's rule).
         stored = [_kept(m, EVENT)["id"] for m in messages if EVENT in m.metadata]
-        updated = _fold(messages)[2]
+        updated = _scan_state(messages)[1]
         if updated > session.last_update_time and stored != [e.id for e in session.events]:
             raise StaleSessionError(STALE)
         return version
@@ -368,21 +384,26 @@ def _kept(message: Message, key: str) -> dict[str, Any]:
     return kept
 
 
-def _fold(messages: list[Message]) -> tuple[dict[str, Any], list[Event], float]:
-    """A session's own state, its events (in time order, ties in append order) and its
-    last update (the last appended event's time, or the creation's)."""
+def _scan_state(messages: list[Message]) -> tuple[dict[str, Any], float]:
+    """A session's own state and last update, from its events' JSON (no Event built)."""
     created = _kept(messages[0], CREATED)
     state = dict(created["state"])
     updated = float(created["created"])
-    events = []
     for m in messages[1:]:
         if EVENT not in m.metadata:
             continue
-        event = Event.model_validate_json(json.dumps(_event_json(m)))
-        delta = event.actions.state_delta if event.actions else None
+        kept = _kept(m, EVENT)
+        delta = (kept.get("actions") or {}).get("state_delta")
         if delta:
             state.update(_session_util.extract_json_safe_state_delta(delta)["session"])
-        events.append(event)
-        updated = event.timestamp
-    events.sort(key=lambda e: e.timestamp)  # stable: equal times keep their append order
-    return state, events, updated
+        updated = float(kept["timestamp"])
+    return state, updated
+
+
+def _scan(messages: list[Message]) -> tuple[dict[str, Any], list[tuple[float, Message]], float]:
+    """`_scan_state`, and the messages keeping events with their times, in time order
+    (ties in append order): what Events are built from, the ones asked for only."""
+    state, updated = _scan_state(messages)
+    kept = [(float(_kept(m, EVENT)["timestamp"]), m) for m in messages[1:] if EVENT in m.metadata]
+    kept.sort(key=lambda k: k[0])  # stable: equal times keep their append order
+    return state, kept, updated

@@ -355,6 +355,32 @@ def test_list_sessions_ordered_by_last_update_time(service: BaseSessionService) 
     run(case)
 
 
+def test_listed_sessions_carry_the_state_and_time_get_session_reads(
+    service: BaseSessionService,
+) -> None:
+    """A listed session (no events) has the state its events left, merged with the app's
+    and the user's, and the last event's time: what get_session reads."""
+
+    async def case() -> None:
+        for user, sid in [("u1", "a"), ("u1", "b"), ("u2", "c")]:
+            made = await service.create_session(
+                app_name=APP, user_id=user, session_id=sid, state={"k": sid, "app:shared": 0}
+            )
+            for n in range(3):
+                await service.append_event(made, Event(
+                    author="user", timestamp=time.time() + n,
+                    actions=delta(**{"turn": n, f"user:{user}": n, "app:shared": sid})))  # fmt: skip
+        listed = (await service.list_sessions(app_name=APP)).sessions
+        assert [s.id for s in listed] == ["a", "b", "c"]
+        for s in listed:
+            got = await service.get_session(app_name=APP, user_id=s.user_id, session_id=s.id)
+            assert got is not None and not s.events and len(got.events) == 3
+            assert s.state == got.state and s.state["app:shared"] == "c"
+            assert s.last_update_time == got.last_update_time == got.events[-1].timestamp
+
+    run(case)
+
+
 def test_padded_session_id_reads_and_deletes(service: BaseSessionService) -> None:
     async def case() -> None:
         made = await service.create_session(app_name=APP, user_id=USER, session_id="  s1 ")
