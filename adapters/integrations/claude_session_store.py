@@ -245,9 +245,26 @@ class CtxStoreSessionStore:
         )
 
     def _load(self, key: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The entries, each built once from its stored JSON: read as stored messages
+        where the surface offers them (the store, its async twin, the sharded store), so
+        neither validated messages nor the visible context are made; over HTTP, the
+        visible context."""
         cid = self._id(key)
-        held = None if cid is None else self._messages(cid)
-        return None if held is None else [_entry(m) for m in held]
+        if cid is None:
+            return None
+        read = getattr(self.store, "visible_messages", None)
+        if read is None:
+            held = self._messages(cid)
+            return None if held is None else [_entry(m) for m in held]
+        try:
+            stored: list[dict[str, Any]] = read(cid, inline=True)
+        except ContextNotFoundError:
+            return None
+        entries = []
+        stored.reverse()
+        while stored:  # each stored copy let go as its entry is made of it
+            entries.append(_entry(stored.pop()))
+        return entries
 
     def _list_sessions(self, project_key: str) -> list[dict[str, Any]]:
         return [
