@@ -61,14 +61,19 @@ def reply_of(call: CapturedCall) -> tuple[list[JSON], str | None, int | None, in
     return output, (None if model == "unknown" else model), prompt, completion
 
 
-CallStep = Callable[[Context, int | None, list[str] | None], None]
+# Records a call into the context: made with the context at a version (None: its own
+# for_version, else the version its content last changed at) whose token count, when that
+# version is not yet stored (an earlier event of the same write), is given.
+CallStep = Callable[[Context, int | None, tuple[int, bool] | None], None]
 
 
-def planned_call(core: StoreCore, given: CapturedCall | JSON, *, actor: str) -> CallStep:
+def planned_call(
+    core: StoreCore, given: CapturedCall | JSON, *, actor: str
+) -> tuple[int | None, CallStep]:
     """What recording a captured call does to a context, checked and read before the write:
-    a step that records it (made with the context at `for_version`, else the version its
-    content last changed at). A reconstructed call records no copy of what was sent: it
-    was the context at its version."""
+    (its reply's position among messages inserted with it, a step that records it). A
+    reconstructed call records no copy of what was sent: it was the context at its
+    version."""
     call = as_call(given)
     sent = None if call.reconstructed else sent_messages(call)
     _, reply_model, reply_prompt, reply_completion = reply_of(call)
@@ -80,41 +85,34 @@ def planned_call(core: StoreCore, given: CapturedCall | JSON, *, actor: str) -> 
     record = call.record()
     items = None if sent is None else [{"message": m.model_dump(mode="json")} for m in sent]
 
-    def step(c: Context, version: int | None, inserted: list[str] | None) -> None:
-        sent_items: list[JSON] | None = items
-        if inserted is not None and call.reply_at is not None and call.reply_at < len(inserted):
-            # Made with what the context showed before its reply, within this insert.
-            reply = inserted[call.reply_at]
-            before = c.order[: c.order.index(reply)] if reply in c.order else list(c.order)
-            sent_items, version = [{"id": i} for i in before], c.version
+    def step(c: Context, version: int | None, counted_at: tuple[int, bool] | None) -> None:
         if version is None:
             version = _content_version(c) if call.for_version is None else call.for_version
         version = min(version, c.version)
         counted, estimated = REPLY_PRIMING, False
-        if sent_items is not None and sent_items and "id" in sent_items[0]:
-            for item in sent_items:
-                entry = c.entries[str(item["id"])]
-                counted, estimated = counted + entry["tokens"], estimated or entry["estimated"]
-        elif sent_items is None:  # the whole context at that version was sent
-            at = c if version == c.version else core.context_at(c.id, version)
-            counted, estimated = at.tokens + REPLY_PRIMING, at.estimated > 0
+        if items is None:  # the whole context at that version was sent
+            if counted_at is not None:
+                counted, estimated = counted_at[0] + REPLY_PRIMING, counted_at[1]
+            else:
+                at = c if version == c.version else core.context_at(c.id, version)
+                counted, estimated = at.tokens + REPLY_PRIMING, at.estimated > 0
         else:
             counter = core.counter(c)
-            for m in sent_items:
+            for m in items:
                 cost, guessed = message_cost(m["message"], counter)
                 counted, estimated = counted + cost, estimated or guessed
         c.record_call(
             record, for_version=version, model=model[:200], prompt_tokens=prompt,
             completion_tokens=completion, counted_tokens=counted, estimated=bool(estimated),
-            sent=sent_items, actor=actor, latency=call.latency,
+            sent=items, actor=actor, latency=call.latency,
         )  # fmt: skip
 
-    return step
+    return call.reply_at, step
 
 
 def record_call(writer: Writer, cid: UUID, given: CapturedCall | JSON, *, actor: str) -> Written:
     """Record a captured call against the context (see ContextStore.record_call)."""
-    step = planned_call(writer.core, given, actor=actor)
+    _, step = planned_call(writer.core, given, actor=actor)
 
     def command(c: Context) -> list[str]:
         step(c, None, None)

@@ -46,15 +46,29 @@ class Commands:
                                   not isinstance(calls, Sequence)):  # fmt: skip
             raise InvalidOperationError("calls: give a list of captured calls")
         steps = [planned_call(self.core, call, actor=who) for call in calls or ()]
+        size = len(batch) if isinstance(batch, list | tuple) else 1
+        # A call's reply inserted with it: the messages before the reply are one event and
+        # the call is made with the context at its version (no copy of what was sent).
+        cuts = sorted({r for r, _ in steps if r is not None and 0 < r < size})
 
         def command(c: Context) -> list[str]:
-            self.core.check_count(c, len(batch) if isinstance(batch, list | tuple) else 1)
-            before = c.version
-            ids = c.insert(
-                batch, after=after, actor=who, counter=self.core.counter(c), format=format
-            )
-            for step in steps:  # the calls whose replies these are: made with the context before
-                step(c, before, ids)
+            self.core.check_count(c, size)
+            counter = self.core.counter(c)
+            pieces = [batch] if not cuts else [
+                batch[a:b] for a, b in zip([0, *cuts], [*cuts, size], strict=True)
+            ]  # fmt: skip
+            at: dict[int, tuple[int, int, bool]] = {}  # a piece's start -> version, tokens
+            ids: list[str] = []
+            start, where = 0, after
+            for piece in pieces:
+                at[start] = (c.version, c.tokens, c.estimated > 0)
+                done = c.insert(piece, after=where, actor=who, counter=counter, format=format)
+                ids += done
+                start += len(piece) if isinstance(piece, list | tuple) else 1
+                where = done[-1] if where is not None and done else where
+            for reply_at, step in steps:  # the calls whose replies these are
+                version, tokens, estimated = at.get(reply_at or 0, at[0])
+                step(c, version, (tokens, estimated))
             return ids
 
         return cid, command

@@ -96,6 +96,7 @@ def test_assistant_entries_are_listed_as_reconstructed_calls_with_their_usage(
         for c in calls:
             assert c.source == "claude-transcript" and c.reconstructed and not c.failed
             assert c.api == "anthropic.messages" and c.model == "claude-sonnet-4-5"
+            assert c.whole_context  # what was sent is its version: no copy, no list of ids
         assert [(c.prompt_tokens, c.completion_tokens) for c in calls] == [(150, 9), (190, 9)]
 
         one, two = store.call(cid, 1), store.call(cid, 2)
@@ -112,7 +113,8 @@ def test_assistant_entries_are_listed_as_reconstructed_calls_with_their_usage(
         written = [h for h in store.history(cid) if h.version > before]
         assert {h.command_id for h in written} != {None}
         assert len({h.command_id for h in written}) == 1
-        assert [h.type for h in written] == ["insert", "usage"]  # the entries, then the call
+        # the entries before the reply, the reply on, then its call (made with the first)
+        assert [h.type for h in written] == ["insert", "insert", "usage"]
 
 
 def test_a_transcript_without_usage_records_no_calls(durable_url: str) -> None:
