@@ -89,7 +89,8 @@ def call_of_entry(n: int, e: AuditEntry) -> ModelCall:
         timestamp=e.timestamp, actor=e.actor, model=d["model"],
         prompt_tokens=d["prompt_tokens"], completion_tokens=d["completion_tokens"],
         counted_tokens=d["counted_tokens"], estimated=d["estimated"],
-        whole_context=d.get("sent") is None,
+        whole_context=d.get("sent") is None
+        and (not isinstance(d.get("captured"), dict) or bool(d["captured"].get("reconstructed"))),
         latency_ms=d.get("latency_ms"),  # indexed before calls recorded it: none
         **_captured(d.get("captured")),
     )  # fmt: skip
@@ -127,7 +128,7 @@ def model_call(
         completion_tokens=e.completion_tokens,
         counted_tokens=e.counted_tokens,
         estimated=e.estimated,
-        whole_context=e.sent is None,
+        whole_context=e.sent is None and (e.call is None or bool(e.call.get("reconstructed"))),
         messages=messages,
         response=response,
         latency_ms=e.latency_ms,

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from uuid import UUID
 
 from ctxstore.adapters.store import audit
-from ctxstore.adapters.store.captured import captured_reply
+from ctxstore.adapters.store.captured import captured_reply, messages_sent
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.results import AuditEntry, ModelCall
 from ctxstore.domain.context import Context
@@ -97,6 +97,9 @@ def _with_messages(core: StoreCore, cid: UUID, n: int, entry: AuditEntry) -> Mod
 
 
 def _sent(core: StoreCore, cid: UUID, e: Context.UsageRecorded) -> list[Message]:
+    captured = messages_sent(e.call)
+    if captured is not None:
+        return captured
     if e.sent is not None and all("message" in s for s in e.sent):  # (a captured call's)
         return [Message.model_validate(s["message"]) for s in e.sent]
     at = core.context_at(cid, e.for_version)

@@ -101,10 +101,12 @@ def planned_call(
             for m in items:
                 cost, guessed = message_cost(m["message"], counter)
                 counted, estimated = counted + cost, estimated or guessed
+        # What was sent is read from the request kept in the record (messages_sent): the
+        # event holds no second copy of it.
         c.record_call(
             record, for_version=version, model=model[:200], prompt_tokens=prompt,
             completion_tokens=completion, counted_tokens=counted, estimated=bool(estimated),
-            sent=items, actor=actor, latency=call.latency,
+            sent=None, actor=actor, latency=call.latency,
         )  # fmt: skip
 
     return call.reply_at, step
@@ -126,6 +128,20 @@ def _content_version(c: Context) -> int:
     change what a call was sent)."""
     run = c.usage_run
     return run[0] if run is not None and run[1] == c.version else c.version
+
+
+def messages_sent(record: JSON | None) -> list[Message] | None:
+    """The messages a captured call's request sent, read from the request it keeps (None:
+    not a captured call, or a reconstructed one: it sent the context at its version)."""
+    if record is None or record.get("reconstructed") or not isinstance(record.get("request"), dict):
+        return None
+    found = []
+    for m in request_messages(record.get("api"), record["request"]):
+        try:
+            found.append(parse_message(m))
+        except CtxStoreError:
+            continue
+    return found
 
 
 def captured_reply(record: JSON | None) -> list[Message] | None:
