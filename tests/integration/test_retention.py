@@ -74,7 +74,8 @@ def test_a_tenants_admin_sets_its_policy_and_the_service_sweeps(tmp_path):
             glob = {"Authorization": "Bearer glob"}
             mine = client.post("/v1/contexts", json={}, headers=acme).json()["context_id"]
             theirs = client.post("/v1/contexts", json={}, headers=glob).json()["context_id"]
-            r = client.put("/v1/retention", json={"expire_after_seconds": 0.3, "force": True},
+            r = client.put("/v1/retention",
+                           json={"expire_after_seconds": 0.3, "force": True, "yes": True},
                            headers={"Authorization": "Bearer adm"})  # fmt: skip
             assert r.status_code == 200 and r.json()["scope"] == "tenant:acme"
             assert (
