@@ -33,6 +33,7 @@ from ctxstore.domain.errors import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from ctxstore.adapters.http.client import CtxStoreClient
     from ctxstore.adapters.store.async_store import AsyncContextStore
     from ctxstore.adapters.store.facade import ContextStore
     from ctxstore.adapters.store.shards.store import ShardedStore
@@ -44,6 +45,7 @@ __all__ = [
     "ContextExistsError",
     "ContextNotFoundError",
     "ContextOverflowError",
+    "CtxStoreClient",
     "CtxStoreError",
     "DamagedContextError",
     "HistoryRemovedError",
@@ -103,6 +105,10 @@ def __getattr__(name: str) -> Any:
         from ctxstore.adapters.store.facade import ContextStore
 
         return ContextStore
+    if name == "CtxStoreClient":  # the HTTP service's typed client
+        from ctxstore.adapters.http.client import CtxStoreClient
+
+        return CtxStoreClient
     if name == "__version__":  # (reading the installed metadata takes ~30 ms)
         from importlib.metadata import PackageNotFoundError, version
 

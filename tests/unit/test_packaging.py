@@ -48,3 +48,20 @@ def test_the_package_says_it_is_typed_and_its_version():
     assert "py.typed" in config["tool"]["setuptools"]["package-data"]["ctxstore"]
     assert ctxstore.__version__ == config["project"]["version"]
     assert "BlobTooLargeError" in ctxstore.__all__
+
+
+def test_the_http_client_is_public_at_the_root_and_loads_when_used():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, ctxstore; "
+        "assert 'ctxstore.adapters.http.client' not in sys.modules; "
+        "from ctxstore import CtxStoreClient; "
+        "from ctxstore.adapters.http.client import CtxStoreClient as Old; "
+        "assert CtxStoreClient is Old and 'CtxStoreClient' in ctxstore.__all__"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
