@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 from uuid import UUID
 
@@ -45,6 +46,7 @@ from ctxstore.domain.plain import RECORD_MARK, is_record
 
 KEY = "llamaindex"  # metadata key of LlamaIndex's serialization
 ANCHOR = "llamaindex_key"  # metadata key of the record opening a key's context
+OPENED = "llamaindex_opened"  # when that record was written (ns): the key's place in get_keys
 ROLES = {"system": "system", "developer": "developer", "user": "user", "assistant": "assistant",
          "chatbot": "assistant", "model": "assistant", "tool": "tool", "function": "tool"}  # fmt: skip
 
@@ -109,8 +111,10 @@ class CtxStoreChatStore(BaseChatStore):
         )
         if not any(ANCHOR in m.metadata for m in self._store.visible(cid).messages):
             # a new key (or one deleted on a store without erasure): its anchor goes first
+            # `opened`: the key's place in get_keys, as a dict's insertion order (a key
+            # deleted on a store without erasure and set again goes last, not where it was)
             self._store.insert(cid, {"role": "developer", "content": "", "metadata": {
-                **RECORD_MARK, ANCHOR: key}})  # fmt: skip
+                **RECORD_MARK, ANCHOR: key, OPENED: time.time_ns()}})  # fmt: skip
         return cid
 
     def _held(self, cid: UUID) -> tuple[str | None, list[Message]]:
@@ -214,10 +218,19 @@ class CtxStoreChatStore(BaseChatStore):
         return self._held(cid)[0]
 
     def get_keys(self) -> list[str]:
-        return [
-            str(c.name)[len(self._prefix) :] for c in named_contexts(self._store, self._prefix)
-            if self._held(c.context_id)[0] is not None  # (not deleted on a store without erasure)
-        ]  # fmt: skip
+        found = []
+        for n, c in enumerate(named_contexts(self._store, self._prefix)):
+            opened = self._opened(c.context_id)
+            if opened is not None:  # (not deleted on a store without erasure)
+                found.append((opened, n, str(c.name)[len(self._prefix) :]))
+        return [key for _, _, key in sorted(found)]
+
+    def _opened(self, cid: UUID) -> int | None:
+        """When the key's anchor was written (0: before anchors said); None: deleted."""
+        for m in self._store.visible(cid).messages:
+            if ANCHOR in m.metadata:
+                return int(m.metadata.get(OPENED) or 0)
+        return None
 
     # ---- async: the sync methods on a worker thread (each one command or read) -----------------
 
