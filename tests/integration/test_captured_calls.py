@@ -78,7 +78,8 @@ class _Watched:
     async store's `sync` twin; its absence reads as None)."""
 
     def __init__(self, inner: object) -> None:
-        self.inner, self.threads = inner, set()
+        self.inner = inner
+        self.threads: set[str] = set()
 
     def __getattr__(self, name: str) -> object:
         found = getattr(self.inner, name)
