@@ -48,6 +48,9 @@ class Thread:
     blobs: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
     writes: dict[tuple[str, str], list[tuple[dict[str, Any], str]]] = field(default_factory=dict)
     messages: list[Message] = field(default_factory=list)
+    # A message's LangChain id and fields as last written or compared (a shallow copy), by
+    # its id here: what tells quickly that a step left it as it was (langgraph_saver).
+    prints: dict[str, tuple[str | None, dict[str, Any]]] = field(default_factory=dict)
     # A record stored in parts: the ids of its other parts, by the id of its first.
     also: dict[str, list[str]] = field(default_factory=dict)
     _parts: dict[str, dict[int, tuple[str, str]]] = field(default_factory=dict)

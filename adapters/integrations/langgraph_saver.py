@@ -33,10 +33,18 @@ import builtins
 import random
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import suppress
 from typing import Any
 from uuid import UUID
 
-from ctxstore.domain.errors import CtxStoreError, MissingExtraError
+from ctxstore.domain.context_reads import new_message_id
+from ctxstore.domain.errors import (
+    ContextNotFoundError,
+    CtxStoreError,
+    InvalidOperationError,
+    MissingExtraError,
+    VersionConflictError,
+)
 
 try:
     from langchain_core.messages import BaseMessage, message_to_dict
@@ -75,6 +83,7 @@ from ctxstore.domain.plain import is_record
 NAME = "langgraph thread "  # contexts' names: the prefix, then the thread id
 MESSAGES = "messages"  # the channel kept as the context's messages
 THREADS = 256  # threads a saver keeps as last read
+USAGE_SLACK = 16  # model calls' usage a checkpoint's one event may come after (_messages_at)
 
 
 def thread_context(store: Any, thread_id: str, *, key_prefix: str = "langgraph:") -> UUID:
@@ -100,20 +109,40 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         # (a write of this saver's own is folded in; anyone else's makes it read again).
         self._threads: LRU[UUID, Thread] = LRU(THREADS)  # bounded: a few threads are live
         self._versions: dict[tuple[UUID, int], dict[str, Message]] = {}  # messages at a version
+        self._contexts: LRU[str, UUID] = LRU(THREADS)  # thread id -> its context, once known
         self._lock = threading.RLock()
 
     # ---- threads ------------------------------------------------------------------------
 
     def _context(self, thread_id: str, *, create: bool) -> UUID | None:
+        known = self._contexts.get(str(thread_id))
+        if known is not None:
+            return known
         if not create:
-            return self.store.lookup_key(self.prefix + str(thread_id))
-        return thread_context(self.store, thread_id, key_prefix=self.prefix)
+            found = self.store.lookup_key(self.prefix + str(thread_id))
+        else:
+            found = thread_context(self.store, thread_id, key_prefix=self.prefix)
+        if found is not None:
+            self._contexts[str(thread_id)] = found
+        return found
+
+    def _forget(self, thread_id: str, cid: UUID | None) -> None:
+        """Drop what is kept of a thread (erased, or written by someone else)."""
+        with self._lock:
+            self._contexts.pop(str(thread_id), None)
+            if cid is not None:
+                self._threads.pop(cid, None)
 
     def _thread(self, thread_id: str) -> Thread | None:
         cid = self._context(thread_id, create=False)
         if cid is None:
             return None
-        return self._read(cid)
+        try:
+            return self._read(cid)
+        except ContextNotFoundError:  # erased since it was found: look its key up again
+            self._forget(thread_id, cid)
+            cid = self._context(thread_id, create=False)
+            return None if cid is None else self._read(cid)
 
     def _read(self, cid: UUID) -> Thread:
         with self._lock:
@@ -145,6 +174,34 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
             for record, mid in zip(records, written.ids, strict=True):
                 cached.add(record["metadata"][KEY], mid)
             cached.version = written.version
+
+    def _append(
+        self, cid: UUID, thread: Thread, messages: builtins.list[dict[str, Any]],
+        records: builtins.list[dict[str, Any]],
+    ) -> bool:  # fmt: skip
+        """Insert new messages (ids given) and records as one event on the thread as cached,
+        then fold them in; False when the context is not at that version any more (someone
+        else wrote, or it was erased): nothing was written, and the thread is read again."""
+        records = [part for r in records for part in in_parts(r)]
+        with self._lock:
+            try:
+                written = self.store.insert(
+                    cid, [*messages, *records], expected_version=thread.version
+                )
+            except (VersionConflictError, ContextNotFoundError):
+                self._threads.pop(cid, None)
+                return False
+            if self._threads.get(cid) is not thread:
+                return True  # (read again meanwhile: that read holds what was written)
+            thread.messages.extend(Message.model_validate(m) for m in messages)
+            for record, mid in zip(records, written.ids[len(messages) :], strict=True):
+                thread.add(record["metadata"][KEY], mid)
+            if messages:  # what a checkpoint of this version reads back, without a read
+                self._keep_version(
+                    (cid, thread.version + 1), {str(m.id): m for m in thread.messages}
+                )
+            thread.version = written.version
+            return True
 
     def _thread_ids(self) -> builtins.list[str]:
         return [str(c.name)[len(NAME) :] for c in named_contexts(self.store, NAME)]
@@ -208,12 +265,29 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         # The store names messages afresh: a thread erased and made again up to the same
         # version holds other ids, read again.
         if by_id is None or any(i not in by_id for i in held["ids"]):
-            at = self.store.visible(thread.cid, at_version=held["at"], inline=True).messages
-            by_id = {str(m.id): m for m in at}
-            if len(self._versions) >= 16:  # the few versions a run reads again and again
-                self._versions.pop(next(iter(self._versions)))
-            self._versions[key] = by_id
+            by_id = self._messages_at(thread.cid, held["at"], held["ids"])
+            self._keep_version(key, by_id)
         return [from_openai(by_id[i]) for i in held["ids"]]
+
+    def _messages_at(self, cid: UUID, at: int, ids: builtins.list[str]) -> dict[str, Message]:
+        """The context's messages at version `at`, by id. A checkpoint written in one event
+        with its new messages names the version that event was to have; a model call's usage
+        recorded just before it (which changes no message) moves it later: the first version
+        from `at` on that holds every id is then the one."""
+        for version in range(at, at + USAGE_SLACK + 1):
+            try:
+                seen = self.store.visible(cid, at_version=version, inline=True).messages
+            except InvalidOperationError:  # past the newest version
+                break
+            by_id = {str(m.id): m for m in seen}
+            if all(i in by_id for i in ids):
+                return by_id
+        raise KeyError(f"context {cid}: a checkpoint's messages are not held at version {at}")
+
+    def _keep_version(self, key: tuple[UUID, int], by_id: dict[str, Message]) -> None:
+        if len(self._versions) >= 16:  # the few versions a run reads again and again
+            self._versions.pop(next(iter(self._versions)))
+        self._versions[key] = by_id
 
     def list(
         self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
@@ -262,9 +336,36 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         assert cid is not None
         c = dict(checkpoint)
         values: dict[str, Any] = c.pop("channel_values")  # type: ignore[assignment]
-        held = None
-        if ns == "" and MESSAGES in new_versions and _all_messages(values.get(MESSAGES)):
-            held = self._mirror(cid, values[MESSAGES])
+        full = get_checkpoint_metadata(config, metadata)
+        kept = {
+            "kind": "checkpoint", "ns": ns, "id": checkpoint["id"],
+            "parent": configurable.get("checkpoint_id"), "run_id": full.get("run_id"),
+            "checkpoint": typed(self.serde.dumps_typed(c)),
+            "metadata": typed(self.serde.dumps_typed(full)),
+        }  # fmt: skip
+        mirrored = ns == "" and MESSAGES in new_versions and _all_messages(values.get(MESSAGES))
+        for _ in range(3):  # the thread as cached, then as read again after another's write
+            thread = self._threads.get(cid) or self._read(cid)
+            appended = self._appended(thread, values[MESSAGES]) if mirrored else None
+            if appended is None and mirrored:
+                break  # (messages removed or edited: one command each, below)
+            new, held = appended or ([], None)
+            records = self._records(ns, values, new_versions, held, kept)
+            if self._append(cid, thread, new, records):
+                return self._saved(thread_id, ns, checkpoint["id"])
+        held = self._mirror(cid, values[MESSAGES]) if mirrored else None
+        self._insert(cid, self._records(ns, values, new_versions, held, kept))
+        return self._saved(thread_id, ns, checkpoint["id"])
+
+    def _saved(self, thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
+                                 "checkpoint_id": checkpoint_id}}  # fmt: skip
+
+    def _records(
+        self, ns: str, values: dict[str, Any], new_versions: ChannelVersions,
+        held: dict[str, Any] | None, kept: dict[str, Any],
+    ) -> builtins.list[dict[str, Any]]:  # fmt: skip
+        """A checkpoint's records: each new channel value's, then the checkpoint's."""
         records = []
         for channel, version in new_versions.items():
             if channel == MESSAGES and held is not None:
@@ -275,16 +376,36 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
                 value = ["empty", ""]
             records.append(record({"kind": "blob", "ns": ns, "channel": channel,
                                     "version": version, "value": value}))  # fmt: skip
-        full = get_checkpoint_metadata(config, metadata)
-        records.append(record({
-            "kind": "checkpoint", "ns": ns, "id": checkpoint["id"],
-            "parent": configurable.get("checkpoint_id"), "run_id": full.get("run_id"),
-            "checkpoint": typed(self.serde.dumps_typed(c)),
-            "metadata": typed(self.serde.dumps_typed(full)),
-        }))  # fmt: skip
-        self._insert(cid, records)
-        return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
-                                 "checkpoint_id": checkpoint["id"]}}  # fmt: skip
+        records.append(record(kept))
+        return records
+
+    def _appended(
+        self, thread: Thread, wanted: builtins.list[BaseMessage]
+    ) -> tuple[builtins.list[dict[str, Any]], dict[str, Any]] | None:
+        """When `wanted` is the thread's messages as cached with new ones after them (a
+        turn's usual step): the new messages with their ids given, and where the checkpoint
+        reads them back (the version the one event writing both will have). None when
+        messages were removed, edited or reordered (written one command at a time)."""
+        if any(m.id is None for m in wanted) or len({m.id for m in wanted}) != len(wanted):
+            return None
+        current = thread.messages
+        if len(wanted) <= len(current):
+            return None  # (nothing new, or some removed)
+        ids = []
+        prints = thread.prints
+        for m, old in zip(wanted, current, strict=False):
+            mid = str(old.id)
+            if prints.get(mid) != (m.id, m.__dict__) and not _unchanged(thread, old, m):
+                return None
+            ids.append(mid)
+        new = []
+        for m in wanted[len(current) :]:
+            body = to_openai(m)
+            body["id"] = new_message_id()
+            new.append(body)
+            ids.append(body["id"])
+            thread.prints[body["id"]] = (m.id, dict(m.__dict__))
+        return new, {"at": thread.version + 1, "ids": ids}
 
     def _mirror(self, cid: UUID, wanted: builtins.list[BaseMessage]) -> dict[str, Any] | None:
         """Make the context's messages the list given; where it is read back from (the
@@ -327,7 +448,12 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         configurable = config["configurable"]
         thread_id, ns = configurable["thread_id"], configurable.get("checkpoint_ns", "")
         checkpoint_id = configurable["checkpoint_id"]
-        thread = self._thread(thread_id)
+        # The thread as cached: a write of anyone else's since makes the insert's expected
+        # version fail, and it is read again.
+        cid = self._contexts.get(str(thread_id))
+        thread = self._threads.get(cid) if cid is not None else None
+        if thread is None:
+            thread = self._thread(thread_id)
         held = set()
         if thread is not None:
             held = {(w[0], w[1]) for k, _ in thread.writes.get((ns, checkpoint_id), [])
@@ -342,16 +468,19 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
             return
         cid = thread.cid if thread is not None else self._context(thread_id, create=True)
         assert cid is not None
-        self._insert(cid, [record({"kind": "writes", "ns": ns, "checkpoint_id": checkpoint_id,
-                                    "writes": rows})])  # fmt: skip
+        kept = record({"kind": "writes", "ns": ns, "checkpoint_id": checkpoint_id,
+                       "writes": rows})  # fmt: skip
+        if thread is None or not self._append(cid, thread, [], [kept]):
+            self._insert(cid, [kept])
 
     # ---- removing and copying ---------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
         cid = self._context(thread_id, create=False)
         if cid is not None:
-            self.store.erase(cid, reason="LangGraph delete_thread")
-            self._threads.pop(cid, None)
+            self._forget(thread_id, cid)
+            with suppress(ContextNotFoundError):  # (erased by another saver since it was found)
+                self.store.erase(cid, reason="LangGraph delete_thread")
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         runs = {str(r) for r in run_ids}
@@ -468,6 +597,16 @@ def _lc_id(m: Message) -> str | None:
     data = kept.get("data") if isinstance(kept, dict) else None
     found = data.get("id") if isinstance(data, dict) else None
     return None if found is None else str(found)
+
+
+def _unchanged(thread: Thread, old: Message, m: BaseMessage) -> bool:
+    """Whether LangChain message `m` is the one stored as `old`, by its serialized form
+    (remembered as its fields, a shallow copy: the next step's reducer hands the same
+    message again, and its fields then answer at once)."""
+    if _lc_id(old) != m.id or old.metadata.get(LANGCHAIN) != message_to_dict(m):
+        return False
+    thread.prints[str(old.id)] = (m.id, dict(m.__dict__))
+    return True
 
 
 def _all_messages(value: Any) -> bool:
