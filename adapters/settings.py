@@ -117,6 +117,13 @@ class Settings(BaseSettings):
         default=100_000, ge=1, description="most visible messages a context may hold"
     )
     snapshot_interval: int = Field(default=32, ge=2, description="events between snapshots")
+    sqlite_synchronous: Literal["full", "normal"] = Field(
+        default="full",
+        description="when a SQLite commit returns: full, once it is on the disk (it survives "
+        "a power cut or an OS crash); normal, once it is in the write-ahead log (it survives "
+        "the process crashing or being killed; a power cut or an OS crash may lose the last "
+        "commits, never the database's consistency), a fraction of the time per commit",
+    )
     cache_size: int = Field(default=256, ge=1, description="contexts kept in memory per store")
     connect_timeout: int = Field(
         default=10, ge=1, description="seconds to wait for a PostgreSQL connection"
@@ -285,8 +292,16 @@ def redact(url: str) -> str:
     return url.replace(f":{parts.password}@", ":***@", 1)
 
 
+SYNCHRONOUS = "CTXSTORE_SQLITE_SYNCHRONOUS"  # the library environment's entry the pool reads
+
+
 def library_env(
-    url: str, connect_timeout: int = 10, statement_timeout: int = 30, *, create: bool = True
+    url: str,
+    connect_timeout: int = 10,
+    statement_timeout: int = 30,
+    *,
+    create: bool = True,
+    sqlite_synchronous: str = "full",
 ) -> dict[str, str]:
     """The eventsourcing environment for a store URL; raises StoreURLError. Without
     `create`, a SQLite file that does not exist is refused, and no folder is made."""
@@ -295,7 +310,7 @@ def library_env(
     if scheme == "memory":
         return {"PERSISTENCE_MODULE": "eventsourcing.popo"}
     if scheme == "sqlite":
-        return _sqlite_env(url, create=create)
+        return {**_sqlite_env(url, create=create), SYNCHRONOUS: sqlite_synchronous.upper()}
     if scheme.split("+")[0] in ("postgresql", "postgres"):  # postgresql+psycopg:// too
         if not parts.path.strip("/"):
             raise StoreURLError(f"postgresql URL names no database: {redact(url)!r}")

@@ -177,7 +177,10 @@ class EventStorage:
         may (unless not `migrate`: then an outdated schema is refused); raises
         StoreUnavailableError when it cannot be opened, its schema is newer than this
         release, or its newest event cannot be read with these settings (another key)."""
-        env = library_env(url, settings.connect_timeout, settings.statement_timeout, create=create)
+        env = library_env(
+            url, settings.connect_timeout, settings.statement_timeout, create=create,
+            sqlite_synchronous=settings.sqlite_synchronous,
+        )  # fmt: skip
         faults: tuple[type[BaseException], ...] = (*driver_errors(), OSError)
         try:
             for attempt in range(OPEN_ATTEMPTS):

@@ -20,11 +20,16 @@ from eventsourcing.sqlite import (
 )
 from eventsourcing.utils import EnvType
 
+from ctxstore.adapters.settings import SYNCHRONOUS
+
 STATEMENTS = 256  # a store runs a few dozen distinct statements
 
 
 class StatementCachingPool(SQLiteConnectionPool):
-    """The library's pool, its connections made with a statement cache that holds."""
+    """The library's pool, its connections made with a statement cache that holds, each
+    committing as `synchronous` says (the setting sqlite_synchronous)."""
+
+    synchronous = "FULL"
 
     def _create_connection(self) -> SQLiteConnection:
         try:
@@ -41,6 +46,7 @@ class StatementCachingPool(SQLiteConnectionPool):
                 c.execute("PRAGMA journal_mode=WAL")
                 self.journal_mode_was_changed_to_wal = True
             self.is_journal_mode_wal = True
+        c.execute(f"PRAGMA synchronous = {self.synchronous}")
         c.row_factory = sqlite3.Row
         return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
 
@@ -56,6 +62,10 @@ class SQLiteStoreFactory(SQLiteFactory):
             max_overflow=made.max_overflow, pool_timeout=made.pool_timeout,
             max_age=made.max_age, pre_ping=made.pre_ping,
         )  # fmt: skip
+        wanted = str((env or {}).get(SYNCHRONOUS, "FULL")).upper()
+        if wanted not in ("FULL", "NORMAL"):  # (the setting's own check names it first)
+            raise ValueError(f"sqlite_synchronous must be full or normal, not {wanted!r}")
+        self.datastore.pool.synchronous = wanted
 
 
 __all__ = ["STATEMENTS", "SQLiteStoreFactory", "StatementCachingPool"]
