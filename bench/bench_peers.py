@@ -47,9 +47,11 @@ from langgraph.channels.delta import DeltaChannel
 from langgraph.graph import START, StateGraph
 
 from ctxstore.adapters.integrations.agents_session import CtxStoreSession
+from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
 
 sys.path.insert(0, str(Path(__file__).parent))
+import langgraph_agent
 import sdk_peers
 from floor import Floor, RawPostgres, RawSQLite
 from scratch_pg import scratch_databases
@@ -211,38 +213,77 @@ def run_ctxstore(store: ContextStore, conversation: list[list[dict[str, Any]]]) 
     }  # fmt: skip
 
 
-def run_saver(store: ContextStore, conversation: list[list[dict[str, Any]]],
-              budget: float) -> dict[str, Any]:  # fmt: skip
-    """The same graph with ctxstore as its checkpointer (CtxStoreSaver), bytes as ctxstore
-    stores them (its events and snapshots)."""
+def agent_sqlite(folder: Path, conversation: list[list[dict[str, Any]]]) -> None:
+    """The agent a LangGraph user runs (bench/langgraph_agent.py) on CtxStoreSaver and on
+    SqliteSaver (default channels and DeltaChannel), interleaved turn by turn."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
     from ctxstore.adapters.integrations.langgraph_saver import CtxStoreSaver
 
-    prefix = f"bench-{time.monotonic_ns()}:"
-    saver = CtxStoreSaver(store, key_prefix=prefix)
-
-    def size() -> int:
-        cid = store.lookup_key(prefix + "t1")
-        if cid is None:
-            return 0
-        found = sum(len(e.state) for e in store._storage.recorder.select_events(cid))
-        if store._storage.snapshots is not None:
-            found += sum(len(s.state) for s in store._storage.snapshots.recorder.select_events(cid))
-        return found
-
-    return run_langgraph(saver, conversation, False, size, budget)
-
-
-def compare_saver(label: str, ours: dict[str, Any], theirs: dict[str, Any]) -> None:
-    def last50(r: dict[str, Any]) -> float:
-        return float(statistics.mean(r["per_turn"][-50:]))
-
-    print(
-        f"  ctxstore as the checkpointer (CtxStoreSaver), {label}: {last50(ours) * 1e3:.2f} "
-        f"ms/turn (last 50) = {last50(theirs) / last50(ours):.2f}x LangGraph's own saver's "
-        f"speed, {ours['bytes'] / 1e6:.2f} MB = {theirs['bytes'] / ours['bytes']:.2f}x fewer "
-        f"bytes, listing {ours['list']:.3f} s"
+    conns = [sqlite3.connect(folder / f"agent_{n}.db", check_same_thread=False) for n in (0, 1)]
+    try:
+        with ContextStore.from_url(f"sqlite:///{folder / 'agent_ours.db'}") as store:
+            savers = {
+                "CtxStoreSaver": CtxStoreSaver(store), "SqliteSaver": SqliteSaver(conns[0]),
+                "SqliteSaver (DeltaChannel)": SqliteSaver(conns[1]),
+            }  # fmt: skip
+            times = langgraph_agent.interleaved(
+                savers, conversation, frozenset({"SqliteSaver (DeltaChannel)"})
+            )
+            ours = saver_bytes(store, "langgraph:CtxStoreSaver")
+        theirs = [sqlite_saver_bytes(c) for c in conns]
+    finally:
+        for c in conns:
+            c.close()
+    langgraph_agent.report("SQLite", times, "CtxStoreSaver")
+    print(f"  stored: CtxStoreSaver {ours / 1e6:.2f} MB (events and snapshots), SqliteSaver "
+          f"{theirs[0] / 1e6:.2f} MB, with DeltaChannel {theirs[1] / 1e6:.2f} MB")  # fmt: skip
+    SERIES.setdefault("write", {}).update(
+        {f"{name} (agent, SQLite)": t for name, t in times.items()}
     )
-    SERIES.setdefault("write", {})[f"CtxStoreSaver ({label})"] = ours["per_turn"]
+
+
+def agent_postgres(url: str, conversation: list[list[dict[str, Any]]]) -> None:
+    """The agent on CtxStoreSaver and PostgresSaver (both channel kinds), interleaved."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    from ctxstore.adapters.integrations.langgraph_saver import CtxStoreSaver
+
+    with (
+        PostgresSaver.from_conn_string(url) as theirs,
+        PostgresSaver.from_conn_string(url) as theirs_delta,
+        ContextStore.from_url(url) as store,
+    ):
+        theirs.setup()
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute("TRUNCATE checkpoints, checkpoint_blobs, checkpoint_writes")
+        savers = {
+            "CtxStoreSaver": CtxStoreSaver(store, key_prefix=f"agent-{time.monotonic_ns()}:"),
+            "PostgresSaver": theirs, "PostgresSaver (DeltaChannel)": theirs_delta,
+        }  # fmt: skip
+        times = langgraph_agent.interleaved(
+            savers, conversation, frozenset({"PostgresSaver (DeltaChannel)"})
+        )
+    langgraph_agent.report("PostgreSQL", times, "CtxStoreSaver")
+
+
+def saver_bytes(store: ContextStore, key: str) -> int:
+    """The bytes of a CtxStoreSaver thread's events and snapshots."""
+    cid = store.lookup_key(key)
+    if cid is None:
+        return 0
+    found = sum(len(e.state) for e in store._storage.recorder.select_events(cid))
+    if store._storage.snapshots is not None:
+        found += sum(len(s.state) for s in store._storage.snapshots.recorder.select_events(cid))
+    return found
+
+
+def sqlite_saver_bytes(c: sqlite3.Connection) -> int:
+    row = c.execute(
+        "SELECT (SELECT COALESCE(SUM(LENGTH(checkpoint) + LENGTH(metadata)), 0) "
+        "FROM checkpoints) + (SELECT COALESCE(SUM(LENGTH(value)), 0) FROM writes)"
+    ).fetchone()
+    return int(row[0])
 
 
 def live_bytes(conn: psycopg.Connection[Any], tables: Sequence[str]) -> int | None:
@@ -335,9 +376,7 @@ def langgraph_sqlite(folder: Path, conversation: list[list[dict[str, Any]]], bud
     with ContextStore.from_url(f"sqlite:///{folder / 'ours.db'}") as store:
         ours = run_ctxstore(store, conversation)
     compare_langgraph("SQLite", conversation, ours, peers)
-    with ContextStore.from_url(f"sqlite:///{folder / 'saver.db'}") as store:
-        as_saver = run_saver(store, conversation, budget)
-    compare_saver("SQLite", as_saver, peers["LangGraph SqliteSaver"])
+    agent_sqlite(folder, conversation)
 
 
 def langgraph_postgres(url: str, conversation: list[list[dict[str, Any]]], budget: float) -> None:
@@ -367,9 +406,7 @@ def langgraph_postgres(url: str, conversation: list[list[dict[str, Any]]], budge
     with ContextStore.from_url(url) as store:
         ours = run_ctxstore(store, conversation)
     compare_langgraph("PostgreSQL", conversation, ours, peers)
-    with ContextStore.from_url(url) as store:
-        as_saver = run_saver(store, conversation, budget)
-    compare_saver("PostgreSQL", as_saver, peers["LangGraph PostgresSaver"])
+    agent_postgres(url, conversation)
 
 
 # ---- Agents SDK sessions -------------------------------------------------------------------
@@ -419,13 +456,24 @@ def compare_sessions(label: str, ours: tuple[float, float], theirs: tuple[float,
 
 
 def agents_sqlite(folder: Path, conversation: list[list[dict[str, Any]]]) -> None:
+    """At each durability both sides offer: a commit on the disk when it returns (both
+    sides' default), and a commit in the write-ahead log (synchronous=NORMAL on both)."""
     from agents.memory import SQLiteSession
 
+    class NormalSQLiteSession(SQLiteSession):
+        @staticmethod
+        def _configure_connection(conn: sqlite3.Connection) -> None:
+            SQLiteSession._configure_connection(conn)
+            conn.execute("PRAGMA synchronous = NORMAL")
+
     batches = session_items(conversation)
-    with ContextStore.from_url(f"sqlite:///{folder / 'ours_sessions.db'}") as store:
-        sdk = SQLiteSession("s", str(folder / "sdk.db"))
-        ours, theirs = asyncio.run(time_sessions(CtxStoreSession("s", store), sdk, batches))
-    compare_sessions("Agents SDK sessions, SQLite", ours, theirs, "SQLiteSession", 0.8)
+    for level, sdk_type in (("full", SQLiteSession), ("normal", NormalSQLiteSession)):
+        url = f"sqlite:///{folder / f'ours_sessions_{level}.db'}"
+        with ContextStore.from_url(url, Settings(sqlite_synchronous=level)) as store:
+            sdk = sdk_type("s", str(folder / f"sdk_{level}.db"))
+            ours, theirs = asyncio.run(time_sessions(CtxStoreSession("s", store), sdk, batches))
+        compare_sessions(f"Agents SDK sessions, SQLite, synchronous={level} on both sides",
+                         ours, theirs, "SQLiteSession", 1.0)  # fmt: skip
 
 
 def agents_postgres(url: str, conversation: list[list[dict[str, Any]]]) -> None:
@@ -584,8 +632,10 @@ def main() -> None:
         if "claude" in sections:
             with took("Claude Agent SDK, SQLite"):
                 sdk_peers.claude(
-                    f"sqlite:///{folder / 'claude.db'}", folder, conversation, "SQLite"
-                )
+                    f"sqlite:///{folder / 'claude.db'}", folder, conversation,
+                    "SQLite, synchronous=normal: both survive a killed process, not a power cut",
+                    Settings(sqlite_synchronous="normal"),
+                )  # fmt: skip
         if "adk" in sections:
             with took("Google ADK, SQLite"):
                 sdk_peers.adk(f"sqlite:///{folder / 'adk_ours.db'}",

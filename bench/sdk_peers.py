@@ -25,6 +25,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
 
 
@@ -58,7 +59,12 @@ def claude_entries(
     return out
 
 
-def claude(url: str, folder: Path, conversation: list[list[dict[str, Any]]], label: str) -> None:
+def claude(
+    url: str, folder: Path, conversation: list[list[dict[str, Any]]], label: str,
+    settings: Settings | None = None,
+) -> None:  # fmt: skip
+    """The session store's appends and loads beside the CLI's JSONL file (appended without
+    fsync: it survives a killed process, not a power cut)."""
     from claude_agent_sdk._internal.sessions import (
         get_session_messages,
         get_session_messages_from_store,
@@ -74,7 +80,7 @@ def claude(url: str, folder: Path, conversation: list[list[dict[str, Any]]], lab
     batches = claude_entries(conversation, session)
     transcript = folder / "claude" / "projects" / key_name / f"{session}.jsonl"
     transcript.parent.mkdir(parents=True, exist_ok=True)
-    with ContextStore.from_url(url) as store:
+    with ContextStore.from_url(url, settings) as store:
         ours: Any = CtxStoreSessionStore(store)  # (the SDK's Protocol, duck-typed)
         key = {"project_key": key_name, "session_id": session}
         asyncio.run(ours.append({**key, "session_id": str(uuid.uuid4())}, batches[0][:1]))  # warm

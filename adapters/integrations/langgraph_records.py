@@ -48,9 +48,12 @@ class Thread:
     blobs: dict[str, tuple[dict[str, Any], str]] = field(default_factory=dict)
     writes: dict[tuple[str, str], list[tuple[dict[str, Any], str]]] = field(default_factory=dict)
     messages: list[Message] = field(default_factory=list)
-    # A message's LangChain id and fields as last written or compared (a shallow copy), by
-    # its id here: what tells quickly that a step left it as it was (langgraph_saver).
-    prints: dict[str, tuple[str | None, dict[str, Any]]] = field(default_factory=dict)
+    # Each message's LangChain fields as last written or compared (a shallow copy), in the
+    # messages' order: what tells quickly that a step left it as it was (langgraph_saver).
+    prints: list[dict[str, Any] | None] = field(default_factory=list)
+    # The messages by id, shared with the versions the saver read them at: a message is
+    # never changed under its id here (an edit makes the saver read the thread anew).
+    by_id: dict[str, Message] = field(default_factory=dict)
     # A record stored in parts: the ids of its other parts, by the id of its first.
     also: dict[str, list[str]] = field(default_factory=dict)
     _parts: dict[str, dict[int, tuple[str, str]]] = field(default_factory=dict)
@@ -64,6 +67,8 @@ class Thread:
                 found.add(kept, str(m.id))
             elif not is_record(m):
                 found.messages.append(m)
+        found.prints = [None] * len(found.messages)
+        found.by_id = {str(m.id): m for m in found.messages}
         return found
 
     def add(self, kept: dict[str, Any], mid: str) -> None:

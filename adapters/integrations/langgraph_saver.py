@@ -177,7 +177,7 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
 
     def _append(
         self, cid: UUID, thread: Thread, messages: builtins.list[dict[str, Any]],
-        records: builtins.list[dict[str, Any]],
+        records: builtins.list[dict[str, Any]], prints: Sequence[dict[str, Any]] = (),
     ) -> bool:  # fmt: skip
         """Insert new messages (ids given) and records as one event on the thread as cached,
         then fold them in; False when the context is not at that version any more (someone
@@ -193,13 +193,14 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
                 return False
             if self._threads.get(cid) is not thread:
                 return True  # (read again meanwhile: that read holds what was written)
-            thread.messages.extend(Message.model_validate(m) for m in messages)
+            added = [Message.model_validate(m) for m in messages]
+            thread.messages.extend(added)
+            thread.prints.extend(prints)
+            thread.by_id.update((str(m.id), m) for m in added)
             for record, mid in zip(records, written.ids[len(messages) :], strict=True):
                 thread.add(record["metadata"][KEY], mid)
             if messages:  # what a checkpoint of this version reads back, without a read
-                self._keep_version(
-                    (cid, thread.version + 1), {str(m.id): m for m in thread.messages}
-                )
+                self._keep_version((cid, thread.version + 1), thread.by_id)
             thread.version = written.version
             return True
 
@@ -349,9 +350,9 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
             appended = self._appended(thread, values[MESSAGES]) if mirrored else None
             if appended is None and mirrored:
                 break  # (messages removed or edited: one command each, below)
-            new, held = appended or ([], None)
+            new, held, prints = appended or ([], None, [])
             records = self._records(ns, values, new_versions, held, kept)
-            if self._append(cid, thread, new, records):
+            if self._append(cid, thread, new, records, prints):
                 return self._saved(thread_id, ns, checkpoint["id"])
         held = self._mirror(cid, values[MESSAGES]) if mirrored else None
         self._insert(cid, self._records(ns, values, new_versions, held, kept))
@@ -381,31 +382,35 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
 
     def _appended(
         self, thread: Thread, wanted: builtins.list[BaseMessage]
-    ) -> tuple[builtins.list[dict[str, Any]], dict[str, Any]] | None:
-        """When `wanted` is the thread's messages as cached with new ones after them (a
-        turn's usual step): the new messages with their ids given, and where the checkpoint
-        reads them back (the version the one event writing both will have). None when
-        messages were removed, edited or reordered (written one command at a time)."""
+    ) -> tuple[builtins.list[dict[str, Any]], dict[str, Any], builtins.list[Any]] | None:
+        """When `wanted` is the thread's messages as cached with new ones (or none) after
+        them (a turn's usual step): the new messages with their ids given, where the checkpoint
+        reads them back (the version the one event writing both will have), and the new
+        messages' fields. None when messages were removed, edited or reordered (written one
+        command at a time)."""
+        current = thread.messages
+        if len(wanted) < len(current):
+            return None  # (some removed)
         if any(m.id is None for m in wanted) or len({m.id for m in wanted}) != len(wanted):
             return None
-        current = thread.messages
-        if len(wanted) <= len(current):
-            return None  # (nothing new, or some removed)
-        ids = []
-        prints = thread.prints
-        for m, old in zip(wanted, current, strict=False):
-            mid = str(old.id)
-            if prints.get(mid) != (m.id, m.__dict__) and not _unchanged(thread, old, m):
-                return None
-            ids.append(mid)
-        new = []
+        # A step's reducer hands the earlier messages again as they were: their fields
+        # equal the copy kept, and only the others are compared by their serialized form.
+        differing = [n for n, (m, seen) in enumerate(zip(wanted, thread.prints, strict=False))
+                     if seen != m.__dict__]  # fmt: skip
+        if not all(_unchanged(thread, n, wanted[n]) for n in differing):
+            return None
+        ids = [str(m.id) for m in current]
+        new, prints = [], []
         for m in wanted[len(current) :]:
             body = to_openai(m)
             body["id"] = new_message_id()
             new.append(body)
             ids.append(body["id"])
-            thread.prints[body["id"]] = (m.id, dict(m.__dict__))
-        return new, {"at": thread.version + 1, "ids": ids}
+            prints.append(dict(m.__dict__))
+        if not new:  # the messages as they are: read back at the thread's version
+            self._keep_version((thread.cid, thread.version), thread.by_id)
+            return new, {"at": thread.version, "ids": ids}, prints
+        return new, {"at": thread.version + 1, "ids": ids}, prints
 
     def _mirror(self, cid: UUID, wanted: builtins.list[BaseMessage]) -> dict[str, Any] | None:
         """Make the context's messages the list given; where it is read back from (the
@@ -599,13 +604,14 @@ def _lc_id(m: Message) -> str | None:
     return None if found is None else str(found)
 
 
-def _unchanged(thread: Thread, old: Message, m: BaseMessage) -> bool:
-    """Whether LangChain message `m` is the one stored as `old`, by its serialized form
-    (remembered as its fields, a shallow copy: the next step's reducer hands the same
+def _unchanged(thread: Thread, n: int, m: BaseMessage) -> bool:
+    """Whether LangChain message `m` is the one the thread holds at `n`, by its serialized
+    form (remembered as its fields, a shallow copy: the next step's reducer hands the same
     message again, and its fields then answer at once)."""
+    old = thread.messages[n]
     if _lc_id(old) != m.id or old.metadata.get(LANGCHAIN) != message_to_dict(m):
         return False
-    thread.prints[str(old.id)] = (m.id, dict(m.__dict__))
+    thread.prints[n] = dict(m.__dict__)
     return True
 
 
