@@ -32,7 +32,7 @@ import asyncio
 import builtins
 import random
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
 from uuid import UUID
@@ -56,6 +56,8 @@ try:
         Checkpoint,
         CheckpointMetadata,
         CheckpointTuple,
+        DeltaChannelHistory,
+        PendingWrite,
         get_checkpoint_id,
         get_checkpoint_metadata,
         writes_sort_key,
@@ -324,6 +326,57 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
                             return
                         left -= 1
                     yield self._tuple(thread_id, thread, ns, checkpoint_id)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        """Each channel's writes along the checkpoint's ancestors, oldest first, back to
+        the nearest ancestor holding a value for it (its seed), as LangGraph's default
+        walk gives them; read from the thread as held, without building every ancestor's
+        tuple (its values and every write of every channel)."""
+        if not channels:
+            return {}
+        configurable = config["configurable"]
+        found: dict[str, builtins.list[PendingWrite]] = {c: [] for c in channels}
+        seeds: dict[str, Any] = {}
+        thread = self._thread(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "")
+        target = get_checkpoint_id(config) or next(iter(thread.ids(ns) if thread else []), None)
+        held = None if thread is None else thread.checkpoints.get((ns, str(target)))
+        cursor = None if held is None else held[0].get("parent")
+        remaining = set(channels)
+        while thread is not None and cursor and remaining:
+            held = thread.checkpoints.get((ns, cursor))
+            if held is None:
+                break
+            writes = sorted(
+                (w for kept_w, _ in thread.writes.get((ns, cursor), []) for w in kept_w["writes"]),
+                key=lambda w: writes_sort_key(w[4], w[0], w[1]),
+            )
+            for w in reversed(writes):
+                if w[2] in remaining:
+                    found[w[2]].append((w[0], w[2], self.serde.loads_typed(untyped(w[3]))))
+            versions = self.serde.loads_typed(untyped(held[0]["checkpoint"]))["channel_versions"]
+            for channel in [c for c in remaining if c in versions]:
+                blob = thread.blobs.get(version_key(ns, channel, versions[channel]))
+                if blob is not None and blob[0]["value"][0] != "empty":
+                    seeds[channel] = self._value(thread, blob[0]["value"])
+                    remaining.discard(channel)
+            cursor = held[0].get("parent")
+        history: dict[str, DeltaChannelHistory] = {}
+        for channel in channels:
+            entry: DeltaChannelHistory = {"writes": found[channel][::-1]}
+            if channel in seeds:
+                entry["seed"] = seeds[channel]
+            history[channel] = entry
+        return history
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await asyncio.to_thread(
+            lambda: self.get_delta_channel_history(config=config, channels=channels)
+        )
 
     # ---- writing --------------------------------------------------------------------------
 

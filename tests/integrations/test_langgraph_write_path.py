@@ -1,18 +1,23 @@
 """The LangGraph checkpointer's write path: a checkpoint with its new messages is one event
 (one commit), and what it writes reads back exactly when a model call's usage, another
-writer or a node editing a message in place comes between."""
+writer or a node editing a message in place comes between; a DeltaChannel's history is
+read from the thread natively, as LangGraph's own walk gives it."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from typing import Annotated, Any, TypedDict
 
 import pytest
 
 pytest.importorskip("langgraph")
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.graph.message import add_messages
 
 from ctxstore.adapters.integrations.langgraph_saver import CtxStoreSaver, thread_context
 from ctxstore.adapters.settings import Settings
@@ -146,3 +151,50 @@ def test_a_node_editing_a_message_in_place_is_stored_as_edited(durable_url: str)
         assert ours[0] == "edited"
         fresh = _graph(CtxStoreSaver(store), agent)
         assert [m.content for m in fresh.get_state(CONFIG).values["messages"]] == ours
+
+
+def _add_each(left: Any, writes: list[Any]) -> Any:
+    for write in writes:
+        left = add_messages(left, write)
+    return left
+
+
+class DeltaState(TypedDict):
+    messages: Annotated[list[AnyMessage], DeltaChannel(_add_each, snapshot_frequency=3)]
+
+
+@pytest.mark.parametrize("kind", ["store", "http"])
+def test_delta_channel_history_is_read_natively_as_langgraphs_walk_gives_it(
+    durable_url: str, kind: str
+) -> None:
+    """get_delta_channel_history (what a DeltaChannel state is rebuilt from) answers what
+    LangGraph's own default (a get_tuple per ancestor) answers, at every checkpoint, and a
+    DeltaChannel graph reads its state back from a saver that holds nothing yet."""
+    with (
+        ContextStore.from_url(durable_url, Settings(actor="t")) as store,
+        surface_over(kind, store) as face,
+    ):
+        saver = CtxStoreSaver(face)
+        builder: Any = StateGraph(DeltaState)
+        builder.add_node("agent", lambda state: _answer(state))
+        builder.add_edge(START, "agent")
+        builder.add_edge("agent", END)
+        graph = builder.compile(checkpointer=saver)
+        for n in range(5):
+            graph.invoke({"messages": [HumanMessage(f"turn {n}", id=f"h-{n}")]}, CONFIG)
+        configs = [s.config for s in graph.get_state_history(CONFIG)]
+        assert len(configs) > 10
+        for config in configs:
+            ours = saver.get_delta_channel_history(config=config, channels=["messages", "none"])
+            theirs = BaseCheckpointSaver.get_delta_channel_history(
+                saver, config=config, channels=["messages", "none"]
+            )
+            assert ours == theirs
+        mirrored = asyncio.run(
+            saver.aget_delta_channel_history(config=configs[0], channels=["messages"])
+        )
+        assert mirrored == saver.get_delta_channel_history(config=configs[0], channels=["messages"])
+        fresh = builder.compile(checkpointer=CtxStoreSaver(face))
+        assert [m.content for m in fresh.get_state(CONFIG).values["messages"]] == [
+            x for n in range(5) for x in (f"turn {n}", f"answer {2 * n + 1}")
+        ]
