@@ -3,9 +3,23 @@ found without encoding. Every walk is iterative, so no input can exhaust the sta
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
+import orjson
+
 MAX_DEPTH = 64  # JSON nested deeper than this is refused, not recursed into
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a plain JSON value (a stored message), through orjson: a tenth of
+    copy.deepcopy's time. What orjson will not write (an integer past 64 bits) is copied by
+    deepcopy instead; a stored value holds no NaN, no lone surrogate and only string keys,
+    so the two copies are equal."""
+    try:
+        return orjson.loads(orjson.dumps(value))
+    except (orjson.JSONEncodeError, TypeError):
+        return copy.deepcopy(value)
 
 
 def json_problem(value: Any) -> str | None:

@@ -16,7 +16,6 @@ retries; tests/integration/test_async_store.py runs one contract suite against b
 from __future__ import annotations
 
 import asyncio
-import copy
 import functools
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +44,7 @@ from ctxstore.adapters.store.results import (
 from ctxstore.domain.blobs import has_references
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.errors import ContextNotFoundError
+from ctxstore.domain.json_values import json_copy
 from ctxstore.projections.history import tail_event
 from ctxstore.projections.visible import visible_of
 
@@ -248,7 +248,7 @@ class AsyncContextStore(AsyncOffloaded, AsyncContextOperations):
         async with Unblocked(held):
             ctx = await self._writer.fresh(cid, held)
             order = ctx.order if last is None else ctx.order[-last:] if last > 0 else []
-            found = [copy.deepcopy(ctx.stored_message(i)) for i in order]
+            found = [json_copy(ctx.stored_message(i)) for i in order]
         if inline and any(has_references(m) for m in found):  # their data: read on a thread
             return await self._offload(
                 self._store.visible_messages, context_id, last=last, inline=True

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from datetime import datetime
 from uuid import UUID
@@ -17,6 +16,7 @@ from ctxstore.adapters.store.results import (
 )
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
+from ctxstore.domain.json_values import json_copy
 from ctxstore.domain.limits import check_int, strict_int
 from ctxstore.domain.packing import Resource
 from ctxstore.domain.plain import is_record
@@ -66,7 +66,7 @@ def visible_messages(core: StoreCore, cid: UUID, last: int | None) -> list[JSON]
     with held.lock:
         ctx = core.fresh(cid, held)
         order = ctx.order if last is None else ctx.order[-last:] if last > 0 else []
-        return [copy.deepcopy(ctx.stored_message(i)) for i in order]
+        return [json_copy(ctx.stored_message(i)) for i in order]
 
 
 def head_size(core: StoreCore, cid: UUID) -> tuple[int, int]:
