@@ -398,17 +398,18 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
             "metadata": typed(self.serde.dumps_typed(full)),
         }  # fmt: skip
         mirrored = ns == "" and MESSAGES in new_versions and _all_messages(values.get(MESSAGES))
-        for _ in range(3):  # the thread as cached, then as read again after another's write
-            thread = self._threads.get(cid) or self._read(cid)
-            appended = self._appended(thread, values[MESSAGES]) if mirrored else None
-            if appended is None and mirrored:
-                break  # (messages removed or edited: one command each, below)
-            new, held, prints = appended or ([], None, [])
-            records = self._records(ns, values, new_versions, held, kept)
-            if self._append(cid, thread, new, records, prints):
-                return self._saved(thread_id, ns, checkpoint["id"])
-        held = self._mirror(cid, values[MESSAGES]) if mirrored else None
-        self._insert(cid, self._records(ns, values, new_versions, held, kept))
+        with self._lock:  # (a step's put and its tasks' writes run on several threads)
+            for _ in range(3):  # the thread as cached, then as read again after another's write
+                thread = self._threads.get(cid) or self._read(cid)
+                appended = self._appended(thread, values[MESSAGES]) if mirrored else None
+                if appended is None and mirrored:
+                    break  # (messages removed or edited: one command each, below)
+                new, held, prints = appended or ([], None, [])
+                records = self._records(ns, values, new_versions, held, kept)
+                if self._append(cid, thread, new, records, prints):
+                    return self._saved(thread_id, ns, checkpoint["id"])
+            held = self._mirror(cid, values[MESSAGES]) if mirrored else None
+            self._insert(cid, self._records(ns, values, new_versions, held, kept))
         return self._saved(thread_id, ns, checkpoint["id"])
 
     def _saved(self, thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
@@ -506,30 +507,33 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         configurable = config["configurable"]
         thread_id, ns = configurable["thread_id"], configurable.get("checkpoint_ns", "")
         checkpoint_id = configurable["checkpoint_id"]
-        # The thread as cached: a write of anyone else's since makes the insert's expected
-        # version fail, and it is read again.
-        cid = self._contexts.get(str(thread_id))
-        thread = self._threads.get(cid) if cid is not None else None
-        if thread is None:
-            thread = self._thread(thread_id)
-        held = set()
-        if thread is not None:
-            held = {(w[0], w[1]) for k, _ in thread.writes.get((ns, checkpoint_id), [])
-                    for w in k["writes"]}  # fmt: skip
-        rows = []
-        for idx, (channel, value) in enumerate(writes):
-            index = WRITES_IDX_MAP.get(channel, idx)
-            if index >= 0 and (task_id, index) in held:
-                continue  # already stored (a retried task's special writes are kept once)
-            rows.append([task_id, index, channel, typed(self.serde.dumps_typed(value)), task_path])
-        if not rows:
-            return
-        cid = thread.cid if thread is not None else self._context(thread_id, create=True)
-        assert cid is not None
-        kept = record({"kind": "writes", "ns": ns, "checkpoint_id": checkpoint_id,
-                       "writes": rows})  # fmt: skip
-        if thread is None or not self._append(cid, thread, [], [kept]):
-            self._insert(cid, [kept])
+        with self._lock:  # (its writes are planned on the thread as cached, then written)
+            # The thread as cached: a write of anyone else's since makes the insert's expected
+            # version fail, and it is read again.
+            cid = self._contexts.get(str(thread_id))
+            thread = self._threads.get(cid) if cid is not None else None
+            if thread is None:
+                thread = self._thread(thread_id)
+            held = set()
+            if thread is not None:
+                held = {(w[0], w[1]) for k, _ in thread.writes.get((ns, checkpoint_id), [])
+                        for w in k["writes"]}  # fmt: skip
+            rows = []
+            for idx, (channel, value) in enumerate(writes):
+                index = WRITES_IDX_MAP.get(channel, idx)
+                if index >= 0 and (task_id, index) in held:
+                    continue  # already stored (a retried task's special writes are kept once)
+                rows.append(
+                    [task_id, index, channel, typed(self.serde.dumps_typed(value)), task_path]
+                )
+            if not rows:
+                return
+            cid = thread.cid if thread is not None else self._context(thread_id, create=True)
+            assert cid is not None
+            kept = record({"kind": "writes", "ns": ns, "checkpoint_id": checkpoint_id,
+                           "writes": rows})  # fmt: skip
+            if thread is None or not self._append(cid, thread, [], [kept]):
+                self._insert(cid, [kept])
 
     # ---- removing and copying ---------------------------------------------------------------
 
