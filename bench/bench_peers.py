@@ -492,7 +492,7 @@ def agents_postgres(url: str, conversation: list[list[dict[str, Any]]]) -> None:
                 await sdk.engine.dispose()
 
         ours, theirs = asyncio.run(both())
-    compare_sessions("Agents SDK sessions, PostgreSQL", ours, theirs, "SQLAlchemySession", 2.0)
+    compare_sessions("Agents SDK sessions, PostgreSQL", ours, theirs, "SQLAlchemySession", 2.5)
 
 
 # ---- ctxstore's read paths against history length ----------------------------------------
