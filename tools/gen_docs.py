@@ -61,6 +61,8 @@ def http_page() -> str:
         lines += [f"## {tag.capitalize()}", ""]
         for method, path, op in ops:
             lines += [f"### `{method.upper()} {path}`", ""]
+            if op.get("operationId"):
+                lines += [f"Operation id: `{op['operationId']}`.", ""]
             summary = (op.get("description") or op.get("summary") or "").strip()
             if summary:
                 lines += [summary.replace("\n", " "), ""]

@@ -340,6 +340,17 @@ def test_openapi_is_served_at_a_stable_path(service):
             "history", "diff"} <= {p.rsplit("/", 1)[-1] for p in paths}  # fmt: skip
 
 
+def test_operation_ids_are_the_operations_names(service):
+    """OpenAPI operation ids read as the operations do (insert, visible), one per operation,
+    not FastAPI's path-derived ones (insert_v1_contexts__context_id__insert_post)."""
+    spec = raw(service, "GET", "/openapi.json", token=None).json()
+    ids = [op["operationId"] for item in spec["paths"].values() for op in item.values()
+           if isinstance(op, dict) and "operationId" in op]  # fmt: skip
+    assert len(ids) == len(set(ids)), sorted(i for i in ids if ids.count(i) > 1)
+    assert {"insert", "visible", "batch_end", "record_call", "audit"} <= set(ids)
+    assert all("_v1_" not in i and i.isidentifier() for i in ids), ids
+
+
 def test_sdk_integrations_work_through_the_client(service):
     import asyncio
 
