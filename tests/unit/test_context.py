@@ -97,6 +97,34 @@ def test_pending_tool_calls_are_allowed_only_at_the_tail():
         c.insert([call("c2"), result("c2"), result("c2")], actor="a")
 
 
+def test_records_go_anywhere_and_a_batch_of_them_alone_reads_no_tail(monkeypatch):
+    """A record separates nothing: records go between a call and its result and before
+    anything. A batch of records alone is placed without reading the context's tail, which
+    may be every record the context holds: inserting them costs what they are, not what the
+    context holds. A message after them is still judged on the whole transcript."""
+    from ctxstore.domain import transcript
+    from ctxstore.domain.plain import RECORD_MARK
+
+    def record(n: int) -> dict[str, Any]:
+        return {"role": "developer", "content": "", "metadata": {**RECORD_MARK, "n": n}}
+
+    c = Context.start(name=None, metadata={}, actor="a")
+    c.insert([record(0), record(1)], actor="a")
+    c.insert([user("q"), call("c1")], actor="a")
+    read = []
+    original = transcript.tail_scanner
+    monkeypatch.setattr(transcript, "tail_scanner", lambda *a: read.append(1) or original(*a))
+    for n in range(2, 6):
+        c.insert([record(n)], actor="a")  # between the call and its result
+    c.insert(record(6), after=c.order[0], actor="a")
+    assert read == []
+    with pytest.raises(MalformedTranscriptError):
+        c.insert([user("too soon")], actor="a")  # the call still waits for its result
+    c.insert([result("c1"), user("ok")], actor="a")
+    assert read == [1, 1]
+    assert [t for t in texts(c) if t][-3:] == ["c1", "result of c1", "ok"]  # (records: "")
+
+
 def test_compress_takes_a_contiguous_run_and_records_what_it_covers(ctx):
     with pytest.raises(InvalidOperationError, match="contiguous"):
         ctx.compress([0, 4], user("s"), actor="a")
