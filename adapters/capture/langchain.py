@@ -354,7 +354,7 @@ class CtxStoreCallbackHandler(BaseCallbackHandler):
 
             def thread_target() -> UUID | str:
                 try:
-                    from ctxstore.adapters.integrations.langgraph_saver import thread_context
+                    from ctxstore.adapters.integrations.langgraph_threads import thread_context
                 except (ImportError, MissingExtraError):
                     return prefix + str(thread)
                 return thread_context(store, str(thread), key_prefix=prefix)

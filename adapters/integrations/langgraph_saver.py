@@ -31,23 +31,14 @@ from __future__ import annotations
 import asyncio
 import builtins
 import random
-import threading
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import suppress
 from typing import Any
-from uuid import UUID
 
-from ctxstore.domain.context_reads import new_message_id
-from ctxstore.domain.errors import (
-    ContextNotFoundError,
-    CtxStoreError,
-    InvalidOperationError,
-    MissingExtraError,
-    VersionConflictError,
-)
+from ctxstore.domain.errors import ContextNotFoundError, MissingExtraError
 
 try:
-    from langchain_core.messages import BaseMessage, message_to_dict
+    from langchain_core.messages import BaseMessage
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.base import (
         WRITES_IDX_MAP,
@@ -66,35 +57,20 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed: say which
     raise MissingExtraError("the LangGraph checkpointer", "langgraph") from exc
 
-from ctxstore.adapters.integrations.langchain_history import KEY as LANGCHAIN
-from ctxstore.adapters.integrations.langchain_history import from_openai, to_openai
 from ctxstore.adapters.integrations.langgraph_records import (
     HELD,
     KEY,
     Thread,
-    in_parts,
     record,
     typed,
     untyped,
     version_key,
 )
-from ctxstore.adapters.integrations.surface import LRU, faces, named_contexts
-from ctxstore.domain.messages import Message
+from ctxstore.adapters.integrations.langgraph_threads import Threads, thread_context
+from ctxstore.adapters.integrations.surface import faces
 from ctxstore.domain.plain import is_record
 
-NAME = "langgraph thread "  # contexts' names: the prefix, then the thread id
 MESSAGES = "messages"  # the channel kept as the context's messages
-THREADS = 256  # threads a saver keeps as last read
-USAGE_SLACK = 16  # model calls' usage a checkpoint's one event may come after (_messages_at)
-
-
-def thread_context(store: Any, thread_id: str, *, key_prefix: str = "langgraph:") -> UUID:
-    """The context a saver keeps `thread_id` in (made, named as the saver names it, if new):
-    where captured model calls of the thread are recorded too."""
-    return store.context_for_key(  # type: ignore[no-any-return]
-        key_prefix + str(thread_id), name=NAME + str(thread_id),
-        metadata={"langgraph_thread_id": str(thread_id)},
-    )  # fmt: skip
 
 
 class CtxStoreSaver(BaseCheckpointSaver[str]):
@@ -107,113 +83,13 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         super().__init__(serde=serde)
         self.store, _ = faces(store)
         self.prefix = key_prefix
-        # Threads as last read, by context: reused while the context's version is the same
-        # (a write of this saver's own is folded in; anyone else's makes it read again).
-        self._threads: LRU[UUID, Thread] = LRU(THREADS)  # bounded: a few threads are live
-        self._versions: dict[tuple[UUID, int], dict[str, Message]] = {}  # messages at a version
-        self._contexts: LRU[str, UUID] = LRU(THREADS)  # thread id -> its context, once known
-        self._lock = threading.RLock()
-
-    # ---- threads ------------------------------------------------------------------------
-
-    def _context(self, thread_id: str, *, create: bool) -> UUID | None:
-        known = self._contexts.get(str(thread_id))
-        if known is not None:
-            return known
-        if not create:
-            found = self.store.lookup_key(self.prefix + str(thread_id))
-        else:
-            found = thread_context(self.store, thread_id, key_prefix=self.prefix)
-        if found is not None:
-            self._contexts[str(thread_id)] = found
-        return found
-
-    def _forget(self, thread_id: str, cid: UUID | None) -> None:
-        """Drop what is kept of a thread (erased, or written by someone else)."""
-        with self._lock:
-            self._contexts.pop(str(thread_id), None)
-            if cid is not None:
-                self._threads.pop(cid, None)
-
-    def _thread(self, thread_id: str) -> Thread | None:
-        cid = self._context(thread_id, create=False)
-        if cid is None:
-            return None
-        try:
-            return self._read(cid)
-        except ContextNotFoundError:  # erased since it was found: look its key up again
-            self._forget(thread_id, cid)
-            cid = self._context(thread_id, create=False)
-            return None if cid is None else self._read(cid)
-
-    def _read(self, cid: UUID) -> Thread:
-        with self._lock:
-            cached = self._threads.get(cid)
-            # A store answers its newest version and erasures cheaply (an erased thread made
-            # again up to the same version is not the cached one); over HTTP a read is one
-            # request either way.
-            head = getattr(self.store, "head_mark", None)
-            mark = None if head is None else head(cid)
-            if cached is not None and (cached.version, cached.erasures) == mark:
-                return cached
-            seen = self.store.visible(cid, inline=True)
-            thread = Thread.read(cid, seen.version, seen.messages)
-            if mark is not None:  # an erasure after the mark was read makes the next differ
-                thread.erasures = mark[1]
-            self._threads[cid] = thread
-            return thread
-
-    def _insert(self, cid: UUID, records: builtins.list[dict[str, Any]]) -> None:
-        """Insert records (one event, a long one in parts) and fold them into the thread as
-        cached."""
-        records = [part for r in records for part in in_parts(r)]
-        with self._lock:
-            written = self.store.insert(cid, records)
-            cached = self._threads.get(cid)
-            if cached is None or written.version != cached.version + 1:
-                self._threads.pop(cid, None)  # someone else wrote too: read it again
-                return
-            for record, mid in zip(records, written.ids, strict=True):
-                cached.add(record["metadata"][KEY], mid)
-            cached.version = written.version
-
-    def _append(
-        self, cid: UUID, thread: Thread, messages: builtins.list[dict[str, Any]],
-        records: builtins.list[dict[str, Any]], prints: Sequence[dict[str, Any]] = (),
-    ) -> bool:  # fmt: skip
-        """Insert new messages (ids given) and records as one event on the thread as cached,
-        then fold them in; False when the context is not at that version any more (someone
-        else wrote, or it was erased): nothing was written, and the thread is read again."""
-        records = [part for r in records for part in in_parts(r)]
-        with self._lock:
-            try:
-                written = self.store.insert(
-                    cid, [*messages, *records], expected_version=thread.version
-                )
-            except (VersionConflictError, ContextNotFoundError):
-                self._threads.pop(cid, None)
-                return False
-            if self._threads.get(cid) is not thread:
-                return True  # (read again meanwhile: that read holds what was written)
-            added = [Message.model_validate(m) for m in messages]
-            thread.messages.extend(added)
-            thread.prints.extend(prints)
-            thread.by_id.update((str(m.id), m) for m in added)
-            for record, mid in zip(records, written.ids[len(messages) :], strict=True):
-                thread.add(record["metadata"][KEY], mid)
-            if messages:  # what a checkpoint of this version reads back, without a read
-                self._keep_version((cid, thread.version + 1), thread.by_id)
-            thread.version = written.version
-            return True
-
-    def _thread_ids(self) -> builtins.list[str]:
-        return [str(c.name)[len(NAME) :] for c in named_contexts(self.store, NAME)]
+        self.threads = Threads(self.store, key_prefix)  # found, cached, read and written
 
     # ---- reading --------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         configurable = config["configurable"]
-        thread = self._thread(configurable["thread_id"])
+        thread = self.threads.thread(configurable["thread_id"])
         if thread is None:
             return None
         ns = configurable.get("checkpoint_ns", "")
@@ -262,35 +138,7 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
     def _value(self, thread: Thread, value: builtins.list[Any]) -> Any:
         if value[0] != HELD:
             return self.serde.loads_typed(untyped(value))
-        held = value[1]
-        key = (thread.cid, held["at"])
-        by_id = self._versions.get(key)
-        # The store names messages afresh: a thread erased and made again up to the same
-        # version holds other ids, read again.
-        if by_id is None or any(i not in by_id for i in held["ids"]):
-            by_id = self._messages_at(thread.cid, held["at"], held["ids"])
-            self._keep_version(key, by_id)
-        return [from_openai(by_id[i]) for i in held["ids"]]
-
-    def _messages_at(self, cid: UUID, at: int, ids: builtins.list[str]) -> dict[str, Message]:
-        """The context's messages at version `at`, by id. A checkpoint written in one event
-        with its new messages names the version that event was to have; a model call's usage
-        recorded just before it (which changes no message) moves it later: the first version
-        from `at` on that holds every id is then the one."""
-        for version in range(at, at + USAGE_SLACK + 1):
-            try:
-                seen = self.store.visible(cid, at_version=version, inline=True).messages
-            except InvalidOperationError:  # past the newest version
-                break
-            by_id = {str(m.id): m for m in seen}
-            if all(i in by_id for i in ids):
-                return by_id
-        raise KeyError(f"context {cid}: a checkpoint's messages are not held at version {at}")
-
-    def _keep_version(self, key: tuple[UUID, int], by_id: dict[str, Message]) -> None:
-        if len(self._versions) >= 16:  # the few versions a run reads again and again
-            self._versions.pop(next(iter(self._versions)))
-        self._versions[key] = by_id
+        return self.threads.messages(thread, value[1])
 
     def list(
         self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
@@ -298,14 +146,14 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:  # fmt: skip
         configurable = (config or {}).get("configurable", {})
         thread_ids = (
-            [configurable["thread_id"]] if "thread_id" in configurable else self._thread_ids()
+            [configurable["thread_id"]] if "thread_id" in configurable else self.threads.ids()
         )
         wanted_ns = configurable.get("checkpoint_ns")
         wanted_id = get_checkpoint_id(config) if config else None
         before_id = get_checkpoint_id(before) if before else None
         left = limit
         for thread_id in thread_ids:
-            thread = self._thread(thread_id)
+            thread = self.threads.thread(thread_id)
             if thread is None:
                 continue
             for ns in thread.namespaces():
@@ -339,7 +187,7 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         configurable = config["configurable"]
         found: dict[str, builtins.list[PendingWrite]] = {c: [] for c in channels}
         seeds: dict[str, Any] = {}
-        thread = self._thread(configurable["thread_id"])
+        thread = self.threads.thread(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "")
         target = get_checkpoint_id(config) or next(iter(thread.ids(ns) if thread else []), None)
         held = None if thread is None else thread.checkpoints.get((ns, str(target)))
@@ -386,7 +234,7 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:  # fmt: skip
         configurable = config["configurable"]
         thread_id, ns = configurable["thread_id"], configurable.get("checkpoint_ns", "")
-        cid = self._context(thread_id, create=True)
+        cid = self.threads.context(thread_id, create=True)
         assert cid is not None
         c = dict(checkpoint)
         values: dict[str, Any] = c.pop("channel_values")  # type: ignore[assignment]
@@ -398,18 +246,18 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
             "metadata": typed(self.serde.dumps_typed(full)),
         }  # fmt: skip
         mirrored = ns == "" and MESSAGES in new_versions and _all_messages(values.get(MESSAGES))
-        with self._lock:  # (a step's put and its tasks' writes run on several threads)
+        with self.threads.lock:  # (a step's put and its tasks' writes run on several threads)
             for _ in range(3):  # the thread as cached, then as read again after another's write
-                thread = self._threads.get(cid) or self._read(cid)
-                appended = self._appended(thread, values[MESSAGES]) if mirrored else None
+                thread = self.threads.cached(cid) or self.threads.read(cid)
+                appended = self.threads.appended(thread, values[MESSAGES]) if mirrored else None
                 if appended is None and mirrored:
                     break  # (messages removed or edited: one command each, below)
                 new, held, prints = appended or ([], None, [])
                 records = self._records(ns, values, new_versions, held, kept)
-                if self._append(cid, thread, new, records, prints):
+                if self.threads.append(cid, thread, new, records, prints):
                     return self._saved(thread_id, ns, checkpoint["id"])
-            held = self._mirror(cid, values[MESSAGES]) if mirrored else None
-            self._insert(cid, self._records(ns, values, new_versions, held, kept))
+            held = self.threads.mirror(cid, values[MESSAGES]) if mirrored else None
+            self.threads.insert(cid, self._records(ns, values, new_versions, held, kept))
         return self._saved(thread_id, ns, checkpoint["id"])
 
     def _saved(self, thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
@@ -434,72 +282,6 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         records.append(record(kept))
         return records
 
-    def _appended(
-        self, thread: Thread, wanted: builtins.list[BaseMessage]
-    ) -> tuple[builtins.list[dict[str, Any]], dict[str, Any], builtins.list[Any]] | None:
-        """When `wanted` is the thread's messages as cached with new ones (or none) after
-        them (a turn's usual step): the new messages with their ids given, where the checkpoint
-        reads them back (the version the one event writing both will have), and the new
-        messages' fields. None when messages were removed, edited or reordered (written one
-        command at a time)."""
-        current = thread.messages
-        if len(wanted) < len(current):
-            return None  # (some removed)
-        if any(m.id is None for m in wanted) or len({m.id for m in wanted}) != len(wanted):
-            return None
-        # A step's reducer hands the earlier messages again as they were: their fields
-        # equal the copy kept, and only the others are compared by their serialized form.
-        differing = [n for n, (m, seen) in enumerate(zip(wanted, thread.prints, strict=False))
-                     if seen != m.__dict__]  # fmt: skip
-        if not all(_unchanged(thread, n, wanted[n]) for n in differing):
-            return None
-        ids = [str(m.id) for m in current]
-        new, prints = [], []
-        for m in wanted[len(current) :]:
-            body = to_openai(m)
-            body["id"] = new_message_id()
-            new.append(body)
-            ids.append(body["id"])
-            prints.append(dict(m.__dict__))
-        if not new:  # the messages as they are: read back at the thread's version
-            self._keep_version((thread.cid, thread.version), thread.by_id)
-            return new, {"at": thread.version, "ids": ids}, prints
-        return new, {"at": thread.version + 1, "ids": ids}, prints
-
-    def _mirror(self, cid: UUID, wanted: builtins.list[BaseMessage]) -> dict[str, Any] | None:
-        """Make the context's messages the list given; where it is read back from (the
-        version and the messages' ids), or None when the context cannot hold it as it is."""
-        if any(m.id is None for m in wanted) or len({m.id for m in wanted}) != len(wanted):
-            return None
-        thread = self._read(cid)
-        current = thread.messages
-        by_lc = {_lc_id(m): m for m in current}
-        keep_ids = {m.id for m in wanted}
-        kept_order = [_lc_id(m) for m in current if _lc_id(m) in keep_ids]
-        new = [m for m in wanted if m.id not in by_lc]
-        if kept_order + [m.id for m in new] != [m.id for m in wanted]:
-            return None  # another order than the context's: kept as a value
-        version = thread.version
-        ids = {str(_lc_id(m)): str(m.id) for m in current if _lc_id(m) in keep_ids}
-        try:
-            gone = [str(m.id) for m in current if _lc_id(m) not in keep_ids]
-            if gone:
-                version = self.store.delete(cid, gone).version
-            for m in wanted:
-                old = by_lc.get(m.id)
-                if old is not None and old.metadata.get(LANGCHAIN) != message_to_dict(m):
-                    version = self.store.replace(cid, str(old.id), to_openai(m)).version
-            if new:
-                written = self.store.insert(cid, [to_openai(m) for m in new])
-                version = written.version
-                ids.update(zip((str(m.id) for m in new), written.ids, strict=True))
-        except CtxStoreError:
-            return None  # (a removal that would split a call from its result, ...)
-        finally:
-            if version != thread.version:
-                self._threads.pop(cid, None)  # its messages changed: read them again
-        return {"at": version, "ids": [ids[str(m.id)] for m in wanted]}
-
     def put_writes(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
         task_path: str = "",
@@ -507,13 +289,13 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         configurable = config["configurable"]
         thread_id, ns = configurable["thread_id"], configurable.get("checkpoint_ns", "")
         checkpoint_id = configurable["checkpoint_id"]
-        with self._lock:  # (its writes are planned on the thread as cached, then written)
+        with self.threads.lock:  # (its writes are planned on the thread as cached, then written)
             # The thread as cached: a write of anyone else's since makes the insert's expected
             # version fail, and it is read again.
-            cid = self._contexts.get(str(thread_id))
-            thread = self._threads.get(cid) if cid is not None else None
+            cid = self.threads.known(thread_id)
+            thread = self.threads.cached(cid)
             if thread is None:
-                thread = self._thread(thread_id)
+                thread = self.threads.thread(thread_id)
             held = set()
             if thread is not None:
                 held = {(w[0], w[1]) for k, _ in thread.writes.get((ns, checkpoint_id), [])
@@ -528,19 +310,19 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
                 )
             if not rows:
                 return
-            cid = thread.cid if thread is not None else self._context(thread_id, create=True)
+            cid = thread.cid if thread is not None else self.threads.context(thread_id, create=True)
             assert cid is not None
             kept = record({"kind": "writes", "ns": ns, "checkpoint_id": checkpoint_id,
                            "writes": rows})  # fmt: skip
-            if thread is None or not self._append(cid, thread, [], [kept]):
-                self._insert(cid, [kept])
+            if thread is None or not self.threads.append(cid, thread, [], [kept]):
+                self.threads.insert(cid, [kept])
 
     # ---- removing and copying ---------------------------------------------------------------
 
     def delete_thread(self, thread_id: str) -> None:
-        cid = self._context(thread_id, create=False)
+        cid = self.threads.context(thread_id, create=False)
         if cid is not None:
-            self._forget(thread_id, cid)
+            self.threads.forget(thread_id, cid)
             with suppress(ContextNotFoundError):  # (erased by another saver since it was found)
                 self.store.erase(cid, reason="LangGraph delete_thread")
 
@@ -548,8 +330,8 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         runs = {str(r) for r in run_ids}
         if not runs:
             return
-        for thread_id in self._thread_ids():
-            thread = self._thread(thread_id)
+        for thread_id in self.threads.ids():
+            thread = self.threads.thread(thread_id)
             if thread is None:
                 continue
             doomed = [key for key, (kept, _) in thread.checkpoints.items()
@@ -560,7 +342,7 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         if strategy not in ("keep_latest", "delete"):
             raise ValueError(f"strategy is keep_latest or delete, not {strategy!r}")
         for thread_id in thread_ids:
-            thread = self._thread(thread_id)
+            thread = self.threads.thread(thread_id)
             if thread is None:
                 continue
             doomed = []
@@ -589,10 +371,10 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         self.store.delete(thread.cid, thread.with_parts(ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        source = self._thread(source_thread_id)
+        source = self.threads.thread(source_thread_id)
         if source is None:
             return
-        target = self._context(target_thread_id, create=True)
+        target = self.threads.context(target_thread_id, create=True)
         assert target is not None
         # The records in their order, each messages value held as a serialized value (the
         # target's context has messages of its own: a fork would carry only the newest).
@@ -607,7 +389,7 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
                 kept["value"] = typed(self.serde.dumps_typed(value))
             records.append(record(kept))
         if records:
-            self._insert(target, records)
+            self.threads.insert(target, records)
 
     # ---- versions and the async methods -----------------------------------------------------
 
@@ -654,26 +436,8 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
 
 
-def _lc_id(m: Message) -> str | None:
-    kept = m.metadata.get(LANGCHAIN)
-    data = kept.get("data") if isinstance(kept, dict) else None
-    found = data.get("id") if isinstance(data, dict) else None
-    return None if found is None else str(found)
-
-
-def _unchanged(thread: Thread, n: int, m: BaseMessage) -> bool:
-    """Whether LangChain message `m` is the one the thread holds at `n`, by its serialized
-    form (remembered as its fields, a shallow copy: the next step's reducer hands the same
-    message again, and its fields then answer at once)."""
-    old = thread.messages[n]
-    if _lc_id(old) != m.id or old.metadata.get(LANGCHAIN) != message_to_dict(m):
-        return False
-    thread.prints[n] = dict(m.__dict__)
-    return True
-
-
 def _all_messages(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value)
 
 
-__all__ = ["CtxStoreSaver"]
+__all__ = ["CtxStoreSaver", "thread_context"]

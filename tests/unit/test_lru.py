@@ -19,8 +19,10 @@ def test_the_integrations_caches_are_bounded():
 
     pytest.importorskip("langgraph")
     from ctxstore import ContextStore
-    from ctxstore.adapters.integrations.langgraph_saver import THREADS, CtxStoreSaver
+    from ctxstore.adapters.integrations.langgraph_saver import CtxStoreSaver
+    from ctxstore.adapters.integrations.langgraph_threads import THREADS
 
     with ContextStore.from_url("memory://") as store:
         saver = CtxStoreSaver(store)
-        assert isinstance(saver._threads, LRU) and saver._threads.most == THREADS
+        threads = saver.threads._threads
+        assert isinstance(threads, LRU) and threads.most == THREADS
