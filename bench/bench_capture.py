@@ -320,50 +320,8 @@ async def bench_llamaindex(tmp: Path, provider: FakeProvider, blocks: int, per_b
 
 def _provider_llm(base_url: str) -> Any:
     """A chat LLM sending its messages to a chat-completions endpoint as they are, its raw
-    reply kept (as tests/integrations/test_capture_llamaindex.py's ProviderLLM)."""
-    import openai
-    from llama_index.core.base.llms.types import (
-        ChatMessage,
-        ChatResponse,
-        CompletionResponse,
-        CompletionResponseGen,
-        LLMMetadata,
-    )
-    from llama_index.core.bridge.pydantic import PrivateAttr
-    from llama_index.core.llms import CustomLLM
-    from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
-
-    class ProviderLLM(CustomLLM):
-        base_url: str
-        model: str = "gpt-4o"
-        _client: Any = PrivateAttr()
-
-        def __init__(self, **data: Any) -> None:
-            super().__init__(**data)
-            self._client = openai.OpenAI(base_url=self.base_url, api_key="x", max_retries=0)
-
-        @property
-        def metadata(self) -> LLMMetadata:
-            return LLMMetadata(model_name=self.model, is_chat_model=True)
-
-        @llm_chat_callback()
-        def chat(self, messages: Any, **kwargs: Any) -> ChatResponse:
-            sent = [{"role": m.role.value, "content": m.content} for m in messages]
-            raw = self._client.chat.completions.create(model=self.model, messages=sent, **kwargs)
-            text = raw.choices[0].message.content
-            return ChatResponse(message=ChatMessage(role="assistant", content=text), raw=raw)
-
-        @llm_completion_callback()
-        def complete(
-            self, prompt: str, formatted: bool = False, **kwargs: Any
-        ) -> CompletionResponse:
-            raise NotImplementedError
-
-        @llm_completion_callback()
-        def stream_complete(
-            self, prompt: str, formatted: bool = False, **kwargs: Any
-        ) -> CompletionResponseGen:
-            raise NotImplementedError
+    reply kept (the capture tests' own, tests/fake_llamaindex.py)."""
+    from tests.fake_llamaindex import ProviderLLM
 
     return ProviderLLM(base_url=base_url)
 
