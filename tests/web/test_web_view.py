@@ -419,6 +419,36 @@ def test_a_captured_call_shows_what_captured_it_and_the_request_as_sent(page, si
     expect(head).to_contain_text("FAILED: APIError: 500")
 
 
+def test_a_tab_chosen_while_the_page_loads_is_the_one_shown(page, site):
+    """A click on the Calls tab before the page's first reads have answered (a loaded
+    service) shows the calls: the tabs answer from the start (the click was lost)."""
+    store = site["store"]
+    cid = store.create(name="slow page", tenant="delta", actor="agent")
+    store.insert(cid, user("Weather in Paris?"))
+    store.record_call(cid, {"request": {"model": "gpt-4o", "input": [user("Weather?")]},
+                            "error": "APIError: 500", "source": "agents"})  # fmt: skip
+    sign_in(page, "token-delta")
+    held: list[Any] = []
+    released = []
+
+    def hold(route: Any) -> None:  # the page's first reads wait until the tab is clicked
+        if released:
+            route.continue_()
+        else:
+            held.append(route)
+
+    page.route("**/v1/audit?*", hold)
+    page.goto(f"{site['url']}/ui/#/context/{cid}")
+    page.wait_for_function("document.querySelector('[data-tab=\"calls\"]') !== null")
+    page.wait_for_timeout(200)  # (the request is made and held)
+    assert held, "the page's first read was not held"
+    page.click('[data-tab="calls"]')
+    released.append(True)
+    for route in held:
+        route.continue_()
+    expect(page.locator("#calls tbody tr")).to_have_count(1)
+
+
 def test_timeline_rows_say_what_each_event_did_and_filter(page, site):
     sign_in(page)
     page.goto(f"{site['url']}/ui/#/context/{site['cid']}?v=20")

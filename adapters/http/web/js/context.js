@@ -37,6 +37,11 @@ export class ContextPage {
 
   async open() {
     performance.mark("ctxstore:open"); // the marks time the first screen (bench/bench_web.py)
+    // The tabs answer at once: a tab chosen while the page still loads is the one it shows
+    // (its pane loads when chosen, or with the page when chosen before).
+    for (const tab of this.view.querySelectorAll("[data-tab]")) {
+      tab.addEventListener("click", () => this.showTab(tab.dataset.tab));
+    }
     let now, created;
     try {
       // The name is in the context's first event: one indexed read, not a search of them all.
@@ -100,9 +105,6 @@ export class ContextPage {
       const v = Math.max(1, Math.min(this.head, Number($("#goto", this.view).value) || 1));
       this.goTo(v);
     });
-    for (const tab of this.view.querySelectorAll("[data-tab]")) {
-      tab.addEventListener("click", () => this.showTab(tab.dataset.tab));
-    }
     const types = $("#type-filter", this.view);
     for (const t of TYPES) types.append(el("option", { value: t, text: t }));
     types.addEventListener("change", () => this.filter().catch(report));
