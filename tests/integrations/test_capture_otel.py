@@ -185,7 +185,7 @@ def test_malformed_messages_record_what_they_can_and_never_raise(caplog):
         hook.on_completion(inputs=[InputMessage(role="assistant", parts=[huge])], outputs=[],
                            system_instruction=[])  # fmt: skip
         hook.on_completion(inputs=None, outputs=None, system_instruction=None)
-    assert hook.flush(10)
+        assert hook.flush(10)  # inside: the hook's worker logs at INFO only while this holds
     (summary,) = [c for c in store.contexts() if store.calls(c.context_id)]
     (call,) = [store.call(summary.context_id, 1)]
     assert call.request["messages"] == [
