@@ -33,6 +33,7 @@ from ctxstore.domain.images import REFERENCE, image_size
 from ctxstore.domain.json_values import MAX_DEPTH
 
 SCHEME = REFERENCE
+SIZE_HEADER = "X-Ctxstore-Image-Size"  # a blob download's image width x height, when known
 LIFT_BYTES = 1024  # smaller payloads stay inline: a reference would save nothing
 DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+);base64,", re.ASCII)
 SHA = re.compile(r"[0-9a-f]{64}")
@@ -65,6 +66,14 @@ class BlobRef:
             return base64.urlsafe_b64encode(data).decode("ascii")
         text = base64.b64encode(data).decode("ascii")
         return f"data:{self.media_type};base64,{text}" if self.form == "data-url" else text
+
+
+@dataclass(frozen=True)
+class StoredBlob:
+    """A stored attachment: what its reference says and its bytes (every face's `blob`)."""
+
+    ref: BlobRef
+    data: bytes
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from ctxstore.adapters.store.results import (
     Written,
 )
 from ctxstore.adapters.store.transfer import transcript_messages
-from ctxstore.domain.blobs import BlobRef, parse_ref
+from ctxstore.domain.blobs import SIZE_HEADER, BlobRef, StoredBlob, parse_ref
 from ctxstore.domain.captured import CapturedCall
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.messages import Message, is_one_message
@@ -89,9 +89,17 @@ class CtxStoreClient(ServiceReads, ContextOperations):
         found = self._send("POST", "/v1/blobs", headers=headers, content=data).json()
         return parse_ref(found["ref"])
 
-    def blob(self, sha256: str) -> bytes:
-        """An attachment's bytes; raises BlobNotFoundError."""
-        return self._send("GET", f"/v1/blobs/{sha256}").content
+    def blob(self, sha256: str) -> StoredBlob:
+        """A stored attachment's bytes and what is known of them; raises BlobNotFoundError."""
+        got = self._send("GET", f"/v1/blobs/{sha256}")
+        width, _, height = got.headers.get(SIZE_HEADER, "").partition("x")
+        media_type = got.headers.get("content-type", "application/octet-stream")
+        ref = BlobRef(
+            sha256=sha256, media_type=media_type.split(";")[0].strip(), size=len(got.content),
+            width=int(width) if width.isdigit() else None,
+            height=int(height) if height.isdigit() else None,
+        )  # fmt: skip
+        return StoredBlob(ref=ref, data=got.content)
 
     def record_file_id(self, sha256: str, provider: str, file_id: str) -> None:
         """Note the id a provider's Files API gave an attachment (see the store's)."""

@@ -5,11 +5,13 @@ the service answers (in place of FastAPI's validation shape, which it never send
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from fastapi import FastAPI
 
 from ctxstore.adapters.http import scopes
+from ctxstore.adapters.store.contract import OPERATIONS, ContextOperations
 
 HEADERS = {
     "actor": {
@@ -28,9 +30,10 @@ HEADERS = {
         "description": "a retry with the same key gets the first response, not a second write",
     },
 }  # fmt: skip
-CONDITIONAL = (
-    "insert", "delete", "replace", "compress", "expand", "batch-start", "batch-end", "begin",
-    "append", "finish", "abandon",
+# The routes of the operations that write only at an expected version: If-Match sets it.
+CONDITIONAL = frozenset(
+    (op.method.lower(), op.path) for name, op in OPERATIONS.items()
+    if op.route and "expected_version" in inspect.signature(getattr(ContextOperations, name)).parameters
 )  # fmt: skip
 PROBLEM = {
     "type": "object",
@@ -127,8 +130,8 @@ def document_headers(app: FastAPI) -> None:
                 added = [HEADERS["actor"]]
                 if method == "post":
                     added.append(HEADERS["idempotency_key"])
-                    if path.rsplit("/", 1)[-1] in CONDITIONAL:
-                        added.append(HEADERS["if_match"])
+                if (method, path) in CONDITIONAL:
+                    added.append(HEADERS["if_match"])
                 operation.setdefault("parameters", []).extend(added)
         app.openapi_schema = schema
         return schema

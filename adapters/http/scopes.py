@@ -9,13 +9,16 @@
 - admin: erasure, and (with tokens managed in the database) nothing else is needed to run
   the keys and retention commands, which are the command line's.
 
-A route lists the scopes any one of which admits a caller; one missing from this table is
-refused to every token (tests/service/test_scopes.py checks that the table covers every
+A contract operation's route needs the scope its declaration names (adapters/store/spec.py);
+the routes beyond the contract are listed here. A route lists the scopes any one of which
+admits a caller; one missing from this table is refused to every token (tests/service/test_scopes.py checks that the table covers every
 route). A token configured as a bare tenant name has every scope (as before scopes).
 """
 
 from __future__ import annotations
 
+from ctxstore.adapters.store.contract import OPERATIONS
+from ctxstore.adapters.store.spec import C
 from ctxstore.domain.errors import CtxStoreError
 from ctxstore.domain.scopes import ALL, SCOPES, parse_scopes
 
@@ -25,49 +28,26 @@ AUDIT = frozenset({"audit"})
 WRITE = frozenset({"write"})
 ADMIN = frozenset({"admin"})
 
-C = "/v1/contexts/{context_id}"
-COMMANDS = (
-    "insert", "delete", "replace", "compress", "expand", "batch-start", "batch-end", "usage",
-    "responses", "compact", "begin", "append", "finish", "abandon",
-)  # fmt: skip
-ROUTE_SCOPES: dict[tuple[str, str], frozenset[str]] = {
-    ("POST", "/v1/contexts"): WRITE,
-    ("GET", "/v1/contexts"): READ,
-    ("POST", "/v1/contexts/by-key"): WRITE,
-    ("GET", "/v1/contexts/by-key"): READ,
+# What each scope of the spec admits (read covers audit's tokens too).
+ADMITS = {"write": WRITE, "read": READ, "audit": AUDIT, "admin": ADMIN}
+# The routes beyond the contract's operations: the web view's, retention's and the feeds'.
+BEYOND_THE_CONTRACT: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/v1/contexts/overview"): READ,
-    ("GET", C): READ,
-    ("DELETE", C): ADMIN,
-    ("POST", f"{C}/fork"): WRITE,
-    **{("POST", f"{C}/{name}"): WRITE for name in COMMANDS},
-    ("POST", f"{C}/calls"): WRITE,
-    ("GET", f"{C}/history"): READ,
-    ("GET", f"{C}/batches"): READ,
-    ("GET", f"{C}/diff"): READ,
-    ("GET", f"{C}/tokens"): READ,
-    ("POST", f"{C}/prompt"): READ,
-    ("GET", f"{C}/calls"): READ,
-    ("GET", f"{C}/calls/{{number}}"): READ,
-    ("GET", f"{C}/calls/{{number}}/diff"): READ,
     ("GET", f"{C}/shaped"): READ,
     ("GET", f"{C}/stored-events"): READ,
-    ("GET", f"{C}/replay"): READ,
-    ("GET", f"{C}/events"): READ,
-    ("GET", f"{C}/verify"): AUDIT,
-    ("GET", f"{C}/export"): AUDIT,
-    ("POST", "/v1/contexts/import"): WRITE,
-    ("POST", "/v1/contexts/import-transcript"): WRITE,
-    ("GET", "/v1/audit"): AUDIT,
     ("GET", "/v1/events"): AUDIT,
-    ("GET", "/v1/usage"): AUDIT,
-    ("GET", "/v1/erasures"): AUDIT,
-    ("POST", "/v1/blobs"): WRITE,
-    ("GET", "/v1/blobs/{sha256}"): READ,
-    ("POST", "/v1/blobs/{sha256}/file-ids"): WRITE,
     ("PUT", "/v1/retention"): ADMIN,
     ("GET", "/v1/retention"): ADMIN | AUDIT,
     ("GET", "/v1/retention/plan"): ADMIN | AUDIT,
     ("GET", "/v1/sweeps"): ADMIN | AUDIT,
+}
+ROUTE_SCOPES: dict[tuple[str, str], frozenset[str]] = {
+    **{
+        (op.method, op.path): ADMITS[op.scope]
+        for op in OPERATIONS.values()
+        if op.route and op.scope
+    },
+    **BEYOND_THE_CONTRACT,
 }
 
 

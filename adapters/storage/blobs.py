@@ -18,22 +18,15 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
 from ctxstore.adapters.keys import blob_keys
 from ctxstore.adapters.keys.cipher import STORE_KEY
-from ctxstore.domain.blobs import Blob, BlobRef
+from ctxstore.domain.blobs import Blob, BlobRef, StoredBlob
 from ctxstore.domain.errors import BlobNotFoundError
 
 BLOBS, REFS = "ctxstore_blobs", "ctxstore_blob_refs"
-
-
-@dataclass(frozen=True)
-class StoredBlob:
-    ref: BlobRef
-    data: bytes
 
 
 class BlobRows(ABC):

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
         Verification,
         Written,
     )
+    from ctxstore.domain.blobs import BlobRef, StoredBlob
     from ctxstore.domain.captured import CapturedCall
     from ctxstore.domain.context import JSON, MessageRef
     from ctxstore.domain.messages import Message
@@ -142,6 +143,19 @@ class AsyncOffloaded:
         self,
     ) -> list[Erasure]:
         return await self._offload(self._store.erasures)
+
+    async def put_blob(self, data: bytes, media_type: str, *, tenant: str | None = None) -> BlobRef:
+        return await self._offload(self._store.put_blob, data, media_type, tenant=tenant)
+
+    async def blob(self, sha256: str, *, tenant: str | None = None) -> StoredBlob:
+        return await self._offload(self._store.blob, sha256, tenant=tenant)
+
+    async def record_file_id(
+        self, sha256: str, provider: str, file_id: str, *, tenant: str | None = None
+    ) -> None:
+        return await self._offload(
+            self._store.record_file_id, sha256, provider, file_id, tenant=tenant
+        )
 
     async def expand(
         self,

@@ -1,13 +1,14 @@
 """AsyncContextStore: the store for asyncio callers (`await ctxstore.aopen(url)`).
 
 Every operation of the contract, awaited. The commands (insert, delete, replace, compress,
-expand, batches, and a streamed reply's steps) and the head reads (`visible`,
+batches, and a streamed reply's steps) and the head reads (`visible`,
 `visible_messages`, `follow`) run on the event loop: their checks, the aggregate and the
 sealing are CPU work there, and their one wait on the database is awaited
 (adapters/storage/async_events.py: psycopg's async connections on PostgreSQL; on SQLite
 statements that never wait for another writer). Nothing hops to a thread on that path.
 What is rare or bulky — opening the store, a context not yet cached, a snapshot, audits,
-exports, erasure, compaction — runs on the store's worker threads, awaited. The commands
+exports, erasure, compaction, expanding a summary — runs on the store's worker threads,
+awaited (which is each operation's `on_loop` in adapters/store/spec.py). The commands
 are made by the same code as the sync store's (adapters/store/commands.py) and the writer
 follows the same path (adapters/store/async_writer.py): the same events, refusals and
 retries; tests/integration/test_async_store.py runs one contract suite against both.

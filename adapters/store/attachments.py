@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from ctxstore.adapters.storage.blobs import StoredBlob
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.domain.blobs import (
     Blob,
     BlobRef,
+    StoredBlob,
     describe,
     has_references,
     holds_attachments,

@@ -32,6 +32,7 @@ from ctxstore.adapters.store.results import (
     VisibleContext,
     Written,
 )
+from ctxstore.domain.blobs import BlobRef, StoredBlob
 from ctxstore.domain.captured import CapturedCall
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.prompt import Strategy
@@ -77,6 +78,12 @@ class AsyncContextOperations(Protocol):
     ) -> Erasure: ...
 
     async def erasures(self) -> list[Erasure]: ...
+
+    async def put_blob(self, data: bytes, media_type: str) -> BlobRef: ...
+
+    async def blob(self, sha256: str) -> StoredBlob: ...
+
+    async def record_file_id(self, sha256: str, provider: str, file_id: str) -> None: ...
 
     async def insert(
         self,

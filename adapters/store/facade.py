@@ -17,7 +17,6 @@ from uuid import UUID
 from ctxstore.adapters.capture.spans import traced
 from ctxstore.adapters.llm.tokenizer import Tokenizers, check_encoding_name, encoding_for_model
 from ctxstore.adapters.settings import Settings, load_settings, replica_urls
-from ctxstore.adapters.storage.blobs import StoredBlob
 from ctxstore.adapters.storage.events import EventStorage
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.store import (
@@ -50,7 +49,7 @@ from ctxstore.adapters.store.results import (
 )
 from ctxstore.adapters.store.streaming import StreamingSurface
 from ctxstore.adapters.store.writer import Writer
-from ctxstore.domain.blobs import BlobRef
+from ctxstore.domain.blobs import BlobRef, StoredBlob
 from ctxstore.domain.captured import CapturedCall
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import BlobNotFoundError, ContextExistsError

@@ -1,99 +1,111 @@
-"""Every operation of the contract has an HTTP route, a client method and a CLI command,
-unless it is exempt here with the reason; a new operation without them fails this test."""
+"""Every operation the spec declares (adapters/store/spec.py) is on every face — the store in
+process, the async store, the HTTP client, the sharded store — with its HTTP route, its
+scope and its CLI command; and no face offers a public name the spec does not hold, beyond
+the few each face lists below with why. A new operation missing anywhere fails here."""
 
 import inspect
+
+import pytest
 
 from ctxstore.adapters.cli.app import COMMANDS
 from ctxstore.adapters.http import create_app
 from ctxstore.adapters.http.client import CtxStoreClient
-from ctxstore.adapters.store.contract import ContextOperations
+from ctxstore.adapters.http.scopes import ADMITS, BEYOND_THE_CONTRACT, needed
+from ctxstore.adapters.store.async_store import AsyncContextStore
+from ctxstore.adapters.store.contract import OPERATIONS, ContextOperations
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.hooks import HOOKS, StoreHooks
+from ctxstore.adapters.store.shards.store import ShardedStore
+from ctxstore.adapters.store.spec import operation, operations_of
 
-C = "/v1/contexts/{context_id}"
-# operation: (HTTP method and path, CLI command)
-SURFACES = {
-    "create": ("POST /v1/contexts", "create"),
-    "context_for_key": ("POST /v1/contexts/by-key", "key"),
-    "lookup_key": ("GET /v1/contexts/by-key", "key"),  # key --no-create
-    "contexts": ("GET /v1/contexts", "contexts"),
-    "fork": (f"POST {C}/fork", "fork"),
-    "erase": (f"DELETE {C}", "erase"),
-    "erasures": ("GET /v1/erasures", "erasures"),
-    "insert": (f"POST {C}/insert", "insert"),
-    "delete": (f"POST {C}/delete", "delete"),
-    "replace": (f"POST {C}/replace", "replace"),
-    "compress": (f"POST {C}/compress", "compress"),
-    "expand": (f"POST {C}/expand", "expand"),
-    "batch_start": (f"POST {C}/batch-start", "batch-start"),
-    "batch_end": (f"POST {C}/batch-end", "batch-end"),
-    "record_usage": (f"POST {C}/usage", "usage"),
-    "record_response": (f"POST {C}/responses", "record-response"),
-    "record_call": (f"POST {C}/calls", "record-call"),
-    "compact": (f"POST {C}/compact", "compact"),
-    "begin": (f"POST {C}/begin", "begin"),
-    "append": (f"POST {C}/append", "append"),
-    "finish": (f"POST {C}/finish", "finish"),
-    "abandon": (f"POST {C}/abandon", "abandon"),
-    "stream": (f"POST {C}/begin", "stream"),  # a handle over begin, append and finish
-    "follow": (f"GET {C}/events", "tail"),
-    "visible": (f"GET {C}", "show"),
-    "build_prompt": (f"POST {C}/prompt", "prompt"),
-    "history": (f"GET {C}/history", "log"),
-    "batches": (f"GET {C}/batches", "batches"),
-    "diff": (f"GET {C}/diff", "diff"),
-    "token_series": (f"GET {C}/tokens", "tokens"),
-    "calls": (f"GET {C}/calls", "calls"),
-    "call": (f"GET {C}/calls/{{number}}", "call"),  # and show --call N
-    "call_diff": (f"GET {C}/calls/{{number}}/diff", "call"),  # call N --diff
-    "replay": (f"GET {C}/replay", "replay"),
-    "usage_report": ("GET /v1/usage", "usage-report"),
-    "verify": (f"GET {C}/verify", "verify"),
-    "audit": ("GET /v1/audit", "audit"),
-    "export_events": (f"GET {C}/export", "export"),
-    "import_events": ("POST /v1/contexts/import", "import"),
-    "import_transcript": ("POST /v1/contexts/import-transcript", "import"),  # import --openai
+LIFETIME = {"closed", "settings", "url", "tokenizers", "context_uuid"}  # what a store is
+# What each face offers beyond the contract and the stores' hooks, and why.
+BEYOND = {
+    ContextStore: {
+        "from_url": "opens a store", "setup": "creates the schema (the CLI's migrate)",
+        "parts": "what the async store shares with the store it wraps",
+        "summarizer": "the summarizer compaction calls (a configured LLM)",
+    },
+    AsyncContextStore: {"open": "opens a store", "sync": "the store in process it wraps"},
+    CtxStoreClient: {"health": "the service's liveness, not an operation on contexts"},
+    ShardedStore: {
+        "from_urls": "opens the servers", "admin": "administration across the servers",
+        "move": "moves a context to another server (the CLI's move)",
+        "shard_of": "names the server holding a context", "store_of": "that server's store",
+    },
 }
-EXEMPT = {
-    "close": "the lifetime of a connection, not an operation on contexts",
-}
+HOLDS_HOOKS = (ContextStore, ShardedStore)  # the async store has the one it runs on its loop
+FACES = list(BEYOND)
 
 
-def operations() -> set[str]:
-    return {
-        name
-        for name, member in inspect.getmembers(ContextOperations)
-        if inspect.isfunction(member) and not name.startswith("_")
-    }
+def public(face: type) -> set[str]:
+    return {n for n in dir(face) if not n.startswith("_")}
 
 
-def test_every_operation_is_on_every_surface():
-    store = ContextStore.from_url("memory://")
-    app = create_app(store)
-    routes = {
-        f"{method.upper()} {path}"
-        for path, methods in app.openapi()["paths"].items()
-        for method in methods
-    }
+@pytest.mark.parametrize("face", FACES, ids=lambda f: f.__name__)
+def test_every_operation_is_on_every_face(face):
+    missing = [n for n in OPERATIONS if not callable(getattr(face, n, None))]
+    if face in HOLDS_HOOKS:
+        missing += [n for n in HOOKS if not callable(getattr(face, n, None))]
+    assert not missing, f"{face.__name__} lacks {missing}"
+
+
+@pytest.mark.parametrize("face", FACES, ids=lambda f: f.__name__)
+def test_no_face_offers_what_the_spec_does_not_hold(face):
+    known = set(OPERATIONS) | set(HOOKS) | LIFETIME | set(BEYOND[face])
+    assert not public(face) - known, f"{face.__name__} offers {sorted(public(face) - known)}"
+
+
+def test_the_async_store_awaits_every_operation():
+    for name in OPERATIONS:
+        member = getattr(AsyncContextStore, name)
+        if name == "follow":  # an async iterator: calling it awaits nothing
+            assert inspect.isasyncgenfunction(member) or not inspect.iscoroutinefunction(member)
+        else:
+            assert inspect.iscoroutinefunction(member), f"AsyncContextStore.{name} is not async"
+
+
+def test_every_operation_has_its_route_scope_and_command():
+    with ContextStore.from_url("memory://") as store:
+        paths = create_app(store).openapi()["paths"]
+    routes = {(m.upper(), p) for p, methods in paths.items() for m in methods}
     commands = {name for _, name in COMMANDS}
     missing = []
-    for op in sorted(operations()):
-        if op in EXEMPT:
-            continue
-        if op not in SURFACES:
-            missing.append(f"{op}: no surface listed (add it to SURFACES, or EXEMPT with why)")
-            continue
-        route, command = SURFACES[op]
-        if route not in routes:
-            missing.append(f"{op}: no route {route}")
-        if command not in commands:
-            missing.append(f"{op}: no CLI command {command}")
-        for impl in (ContextStore, CtxStoreClient):
-            if not callable(getattr(impl, op, None)):
-                missing.append(f"{op}: {impl.__name__} lacks it")
-    store.close()
+    for op in OPERATIONS.values():
+        if op.route is None or op.cli is None:
+            assert op.reason, f"{op.name}: no route or command, and no reason given"
+        if op.route is not None:
+            if (op.method, op.path) not in routes:
+                missing.append(f"{op.name}: no route {op.route}")
+            elif op.scope and needed(op.method, op.path) != ADMITS[op.scope]:
+                missing.append(f"{op.name}: {op.route} is not admitted by {op.scope}")
+        if op.cli is not None and op.cli not in commands:
+            missing.append(f"{op.name}: no CLI command {op.cli}")
     assert not missing, missing
+    # ... and no route of the service is outside the spec and the listed few
+    declared = {(op.method, op.path) for op in OPERATIONS.values() if op.route}
+    others = routes - declared - set(BEYOND_THE_CONTRACT) - {("GET", "/health")}
+    assert not others, f"routes outside the spec: {sorted(others)}"
 
 
-def test_the_check_would_catch_an_operation_without_surfaces():
-    assert set(SURFACES) | set(EXEMPT) == operations()
-    assert all(reason for reason in EXEMPT.values())
+def test_hooks_never_reach_http_or_the_command_line():
+    assert all(op.route is None and op.cli is None and op.reason for op in HOOKS.values())
+    assert set(HOOKS).isdisjoint(OPERATIONS)
+
+
+def test_a_method_without_a_declaration_is_an_error():
+    class Declared(StoreHooks):
+        @operation("read", None, None, reason="a test")
+        def fine(self, context_id: str) -> int: ...
+
+        def forgotten(self, context_id: str) -> int: ...
+
+    with pytest.raises(TypeError, match="forgotten has no @operation"):
+        operations_of(Declared)
+
+
+def test_routed_by_default_exactly_when_the_first_parameter_is_a_context():
+    for op in OPERATIONS.values():
+        first = list(inspect.signature(getattr(ContextOperations, op.name)).parameters)[1:2]
+        if op.routed:
+            assert first == ["context_id"], op.name

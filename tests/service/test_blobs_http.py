@@ -19,7 +19,8 @@ def test_upload_refer_and_download(service: Service) -> None:
     ref = acme.put_blob(IMAGE, "image/png")
     assert (ref.size, ref.width, ref.height) == (len(IMAGE), 320, 240)
     assert acme.put_blob(IMAGE, "image/png") == ref  # the same bytes: the same blob
-    assert acme.blob(ref.sha256) == IMAGE
+    assert acme.blob(ref.sha256).data == IMAGE
+    assert acme.blob(ref.sha256).ref == ref  # what the store in process answers
     with pytest.raises(BlobNotFoundError):
         globex.blob(ref.sha256)  # another tenant's: not found
     cid = acme.create()

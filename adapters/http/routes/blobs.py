@@ -16,7 +16,7 @@ from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel, Field
 
 from ctxstore.adapters.http.deps import API, Svc, Who
-from ctxstore.domain.blobs import BlobRef
+from ctxstore.domain.blobs import SIZE_HEADER, BlobRef
 from ctxstore.domain.errors import BlobTooLargeError
 
 router = APIRouter(prefix=f"{API}/blobs", tags=["attachments"])
@@ -76,10 +76,10 @@ async def download(sha256: Sha, who: Who, svc: Svc) -> Response:
     """The bytes of a blob the caller's tenant holds."""
     get = functools.partial(svc.store.blob, sha256, tenant=who.tenant)
     found = await asyncio.get_running_loop().run_in_executor(svc.pool, get)
-    return Response(
-        found.data, media_type=found.ref.media_type,
-        headers={"ETag": f'"{sha256}"', "Cache-Control": "private, max-age=31536000, immutable"},
-    )  # fmt: skip
+    headers = {"ETag": f'"{sha256}"', "Cache-Control": "private, max-age=31536000, immutable"}
+    if found.ref.width is not None and found.ref.height is not None:  # an image's, as stored
+        headers[SIZE_HEADER] = f"{found.ref.width}x{found.ref.height}"
+    return Response(found.data, media_type=found.ref.media_type, headers=headers)
 
 
 class FileIdBody(BaseModel):

@@ -43,7 +43,7 @@ class Arrival:
 
 
 def _table(store: Any) -> Any:
-    schema = store._storage.backend.schema
+    schema = store.parts.storage.backend.schema
     return SQL("{0}.{1}").format(Identifier(schema), Identifier(ARRIVALS_TABLE))
 
 
@@ -57,7 +57,7 @@ def arrivals(store: Any, ids: Iterable[UUID]) -> dict[UUID, Arrival]:
     wanted = list(set(ids))
     if not wanted:
         return {}
-    recorder = store._storage.recorder
+    recorder = store.parts.storage.recorder
     with recorder.datastore.transaction(commit=False) as c:
         c.execute(
             SQL("SELECT context_id, seen, complete FROM {0} WHERE context_id = ANY(%s)").format(
@@ -75,7 +75,7 @@ def _tuples(rows: list[Any]) -> list[tuple[Any, ...]]:
 
 def begin(store: Any, cid: UUID) -> None:
     """A pending arrival: the copy about to be written is not yet the context."""
-    with store._storage.recorder.datastore.transaction(commit=True) as c:
+    with store.parts.storage.recorder.datastore.transaction(commit=True) as c:
         c.execute(
             SQL(
                 "INSERT INTO {0} (context_id, seen, complete) VALUES (%s, '{{}}', false) "
@@ -89,7 +89,7 @@ def begin(store: Any, cid: UUID) -> None:
 def complete(store: Any, cid: UUID, seen: Seen) -> None:
     """The move is done: the copy is the context, its events seen before are `seen`."""
     payload = json.dumps({s: {str(v): p for v, p in at.items()} for s, at in seen.items()})
-    with store._storage.recorder.datastore.transaction(commit=True) as c:
+    with store.parts.storage.recorder.datastore.transaction(commit=True) as c:
         c.execute(
             SQL("UPDATE {0} SET seen = %s::jsonb, complete = true WHERE context_id = %s").format(
                 _table(store)
@@ -103,7 +103,7 @@ def departed(c: Any, store: Any, cid: UUID, server: str) -> Seen:
     shown (the audit positions of its versions there, and where it was before it came,
     from its arrival row, deleted). The audit index is locked against writes first, so no
     row of the context is indexed after this reads them."""
-    schema = Identifier(store._storage.backend.schema)
+    schema = Identifier(store.parts.storage.backend.schema)
     c.execute(SQL("LOCK TABLE {0}.ctxstore_audit IN SHARE MODE").format(schema))
     c.execute(
         SQL("SELECT version, min(position) FROM {0}.ctxstore_audit WHERE context_id = %s "
@@ -132,8 +132,8 @@ def servers_of(store: Any, cid: UUID) -> set[str]:
 
 def forget(store: Any, cid: UUID) -> None:
     """Erase a context's audit rows left on a server it moved away from."""
-    schema = Identifier(store._storage.backend.schema)
-    with store._storage.recorder.datastore.transaction(commit=True) as c:
+    schema = Identifier(store.parts.storage.backend.schema)
+    with store.parts.storage.recorder.datastore.transaction(commit=True) as c:
         c.execute(
             SQL("DELETE FROM {0}.ctxstore_audit WHERE context_id = %s").format(schema),
             (cid.hex,),

@@ -54,7 +54,7 @@ def move(sharded: ShardedStore, cid: UUID, to: str) -> str:
     if source_name == to:
         return source_name
     source, target = sharded.stores[source_name], sharded.stores[to]
-    with source._storage.turns.turn(cid, True) as turn:
+    with source.parts.storage.turns.turn(cid, True) as turn:
         if turn is None:
             raise StoreUnavailableError(f"context {cid}: its writers did not let it move in time")
         lines = list(source.export_events(cid))
@@ -72,27 +72,27 @@ def move(sharded: ShardedStore, cid: UUID, to: str) -> str:
             raise
         seen = _remove(source, cid, to, source_name)
         arrivals.complete(target, cid, seen)
-        keys = source._storage.keys
+        keys = source.parts.storage.keys
         if keys is not None and sharded.settings.key_vault is None:
             # Each server keeps its own vault: the source's copy of the context's data key
             # would still open its old rows in that server's WAL and backups.
             keys.keys.destroy([key_name(cid)])
         sharded.directory.place(cid, to)
-    source._core.cache.drop(cid)
+    source.parts.core.cache.drop(cid)
     log.info("context %s moved from server %s to %s", cid, source_name, to)
     return source_name
 
 
 def _tables(store: object) -> tuple[Identifier, object]:
-    schema = store._storage.backend.schema  # type: ignore[attr-defined]
-    return Identifier(schema), store._storage.recorder  # type: ignore[attr-defined]
+    schema = store.parts.storage.backend.schema  # type: ignore[attr-defined]
+    return Identifier(schema), store.parts.storage.recorder  # type: ignore[attr-defined]
 
 
 def _carry_policy(source: object, target: object, cid: UUID) -> None:
     """The context's own retention policy goes with it (the source's row goes with the
     rest of its rows, below)."""
-    rows = source._storage.retention  # type: ignore[attr-defined]
-    there = target._storage.retention  # type: ignore[attr-defined]
+    rows = source.parts.storage.retention  # type: ignore[attr-defined]
+    there = target.parts.storage.retention  # type: ignore[attr-defined]
     if rows is None or there is None:
         return
     scope = f"context:{cid.hex}"
@@ -118,7 +118,7 @@ def _remove(store: object, cid: UUID, to: str | None, name: str = "") -> arrival
     context's rows on the server it leaves, in one transaction; returns where its events
     were seen (arrivals.py)."""
     schema, recorder = _tables(store)
-    snapshots = store._storage.snapshots.recorder  # type: ignore[attr-defined]
+    snapshots = store.parts.storage.snapshots.recorder  # type: ignore[attr-defined]
     with recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
         if to is not None:
             c.execute(

@@ -21,6 +21,7 @@ from ctxstore.adapters.llm.tokenizer import Tokenizers
 from ctxstore.adapters.settings import Settings, load_settings
 from ctxstore.adapters.storage.notifications import Wake
 from ctxstore.adapters.store import usage
+from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.results import ContextSummary, Erasure
@@ -55,29 +56,29 @@ def _exported_id(lines: Sequence[str]) -> UUID | None:
 
 
 def _connector(store: ContextStore) -> Callable[[], Any]:
-    return store._storage.recorder.datastore.get_connection  # type: ignore[attr-defined,no-any-return]
+    return store.parts.storage.recorder.datastore.get_connection  # type: ignore[attr-defined,no-any-return]
 
 
 @type_faults
-class ShardedStore(RoutedCommands, RoutedReads):
+class ShardedStore(RoutedCommands, RoutedReads, ContextOperations):
     """Contexts spread over the stores of several PostgreSQL servers (see the module)."""
 
     def __init__(self, stores: Sequence[ContextStore], settings: Settings) -> None:
         if not stores:
             raise ConfigurationError("a sharded store needs at least one server")
         for s in stores:
-            if s._storage.backend.name != "postgresql":
+            if s.parts.storage.backend.name != "postgresql":
                 raise ConfigurationError(f"shards are PostgreSQL servers, not {s.url!r}")
         self.settings = settings
         self.stores: dict[str, ContextStore] = {}
         for s in stores:
-            name = server_name(_connector(s), s._storage.backend.schema)  # type: ignore[attr-defined]
+            name = server_name(_connector(s), s.parts.storage.backend.schema)  # type: ignore[attr-defined]
             if name in self.stores:
                 raise ConfigurationError(f"{s.url!r} is the same server as another shard")
             self.stores[name] = s
         self.names = list(self.stores)
         first = stores[0]
-        self.directory = Directory(_connector(first), first._storage.backend.schema)  # type: ignore[attr-defined]
+        self.directory = Directory(_connector(first), first.parts.storage.backend.schema)  # type: ignore[attr-defined]
 
     # ---- what the HTTP service and the command line need of a store ---------------------
 
@@ -148,7 +149,7 @@ class ShardedStore(RoutedCommands, RoutedReads):
         if found is not None and found in self.stores:
             return found
         for name, store in self.stores.items():  # not placed (written before sharding)
-            if store._core.exists(cid):
+            if store.parts.core.exists(cid):
                 self.directory.place(cid, name)
                 return name
         raise ContextNotFoundError(f"no context with id {cid}")
@@ -235,7 +236,7 @@ class ShardedStore(RoutedCommands, RoutedReads):
         events = [
             e
             for s in self.stores.values()
-            for e in usage.usage_events(s._core, None, model, tenant)
+            for e in usage.usage_events(s.parts.core, None, model, tenant)
         ]
         return usage_by_model(events)
 
@@ -343,7 +344,7 @@ class ShardedStore(RoutedCommands, RoutedReads):
         visible context (at a version); the attachments it shows go with it."""
         cid = ContextStore.context_uuid(context_id)
         source = self.store_of(cid)
-        core = source._core
+        core = source.parts.core
         ctx = core.context_at(cid, at_version) if at_version is not None else core.head(cid)
         who = core.actor(actor)
         forked = Context.start(
@@ -358,9 +359,9 @@ class ShardedStore(RoutedCommands, RoutedReads):
         for sha in refs:  # the attachments travel with the fork
             blob = source.blob(sha, tenant=ctx.tenant)
             target.put_blob(blob.data, blob.ref.media_type, tenant=ctx.tenant)
-        target._writer.store_new(forked)
+        target.parts.writer.store_new(forked)
         if refs:
-            target._core.storage.blobs.keep(ctx.tenant, forked.id, [], refs)
+            target.parts.core.storage.blobs.keep(ctx.tenant, forked.id, [], refs)
         self.directory.place(forked.id, shard)
         return forked.id
 

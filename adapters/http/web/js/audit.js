@@ -2,7 +2,7 @@
 
 import { api } from "./api.js";
 import { $, el, fmtTime, mount, report } from "./dom.js";
-import { TYPES } from "./context.js";
+import { TYPES } from "./event_types.js";
 
 export async function showAudit(params) {
   const view = mount("audit-view");

@@ -6,14 +6,13 @@ import { api, apiBlob, apiUrl, authHeaders, failed } from "./api.js";
 import { CallsPane } from "./calls.js";
 import { drawChart, drawCursor } from "./chart.js";
 import { $, copyText, el, fmtClock, fmtInt, fmtTime, mount, report, scrollWithin } from "./dom.js";
+import { TYPES } from "./event_types.js";
 import { brief, message } from "./messages.js";
 
 const PAGE = 100; // timeline events per page
 const REDRAW = 100; // ms between redraws of a live page at most
 const CHART_POINTS = 600;
 const CHART_EVERY = 2000; // ms between redraws of the token chart while events arrive
-export const TYPES = ["create", "insert", "delete", "replace", "compress", "expand", "batch_start",
-  "batch_end", "usage", "fork", "begin", "append", "finish", "abandon"];
 
 export class ContextPage {
   constructor(id, params) {
