@@ -62,7 +62,7 @@ class ServiceConfig(BaseModel):
     idempotency_ttl_seconds: int = Field(default=24 * 3600, ge=1)
     # A request still running under a key after this long is taken as lost (crashed).
     idempotency_pending_seconds: int = Field(default=300, ge=1)
-    # Seconds between catch-ups of the audit index (0: only when an audit is read).
+    # Seconds between catch-ups of the audit and search indexes (0: only when read).
     audit_refresh_seconds: float = Field(default=1.0, ge=0)
     threads: int = Field(default=32, ge=1, description="requests served at once per worker")
     tail_max_clients: int = Field(default=1000, ge=1, description="live tails one instance serves")
@@ -72,6 +72,18 @@ class ServiceConfig(BaseModel):
     telemetry: bool = Field(default=False, description="FastAPI's OpenTelemetry instrumentation")
     sweep_seconds: float = Field(
         default=60.0, ge=0, description="seconds between retention sweeps (0: none)"
+    )
+
+
+class SearchSettings(BaseModel):
+    """Search across conversations: CTXSTORE_SEARCH__*, or [search] in the file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(default=True, description="keep the search index (False: no search)")
+    # With keys per context the index would hold their messages' words unencrypted.
+    index_encrypted: bool = Field(
+        default=False, description="index contexts encrypted with keys of their own"
     )
 
 
@@ -209,6 +221,11 @@ class Settings(BaseSettings):
     compaction: CompactionSettings = Field(
         default_factory=CompactionSettings,
         description="compaction: CTXSTORE_COMPACTION__MESSAGE_LIMIT, ..., or [compaction]",
+    )
+
+    search: SearchSettings = Field(
+        default_factory=SearchSettings,
+        description="search: CTXSTORE_SEARCH__ENABLED, CTXSTORE_SEARCH__INDEX_ENCRYPTED, or [search]",
     )
 
     @classmethod

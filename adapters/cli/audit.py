@@ -360,10 +360,13 @@ def erasures(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 
 @handles_errors
 def reindex(ctx: typer.Context, as_json: JsonFlag = False) -> None:
-    """Rebuild the audit index from the events (after it was damaged or edited)."""
+    """Rebuild the audit and search indexes from the events (after damage or an edit)."""
     with open_store(ctx) as store:
-        position = store.admin.rebuild_audit_index()
+        position, rows = store.admin.reindex()
     if as_json:
-        print_json({"rebuilt_to": position})
+        print_json({"rebuilt_to": position, "search_rows": rows})
     else:
-        out.print(f"audit index rebuilt up to position {position}", highlight=False)
+        out.print(
+            f"audit index rebuilt up to position {position}; search index: {rows} message(s)",
+            highlight=False,
+        )

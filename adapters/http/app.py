@@ -37,6 +37,7 @@ from ctxstore.adapters.http.routes import (
     events,
     reads,
     retention,
+    search,
     streams,
     transfer,
 )
@@ -48,7 +49,7 @@ from ctxstore.adapters.store.shards.store import ShardedStore
 
 ROUTERS = (
     contexts.router, commands.router, streams.router, reads.router, transfer.router,
-    audit.router, blobs.router, events.router, retention.router,
+    audit.router, blobs.router, events.router, retention.router, search.router,
 )  # fmt: skip
 NO_TELEMETRY: TelemetryConfig = {
     "tracing": False, "metrics": False, "logs": False, "operation_spans": False
@@ -107,7 +108,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         store.tokenizers.counter(store.settings.encoding)  # loaded now, not on a request
-        # Keep the audit index current, so audit reads only read.
+        # Keep the audit and search indexes current, so their reads only read.
         stop = threading.Event()
         refresher = None
         if config.audit_refresh_seconds > 0:
@@ -203,6 +204,7 @@ def _refresh_audit(store: Served, stop: threading.Event, every: float) -> None:
     while not stop.wait(every):
         try:
             store.admin.refresh_audit_index()
+            store.admin.refresh_search_index()  # (after it: it reads what changed there)
         except Exception:  # noqa: BLE001 - the next audit read catches up and reports it
             if store.closed:
                 return

@@ -24,6 +24,7 @@ from ctxstore.adapters.store.results import (
     Prompt,
     PromptDiff,
     ReplayStep,
+    SearchPage,
     TokenSeries,
     Verification,
     VisibleContext,
@@ -120,6 +121,26 @@ class ServiceReads(ServiceTransport):
             "after": after, "limit": limit, "from_version": from_version, "to_version": to_version,
         }  # fmt: skip
         return AUDIT_PAGE.validate_python(self._send("GET", "/v1/audit", params=params).json())
+
+    def search(
+        self, query: str, *, context_ids: Sequence[UUID | str] | None = None,
+        roles: Sequence[str] | None = None, since: datetime | None = None,
+        until: datetime | None = None, include_hidden: bool = False, limit: int = 20,
+        cursor: str | None = None,
+    ) -> SearchPage:  # fmt: skip
+        """Messages across the token's contexts matching `query` (see the store's)."""
+        if isinstance(context_ids, str | UUID):
+            context_ids = [context_ids]
+        if isinstance(roles, str):
+            roles = [roles]
+        params = {
+            "q": query, "context_id": None if context_ids is None else [str(c) for c in context_ids],
+            "role": None if roles is None else list(roles),
+            "since": None if since is None else since.isoformat(),
+            "until": None if until is None else until.isoformat(),
+            "include_hidden": include_hidden, "limit": limit, "cursor": cursor,
+        }  # fmt: skip
+        return self._get("/v1/search", SearchPage, **params)
 
     def token_series(self, context_id: UUID | str, *, points: int = 500) -> TokenSeries:
         return self._get(f"{self._ctx(context_id)}/tokens", TokenSeries, points=points)

@@ -22,6 +22,7 @@ from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.storage.notifications import Notifications
 from ctxstore.adapters.storage.retention_rows import RetentionRows
+from ctxstore.adapters.storage.search_index import MemorySearchIndex, SearchIndex
 from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import Turns
 
@@ -72,6 +73,10 @@ class Backend(ABC):
 
     @abstractmethod
     def eraser(self, recorder: Any, snapshots: Any) -> Eraser: ...
+
+    def search_index(self, recorder: Any) -> SearchIndex:
+        """The search index (the memory store's: rows in a list, matched by scanning)."""
+        return MemorySearchIndex()
 
     @abstractmethod
     def idempotency_keys(
@@ -164,6 +169,7 @@ class SQLBackend(Backend, ABC):
     in the database beside the library's tables; subclasses name their classes."""
 
     audit_view_class: Any
+    search_index_class: Any
     eraser_class: Any
     keys_class: Any
     turns_class: Any
@@ -172,6 +178,10 @@ class SQLBackend(Backend, ABC):
     def audit_view(self, recorder: Any) -> AuditView:
         view: AuditView = self.audit_view_class(recorder.datastore, recorder.events_table_name)
         return view
+
+    def search_index(self, recorder: Any) -> SearchIndex:
+        index: SearchIndex = self.search_index_class(recorder.datastore, recorder.events_table_name)
+        return index
 
     def eraser(self, recorder: Any, snapshots: Any) -> Eraser:
         found: Eraser = self.eraser_class(

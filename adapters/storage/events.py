@@ -42,6 +42,7 @@ from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.migrations import Migration, current, pending, refuse_outdated
 from ctxstore.adapters.storage.notifications import Notifications
 from ctxstore.adapters.storage.retention_rows import RetentionRows
+from ctxstore.adapters.storage.search_index import SearchIndex
 from ctxstore.adapters.storage.snapshot_store import SnapshotStore
 from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.domain.context import Context
@@ -152,6 +153,10 @@ class EventStorage:
         backend.prepare(self.recorder, self.snapshots.recorder)
         self.turns = backend.turns(self.recorder)  # contended contexts' writers take turns
         self.audit_index: AuditView = backend.audit_view(self.recorder)
+        # Search across contexts (None: turned off, CTXSTORE_SEARCH__ENABLED=false).
+        self.search_index: SearchIndex | None = (
+            backend.search_index(self.recorder) if settings.search.enabled else None
+        )
         # Keys per context (adapters/keys/): states, index rows and responses sealed with
         # their context's data key; attachments (shared by hash) with the store's own.
         self.keys: ContextCipher | None = context_cipher(

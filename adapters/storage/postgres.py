@@ -25,6 +25,7 @@ from psycopg.sql import SQL, Identifier
 
 from ctxstore.adapters.keys.vault import KeyVault, PostgresVault
 from ctxstore.adapters.storage import postgres_schema
+from ctxstore.adapters.storage import postgres_search as search_rows
 from ctxstore.adapters.storage.async_events import AsyncEvents, PostgresAsyncEvents
 from ctxstore.adapters.storage.audit_index import (
     AuditView,
@@ -45,6 +46,7 @@ from ctxstore.adapters.storage.postgres_audit import DELETION_LOCK, PostgresAudi
 from ctxstore.adapters.storage.postgres_blobs import PostgresBlobRows
 from ctxstore.adapters.storage.postgres_bounds import bound_datastore, bound_retries
 from ctxstore.adapters.storage.postgres_recorder import binary_snapshot_inserts
+from ctxstore.adapters.storage.postgres_search import PostgresSearchIndex
 from ctxstore.adapters.storage.postgres_turns import PostgresTurns
 from ctxstore.adapters.storage.retention_rows import RetentionRows
 from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
@@ -82,6 +84,7 @@ class PostgresEraser(Eraser):
         self.events = SQL("{0}.{1}").format(schema, Identifier(events))
         self.snapshots = SQL("{0}.{1}").format(schema, Identifier(snapshots))
         self.audit = SQL("{0}.ctxstore_audit").format(schema)
+        self.search = SQL("{0}.ctxstore_search").format(schema)
         self.keys = SQL("{0}.ctxstore_idempotency").format(schema)
         self.table = SQL("{0}.{1}").format(schema, Identifier(TABLE))
 
@@ -103,6 +106,7 @@ class PostgresEraser(Eraser):
             )
             snapshots = c.rowcount
             c.execute(SQL("DELETE FROM {0} WHERE context_id = %s").format(self.audit), (cid.hex,))
+            search_rows.erase_rows(c, self.datastore.schema or "public", cid.hex)
             c.execute(SQL("DELETE FROM {0} WHERE context = %s").format(self.keys), (str(cid),))
             done = record.model_copy(
                 update={"events": events, "snapshots": snapshots, "residue": residue}
@@ -131,7 +135,7 @@ class PostgresEraser(Eraser):
             # A role that does not own a table is only warned that VACUUM skipped it.
             warned: list[str] = []
             conn.add_notice_handler(lambda d: warned.append(d.message_primary or ""))
-            for table in (self.events, self.snapshots, self.audit, self.keys):
+            for table in (self.events, self.snapshots, self.audit, self.search, self.keys):
                 warned.clear()
                 try:
                     conn.execute(SQL("VACUUM {0}").format(table))
@@ -196,6 +200,7 @@ class PostgresBackend(SQLBackend):
     name = "postgresql"
     migrations = postgres_schema.MIGRATIONS
     audit_view_class = PostgresAuditView
+    search_index_class = PostgresSearchIndex
     eraser_class = PostgresEraser
     keys_class = PostgresIdempotencyKeys
     turns_class = PostgresTurns
@@ -310,6 +315,7 @@ class PostgresBackend(SQLBackend):
                 ).format(schema),
                 (cid.hex, through),
             )
+            search_rows.erase_history_rows(c, self.schema, cid.hex, through)
         return max(removed, 0)
 
     def scrub(self, recorder: Any) -> list[str]:

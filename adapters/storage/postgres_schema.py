@@ -36,6 +36,7 @@ from ctxstore.adapters.storage.audit_index import TRACKING_NAME
 from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.storage.notifications import FORGOTTEN
+from ctxstore.adapters.storage.postgres_search import create_tables as search_tables
 from ctxstore.adapters.storage.retention_rows import lifecycle_tables
 from ctxstore.domain.errors import StoreUnavailableError
 
@@ -457,6 +458,12 @@ def _erasures_by_context(backend: Any, events: Any, snapshots: Any) -> None:
         )  # fmt: skip
 
 
+def _search(backend: Any, events: Any, snapshots: Any) -> None:
+    """Search across contexts: the rows with their words (tsvector, GIN), the positions."""
+    with events.datastore.transaction(commit=True) as c:
+        search_tables(c, events.datastore.schema or "public")
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
@@ -472,4 +479,5 @@ MIGRATIONS = (
     Migration(10, "contexts spread over servers: names, placement, tombstones", _shards),
     Migration(11, "moved contexts remember where their events were seen", _arrivals),
     Migration(12, "erasures found by context", _erasures_by_context),
+    Migration(13, "search across contexts (tsvector, GIN)", _search),
 )

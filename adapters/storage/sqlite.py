@@ -55,6 +55,12 @@ from ctxstore.adapters.storage.retention_rows import RetentionRows, lifecycle_ta
 from ctxstore.adapters.storage.sqlite_audit import SQLiteAuditView, add_column, truncate_wal
 from ctxstore.adapters.storage.sqlite_blobs import SQLiteBlobRows
 from ctxstore.adapters.storage.sqlite_recorder import ERASURES_INDEX, EVENT_IDS
+from ctxstore.adapters.storage.sqlite_search import (
+    SQLiteSearchIndex,
+    erase_history_rows,
+    erase_rows,
+    purge_words,
+)
 from ctxstore.adapters.storage.tokens import TABLE as TOKENS_TABLE
 from ctxstore.adapters.storage.tokens import StoredTokens
 from ctxstore.adapters.storage.turns import Turn, Turns
@@ -86,6 +92,8 @@ class SQLiteEraser(Eraser):
             c.execute(f"DELETE FROM {self.snapshots} WHERE originator_id = ?", (hex_id,))
             snapshots = c.sqlite_cursor.rowcount
             c.execute("DELETE FROM ctxstore_audit WHERE context_id = ?", (hex_id,))
+            if erase_rows(c, hex_id):  # its text in the search index, and then its words
+                purge_words(c)
             c.execute(
                 "DELETE FROM ctxstore_idempotency WHERE context = ?", (str(record.context_id),)
             )
@@ -284,6 +292,11 @@ def _erasures_by_context(backend: Backend, events: Any, snapshots: Any) -> None:
         c.execute(ERASURES_INDEX)
 
 
+def _search(backend: Backend, events: Any, snapshots: Any) -> None:
+    """Search across contexts: the rows, their words in FTS5, the positions reached."""
+    SQLiteSearchIndex(events.datastore, events.events_table_name).create_table()
+
+
 MIGRATIONS = (
     Migration(1, "events, snapshots, audit index, erasures, idempotency keys", _base_tables),
     Migration(2, "erasure records say what residue may remain", _erasure_residue),
@@ -293,6 +306,7 @@ MIGRATIONS = (
     Migration(6, "attachments under keys of their own, wrapped per context", _blob_keys),
     Migration(7, "event ids never given out twice after an erasure", _event_ids),
     Migration(8, "erasures found by context", _erasures_by_context),
+    Migration(9, "search across contexts (FTS5)", _search),
 )
 
 
@@ -313,6 +327,7 @@ class SQLiteBackend(SQLBackend):
     name = "sqlite"
     migrations = MIGRATIONS
     audit_view_class = SQLiteAuditView
+    search_index_class = SQLiteSearchIndex
     eraser_class = SQLiteEraser
     keys_class = SQLiteIdempotencyKeys
     turns_class = SQLiteTurns
@@ -407,6 +422,7 @@ class SQLiteBackend(SQLBackend):
                 "DELETE FROM ctxstore_audit WHERE context_id = ? AND version > 1 AND version <= ?",
                 (cid.hex, through),
             )
+            erase_history_rows(c, cid.hex, through)
         if removed:
             truncate_wal(storage.recorder.datastore)
         return max(removed, 0)

@@ -22,7 +22,7 @@ from ctxstore.adapters.keys.rotation import BATCH, KekRotation, rotate_kek
 from ctxstore.adapters.storage.events import EventStorage
 from ctxstore.adapters.storage.idempotency import IdempotencyKeys
 from ctxstore.adapters.storage.tokens import StoredToken, StoredTokens
-from ctxstore.adapters.store import audit, sweeping
+from ctxstore.adapters.store import audit, search, sweeping
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.retention import (
@@ -75,6 +75,20 @@ class StoreAdmin:
     def refresh_audit_index(self) -> int:
         """Index every event stored so far (queries do it first anyway); the position reached."""
         return audit.catch_up(self._core)
+
+    def refresh_search_index(self) -> int:
+        """Index every context changed so far (searches do it first anyway); the audit
+        position the index reached (0 when search is turned off)."""
+        if self._core.storage.search_index is None:
+            return 0
+        return search.catch_up(self._core)
+
+    def reindex(self) -> tuple[int, int]:
+        """Rebuild the audit index and the search index from the events; the position the
+        audit index reached and the rows the search index holds (0: search turned off)."""
+        position = self.rebuild_audit_index()
+        rows = 0 if self._core.storage.search_index is None else search.reindex(self._core)
+        return position, rows
 
     def rebuild_audit_index(self) -> int:
         """Rebuild the audit index from the events (after it was damaged); returns the

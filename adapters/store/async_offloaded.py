@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         Prompt,
         PromptDiff,
         ReplayStep,
+        SearchPage,
         TokenSeries,
         Verification,
         Written,
@@ -353,6 +354,32 @@ class AsyncOffloaded:
             limit=limit,
             from_version=from_version,
             to_version=to_version,
+        )
+
+    async def search(
+        self,
+        query: str,
+        *,
+        tenant: str | None = None,
+        context_ids: Sequence[UUID | str] | None = None,
+        roles: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        include_hidden: bool = False,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> SearchPage:
+        return await self._offload(
+            self._store.search,
+            query,
+            tenant=tenant,
+            context_ids=context_ids,
+            roles=roles,
+            since=since,
+            until=until,
+            include_hidden=include_hidden,
+            limit=limit,
+            cursor=cursor,
         )
 
     async def export_events(self, context_id: UUID | str) -> list[str]:

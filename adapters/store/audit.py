@@ -80,7 +80,9 @@ def _index_page(core: StoreCore, position: int) -> int:
     return reached
 
 
-def _time(value: datetime | None, name: str) -> int | None:
+def time_bound(value: datetime | None, name: str) -> int | None:
+    """A time bound of a query as microseconds; raises InvalidOperationError for a time
+    without a timezone."""
     if value is None:
         return None
     if not isinstance(value, datetime) or value.tzinfo is None:
@@ -124,8 +126,8 @@ def audit_page(
         types=wanted or None,
         actor=actor,
         tenant=tenant,
-        since=_time(since, "since"),
-        until=_time(until, "until"),
+        since=time_bound(since, "since"),
+        until=time_bound(until, "until"),
         from_version=from_version,
         to_version=to_version,
     )

@@ -31,6 +31,7 @@ from ctxstore.adapters.store.results import (
     Prompt,
     PromptDiff,
     ReplayStep,
+    SearchPage,
     TailEvent,
     TokenSeries,
     Verification,
@@ -261,6 +262,15 @@ class ContextOperations(Protocol):
     def follow(
         self, context_id: UUID | str, *, after: int | None = None, idle: float | None = None
     ) -> Iterator[TailEvent]: ...
+
+    # ---- search ------------------------------------------------------------------------
+    @operation("read", "GET /v1/search", "search", routed=False)
+    def search(
+        self, query: str, *, context_ids: Sequence[UUID | str] | None = None,
+        roles: Sequence[str] | None = None, since: datetime | None = None,
+        until: datetime | None = None, include_hidden: bool = False, limit: int = 20,
+        cursor: str | None = None,
+    ) -> SearchPage: ...  # fmt: skip
 
     # ---- transfer ----------------------------------------------------------------------
     @operation("read", f"GET {C}/export", "export", scope="audit")

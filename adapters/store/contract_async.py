@@ -26,6 +26,7 @@ from ctxstore.adapters.store.results import (
     Prompt,
     PromptDiff,
     ReplayStep,
+    SearchPage,
     TailEvent,
     TokenSeries,
     Verification,
@@ -291,6 +292,19 @@ class AsyncContextOperations(Protocol):
     def follow(
         self, context_id: UUID | str, *, after: int | None = None, idle: float | None = None
     ) -> AsyncIterator[TailEvent]: ...
+
+    async def search(
+        self,
+        query: str,
+        *,
+        context_ids: Sequence[UUID | str] | None = None,
+        roles: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        include_hidden: bool = False,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> SearchPage: ...
 
     async def export_events(self, context_id: UUID | str) -> list[str]: ...
 

@@ -27,6 +27,7 @@ from ctxstore.adapters.store import (
     sweeping,
     usage,
 )
+from ctxstore.adapters.store import search as searching
 from ctxstore.adapters.store.admin import StoreAdmin
 from ctxstore.adapters.store.attachments import Attachments
 from ctxstore.adapters.store.commands import Commands
@@ -43,6 +44,7 @@ from ctxstore.adapters.store.results import (
     HistoryEntry,
     ModelUsage,
     Prompt,
+    SearchPage,
     TokenSeries,
     VisibleContext,
     Written,
@@ -437,6 +439,24 @@ class ContextStore(
             events, limit=limit, tenant=tenant, search=search, seen=seen, after=start
         )
         return sweeping.unexpired(self._core, found)
+
+    def search(
+        self, query: str, *, tenant: str | None = None,
+        context_ids: Sequence[UUID | str] | None = None, roles: Sequence[str] | None = None,
+        since: datetime | None = None, until: datetime | None = None,
+        include_hidden: bool = False, limit: int = 20, cursor: str | None = None,
+    ) -> SearchPage:  # fmt: skip
+        """The messages across contexts (of `tenant`, when given) matching `query`, best
+        first, a page of `limit` at a time (`cursor`: the previous page's). Every word must
+        match, in any order; "quoted phrases" as phrases; case and accents aside; Chinese,
+        Japanese and Korean by any substring of two or more characters. Only what each
+        context shows now, unless `include_hidden` (deleted, replaced, compressed and rolled
+        back messages too: `visible=False`). Raises InvalidOperationError for an empty
+        query, a bad filter or a cursor of another search."""
+        return searching.search(
+            self._core, query, tenant=tenant, context_ids=context_ids, roles=roles,
+            since=since, until=until, include_hidden=include_hidden, limit=limit, cursor=cursor,
+        )  # fmt: skip
 
     def tenant_of(self, context_id: UUID | str) -> str | None:
         """The tenant that owns a context (None: no tenant); raises ContextNotFoundError."""

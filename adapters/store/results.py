@@ -20,6 +20,7 @@ from ctxstore.projections.calls import ModelCall, PromptChange, PromptDiff
 from ctxstore.projections.changes import Change, Diff
 from ctxstore.projections.history import HistoryEntry, TailEvent
 from ctxstore.projections.listing import ContextSummary
+from ctxstore.projections.search import SearchHit, SearchPage
 from ctxstore.projections.tokens import TokenSeries
 from ctxstore.projections.usage import ModelUsage
 from ctxstore.projections.visible import BatchFrame, VisibleContext
@@ -66,7 +67,27 @@ class ReplayStep(NamedTuple):
 
 
 __all__ = [
-    "AuditEntry", "AuditPage", "BatchFrame", "BrokenLink", "Change", "Compaction",
-    "ContextSummary", "Diff", "Erasure", "HistoryEntry", "ModelCall", "ModelUsage", "Prompt",
-    "PromptChange", "PromptDiff", "ReplayStep", "TailEvent", "TokenSeries", "Verification", "VisibleContext", "Written",
+    "AuditEntry",
+    "AuditPage",
+    "BatchFrame",
+    "BrokenLink",
+    "Change",
+    "Compaction",
+    "ContextSummary",
+    "Diff",
+    "Erasure",
+    "HistoryEntry",
+    "ModelCall",
+    "ModelUsage",
+    "Prompt",
+    "PromptChange",
+    "PromptDiff",
+    "ReplayStep",
+    "SearchHit",
+    "SearchPage",
+    "TailEvent",
+    "TokenSeries",
+    "Verification",
+    "VisibleContext",
+    "Written",
 ]  # fmt: skip

@@ -183,9 +183,9 @@ def test_show_marks_refusals_spoken_replies_and_custom_calls(cli):
 
 def test_migrate_brings_a_store_to_the_current_version_once(cli):
     first = json.loads(cli("migrate", "--json").stdout)
-    assert first == {"version": 8, "applied": [1, 2, 3, 4, 5, 6, 7, 8]}
-    assert json.loads(cli("migrate", "--json").stdout) == {"version": 8, "applied": []}
-    assert "schema at version 8" in cli("migrate").stdout
+    assert first == {"version": 9, "applied": [1, 2, 3, 4, 5, 6, 7, 8, 9]}
+    assert json.loads(cli("migrate", "--json").stdout) == {"version": 9, "applied": []}
+    assert "schema at version 9" in cli("migrate").stdout
 
 
 def test_serve_refuses_a_port_it_cannot_listen_on_in_one_line(cli):

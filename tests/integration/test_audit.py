@@ -141,14 +141,14 @@ def test_a_second_store_and_concurrent_readers_index_each_event_once(durable_url
         assert [e.actor for e in a.audit(after=results[0][-1]).entries] == ["b"]
 
 
-def test_an_erasure_between_reading_a_page_and_indexing_it_leaves_no_rows(durable_url, monkeypatch):
+def test_an_erasure_between_reading_a_page_and_indexing_it_leaves_no_rows(store_url, monkeypatch):
     """An indexer (another process's audit read) read the context's newest events, then the
     context was erased, then the indexer stores its page: no row of the erased context is
     left (they would describe what was erased, and hide the events of a context made again
     under the same id, as a session store does)."""
     from ctxstore.adapters.store import history_surface
 
-    with ContextStore.from_url(durable_url) as store:
+    with ContextStore.from_url(store_url) as store:
         cid = store.create(actor="a")
         for n in range(3):
             store.insert(cid, [user(f"m{n}")], actor="a")
@@ -212,10 +212,10 @@ def test_an_erasure_after_the_indexer_read_a_page_fails_no_audit_read(
         assert found == [(kept, 1), (kept, 2)]
 
 
-def test_a_cursor_past_an_erased_context_reads_the_events_written_after_it(durable_url):
+def test_a_cursor_past_an_erased_context_reads_the_events_written_after_it(store_url):
     """The newest events erased: the events written next take new positions, after every
     cursor handed out (SQLite would give the erased rowids out again)."""
-    with ContextStore.from_url(durable_url) as store:
+    with ContextStore.from_url(store_url) as store:
         kept = store.create(actor="a")
         gone = store.create(actor="a")
         for n in range(3):

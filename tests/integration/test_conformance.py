@@ -2,7 +2,7 @@
 (memory, SQLite, PostgreSQL), the async store (SQLite, PostgreSQL), the HTTP client with a
 tenant's token (SQLite, PostgreSQL), the sharded store (two PostgreSQL schemas) and the
 HTTP client of a tenant's token to a service over the sharded store. Each
-surface must see what the in-process store on memory sees — the same visible contexts,
+surface must see what the in-process store on SQLite sees — the same visible contexts,
 versions, histories, prompts, calls, exports — and raise the same error class for the
 same bad input."""
 
@@ -27,15 +27,11 @@ from ctxstore.adapters.store.reply_stream import StreamPolicy
 from ctxstore.domain.errors import CtxStoreError
 
 from ..conftest import make_url, served, surface_over
+from .test_attachments import png
 
 SETTINGS = Settings(snapshot_interval=4, actor="tester")
 FACES = [
-    pytest.param(
-        "memory-store",
-        marks=pytest.mark.xfail(
-            raises=AssertionError, strict=True, reason="memory:// has no erasure"
-        ),
-    ),
+    "memory-store",
     "sqlite-store",
     pytest.param("postgres-store", marks=pytest.mark.postgres),
     "sqlite-async",
@@ -154,6 +150,8 @@ def seen(found: Any) -> Any:
         return ("erasure", found.reason, found.events > 0)
     if name == "ContextSummary":
         return ("listed", found.name)
+    if name == "BlobRef":  # (random pixels: sizes differ)
+        return ("blob", found.media_type, found.width, found.height)
     if name in ("UUID", "NoneType", "int", "str", "bool"):
         return name
     if hasattr(found, "model_dump"):
@@ -254,6 +252,20 @@ def script(face: Any) -> list[tuple[str, Any]]:
         lambda: [c.context_id for c in face.contexts(after=listed[1], limit=2)] == listed[2:4],
         repr,
     )
+    ref = step("put_blob", lambda: face.put_blob(png(4, 3), "image/png"))
+    sha = ref.sha256 if ref is not None else "0" * 64
+    step("blob", lambda: face.blob(sha), lambda b: (seen(b.ref), len(b.data) == b.ref.size))
+    step("record_file_id", lambda: face.record_file_id(sha, "openai", "file-1"))
+    hits = lambda p: sorted((h.role, h.snippet, h.visible, h.version) for h in p.hits)  # noqa: E731
+    step("search", lambda: face.search("weather"), hits)
+    step("search hidden", lambda: face.search("weather", include_hidden=True), hits)
+    step("search a context", lambda: face.search("degrees", context_ids=[fork]), hits)
+    step("search a page", lambda: face.search("weather", limit=1), lambda p: len(p.hits))
+    step(
+        "search the next page",
+        lambda: face.search("weather", limit=1, cursor=face.search("weather", limit=1).cursor),
+        lambda p: len(p.hits),
+    )
     step("erase", lambda: face.erase(fork, reason="asked"))
     step("erased", lambda: face.visible(fork))
     step("erasures", lambda: face.erasures())
@@ -270,12 +282,16 @@ def script(face: Any) -> list[tuple[str, Any]]:
     step("bad: nothing to summarize", lambda: face.compact(made))
     step("bad: trigger", lambda: face.compact(cid, trigger=""))
     step("bad: call 99", lambda: face.call(cid, 99))
+    step("bad: unknown blob", lambda: face.blob("0" * 64))
+    step("bad: empty query", lambda: face.search("  "))
+    step("bad: search limit", lambda: face.search("weather", limit=0))
     return shown
 
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, Any]]:
-    """What the in-process store shows on SQLite (memory:// has no erasure)."""
+    """What the in-process store shows on SQLite (a durable store: the memory face is
+    compared with it like every other)."""
     path = tmp_path_factory.mktemp("reference") / "events.db"
     with ContextStore.from_url(f"sqlite:///{path}", SETTINGS) as store:
         return script(store)

@@ -57,6 +57,17 @@ class ShardedAdmin:
             s.admin.refresh_audit_index()
         return len(self._sharded.stores)
 
+    def refresh_search_index(self) -> int:
+        """Index every server's changed contexts; the number of servers."""
+        for s in self._sharded.stores.values():
+            s.admin.refresh_search_index()
+        return len(self._sharded.stores)
+
+    def reindex(self) -> tuple[int, int]:
+        """Rebuild every server's audit and search indexes; (servers, search rows)."""
+        rows = sum(s.admin.reindex()[1] for s in self._sharded.stores.values())
+        return len(self._sharded.stores), rows
+
     # ---- bearer tokens -----------------------------------------------------------------------
 
     @property

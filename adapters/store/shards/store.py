@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Any, Self
 from uuid import UUID, uuid4
 
@@ -24,11 +25,13 @@ from ctxstore.adapters.store import usage
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.faults import type_faults
-from ctxstore.adapters.store.results import ContextSummary, Erasure
+from ctxstore.adapters.store.results import ContextSummary, Erasure, SearchPage
+from ctxstore.adapters.store.search import MAX_LIMIT
 from ctxstore.adapters.store.shards import arrivals
 from ctxstore.adapters.store.shards import move as moving
 from ctxstore.adapters.store.shards.admin import ShardedAdmin
 from ctxstore.adapters.store.shards.merged_audit import MergedAuditPage, merged_page
+from ctxstore.adapters.store.shards.merged_search import merged_search
 from ctxstore.adapters.store.shards.placement import Directory, rendezvous, server_name
 from ctxstore.adapters.store.shards.routed_commands import RoutedCommands
 from ctxstore.adapters.store.shards.routed_reads import RoutedReads
@@ -40,7 +43,7 @@ from ctxstore.domain.errors import (
     ContextNotFoundError,
     InvalidOperationError,
 )
-from ctxstore.domain.limits import check_page, chosen_id, key_context_id
+from ctxstore.domain.limits import check_int, check_page, chosen_id, key_context_id
 from ctxstore.projections.audit import AuditEntry, AuditPage
 from ctxstore.projections.usage import ModelUsage, usage_by_model
 
@@ -302,6 +305,27 @@ class ShardedStore(RoutedCommands, RoutedReads, ContextOperations):
             )
             start = None  # the next server's from its first
         return found
+
+    def search(
+        self, query: str, *, tenant: str | None = None,
+        context_ids: Sequence[UUID | str] | None = None, roles: Sequence[str] | None = None,
+        since: datetime | None = None, until: datetime | None = None,
+        include_hidden: bool = False, limit: int = 20, cursor: str | None = None,
+    ) -> SearchPage:  # fmt: skip
+        """Every server's hits merged by score (shards/merged_search.py)."""
+        check_int(limit, "limit", low=1, high=MAX_LIMIT)
+
+        def on(store: ContextStore) -> Callable[[str | None, int], SearchPage]:
+            def searched(start: str | None, wanted: int) -> SearchPage:
+                return store.search(
+                    query, tenant=tenant, context_ids=context_ids, roles=roles, since=since,
+                    until=until, include_hidden=include_hidden, cursor=start,
+                    limit=min(wanted, MAX_LIMIT),
+                )  # fmt: skip
+
+            return searched
+
+        return merged_search({n: on(s) for n, s in self.stores.items()}, limit, cursor)
 
     def verify(self, context_id: UUID | str | None = None) -> Any:
         if context_id is not None:
