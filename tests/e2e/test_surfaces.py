@@ -23,16 +23,19 @@ LIFETIME = {"closed", "settings", "url", "tokenizers", "context_uuid"}  # what a
 # What each face offers beyond the contract and the stores' hooks, and why.
 BEYOND = {
     ContextStore: {
-        "from_url": "opens a store", "setup": "creates the schema (the CLI's migrate)",
+        "from_url": "opens a store",
+        "setup": "creates the schema (the CLI's migrate)",
         "parts": "what the async store shares with the store it wraps",
         "summarizer": "the summarizer compaction calls (a configured LLM)",
     },
     AsyncContextStore: {"open": "opens a store", "sync": "the store in process it wraps"},
     CtxStoreClient: {"health": "the service's liveness, not an operation on contexts"},
     ShardedStore: {
-        "from_urls": "opens the servers", "admin": "administration across the servers",
+        "from_urls": "opens the servers",
+        "admin": "administration across the servers",
         "move": "moves a context to another server (the CLI's move)",
-        "shard_of": "names the server holding a context", "store_of": "that server's store",
+        "shard_of": "names the server holding a context",
+        "store_of": "that server's store",
     },
 }
 STUBS = (ContextOperations, AsyncContextOperations, StoreHooks)  # declarations only

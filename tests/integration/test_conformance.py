@@ -256,7 +256,7 @@ def script(face: Any) -> list[tuple[str, Any]]:
     sha = ref.sha256 if ref is not None else "0" * 64
     step("blob", lambda: face.blob(sha), lambda b: (seen(b.ref), len(b.data) == b.ref.size))
     step("record_file_id", lambda: face.record_file_id(sha, "openai", "file-1"))
-    hits = lambda p: sorted((h.role, h.snippet, h.visible, h.version) for h in p.hits)  # noqa: E731
+    hits = lambda p: sorted((h.role, h.snippet, h.visible, h.version) for h in p.hits)
     step("search", lambda: face.search("weather"), hits)
     step("search hidden", lambda: face.search("weather", include_hidden=True), hits)
     step("search a context", lambda: face.search("degrees", context_ids=[fork]), hits)
