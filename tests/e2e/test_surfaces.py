@@ -4,6 +4,7 @@ scope and its CLI command; and no face offers a public name the spec does not ho
 the few each face lists below with why. A new operation missing anywhere fails here."""
 
 import inspect
+from typing import Protocol
 
 import pytest
 
@@ -110,7 +111,7 @@ def test_hooks_never_reach_http_or_the_command_line():
 
 
 def test_a_method_without_a_declaration_is_an_error():
-    class Declared(StoreHooks):
+    class Declared(Protocol):
         @operation("read", None, None, reason="a test")
         def fine(self, context_id: str) -> int: ...
 

@@ -65,7 +65,7 @@ CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 def plain_fold(text: str) -> str:
     """The reference's folding, written apart from the store's: NFKD, marks dropped (outside
     CJK), case folded."""
-    out = []
+    out: list[str] = []
     for ch in unicodedata.normalize("NFKD", text.casefold()):
         if unicodedata.category(ch) == "Mn" and not CJK.search(out[-1] if out else ""):
             continue
@@ -234,7 +234,7 @@ def test_bad_input_is_refused_by_name(store):
         (lambda: store.search("hello", limit=101), "limit"),
         (lambda: store.search("hello", cursor="garbage!"), "not a search cursor"),
         (lambda: store.search("hello", since=datetime(2026, 1, 1)), "timezone"),
-        (lambda: store.search("hello", include_hidden="yes"), "include_hidden"),  # type: ignore[arg-type]
+        (lambda: store.search("hello", include_hidden="yes"), "include_hidden"),
     ):
         with pytest.raises(InvalidOperationError, match=said):
             bad()
