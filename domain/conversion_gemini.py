@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ctxstore.domain.blobs import is_ref, parse_ref
 from ctxstore.domain.conversion_losses import JSON, Conversion
-from ctxstore.domain.conversion_parts import data_url, split_data_url
+from ctxstore.domain.conversion_parts import chat_turn, data_url, split_data_url
 from ctxstore.domain.gemini import GEMINI, field
 from ctxstore.domain.plain import is_record
 
@@ -76,13 +76,7 @@ def gemini_to_chat(m: Message, content: JSON, done: Conversion) -> list[JSON]:
         else:
             kind = next((k for k in WHY if field(part, k) is not None), "inline_data")
             done.omit(m, f"parts[{n}].{kind}", WHY.get(kind, _NO_CHAT))
-    out: list[JSON] = list(results)
-    if parts or calls:
-        one: JSON = {"role": role, "content": _flat(parts) if parts else None}
-        if calls:
-            one["tool_calls"] = calls
-        out.append(one)
-    return out
+    return chat_turn(role, _flat(parts) if parts else None, calls, results)
 
 
 _NO_CHAT = "inline data of this media type has no chat form"
@@ -141,14 +135,15 @@ def _flat(parts: list[JSON]) -> Any:
 
 def to_gemini(
     messages: Sequence[Message], as_chat: Callable[[Message, Conversion], list[JSON]],
+    is_content: Callable[[Message], bool],
 ) -> Conversion:  # fmt: skip
     """The messages as `generate_content` takes them (see the module); `as_chat` gives a
-    message of another shape as chat messages."""
+    message of another shape as chat messages; `is_content` tells a Gemini Content."""
     done = Conversion(GEMINI, {})
     system: list[JSON] = []
     contents: list[JSON] = []
     names: dict[str, str] = {}  # call id -> its function's name
-    given: set[int] = set()  # places of Gemini Contents sent as they came (never joined)
+    as_came: set[int] = set()  # places of Gemini Contents sent as they came (never joined)
     for m in messages:
         if is_record(m):
             continue
@@ -156,8 +151,8 @@ def to_gemini(
             system.append({"text": m.text()})
             done.check(m, m.native if m.native is not None else m.to_openai(), m.text())
             continue
-        if m.format == GEMINI and m.native is not None:
-            given.add(len(contents))
+        if is_content(m) and m.native is not None:
+            as_came.add(len(contents))
             contents.append(dict(m.native))
             continue
         made: list[JSON] = []
@@ -168,7 +163,7 @@ def to_gemini(
             last = contents[-1] if contents else None
             if (
                 last is not None and _results_only(last) and _results_only(turn)
-                and len(contents) - 1 not in given
+                and len(contents) - 1 not in as_came
             ):  # fmt: skip
                 last["parts"] += turn["parts"]  # a turn's results answer in one user turn
             else:

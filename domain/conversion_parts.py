@@ -1,6 +1,7 @@
-"""Files, documents and images from one shape's parts to another's (conversions.py).
+"""Texts, files, documents and images from one shape's parts to another's (conversions.py).
 
-A file travels as what both shapes can hold: inline data (a `data:` URL in chat and
+A result's text is its string, or its text parts joined; content of text parts only is sent
+as one string. A file travels as what both shapes can hold: inline data (a `data:` URL in chat and
 Responses, a base64 `source` in Anthropic), a URL where the target takes one (Responses'
 `file_url`, Anthropic's `url` source), or plain text (an Anthropic text document). A
 provider's file id names a file in that provider's store only: it is not carried to
@@ -11,10 +12,41 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 from typing import Any
 
 JSON = dict[str, Any]
 ANTHROPIC_DOCUMENTS = ("application/pdf",)  # base64 documents the Messages API takes
+
+
+def result_text(value: Any) -> str:
+    """A result's text: a string, or the text of its parts."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(
+            str(p.get("text", "")) for p in value if isinstance(p, dict) and "text" in p
+        )
+    return json.dumps(value, ensure_ascii=False)
+
+
+def flatten(parts: list[JSON]) -> Any:
+    """A content of text parts only is sent as one string (as every chat API takes it)."""
+    if all(p["type"] == "text" for p in parts):
+        return "".join(p["text"] for p in parts) if len(parts) == 1 else parts
+    return parts
+
+
+def chat_turn(role: str, content: Any, calls: list[JSON], results: list[JSON]) -> list[JSON]:
+    """A turn read as chat messages: its results as tool messages first, then one message
+    of its content and calls (none when it has neither: `content` None)."""
+    out = list(results)
+    if content is not None or calls:
+        one: JSON = {"role": role, "content": content}
+        if calls:
+            one["tool_calls"] = calls
+        out.append(one)
+    return out
 
 
 def data_url(media_type: str, data: str) -> str:

@@ -1,4 +1,4 @@
-"""Gemini `Content` as a native shape: what the store reads from one (domain/shapes.py).
+"""Gemini `Content` as a native shape: what the store reads from one (domain/shapes/).
 
 A Content is `{"role": "user" | "model", "parts": [...]}`; each part holds one of `text`,
 `inline_data`, `file_data`, `function_call`, `function_response`, `executable_code`,

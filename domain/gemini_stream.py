@@ -8,15 +8,20 @@ that arrives whole, {"part": <the part as it came>} — and applied to a Content
 the text part before it (a thought's to a thought's), unless that part was closed by its
 signature; a whole part is added as it came. A tool call streamed from another shape's
 events ({"call"}) becomes a function_call part whose arguments are parsed when it finishes.
+A reply that did not finish is repaired for a prompt (domain/stream_repair.py): its function
+calls no later turn answers and its empty text dropped, a turn of thoughts only dropped.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxstore.domain.errors import InvalidMessageError, InvalidOperationError
 from ctxstore.domain.gemini import field
+
+if TYPE_CHECKING:
+    from ctxstore.domain.messages import Message
 
 JSON = dict[str, Any]
 
@@ -99,3 +104,31 @@ def finish(native: JSON, partial: dict[str, str]) -> JSON:
             ) from None
         field(done["parts"][int(at)], "function_call")["args"] = args
     return done
+
+
+def repaired(m: Message, answered: set[str], last: bool, notes: list[JSON]) -> Message | None:
+    """The Content as a prompt sends it (see the module), None when nothing is left."""
+    native: JSON = dict(m.native or {})
+    calls = iter(m.call_ids)  # the pairing keys of its function calls, in order
+    kept: list[JSON] = []
+    for part in native.get("parts") or []:
+        call = field(part, "function_call")
+        text = field(part, "text")
+        if call is not None:
+            key = next(calls)
+            if key not in answered:
+                notes.append(
+                    {"id": m.id, "what": f"function_call {key}", "why": "incomplete: not run"}
+                )
+                continue
+        elif (
+            isinstance(text, str) and not text.strip() and field(part, "thought_signature") is None
+        ):
+            continue
+        kept.append(part)
+    if last and kept and isinstance(field(kept[-1], "text"), str):
+        kept[-1] = {**kept[-1], "text": str(field(kept[-1], "text")).rstrip()}
+    if not any(not field(p, "thought") for p in kept):
+        return None
+    native["parts"] = kept
+    return m.model_copy(update={"native": native})

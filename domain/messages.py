@@ -19,18 +19,22 @@ from pydantic import (
     model_validator,
 )
 
+from ctxstore.domain.conversions import convert
 from ctxstore.domain.errors import InvalidMessageError, InvalidOperationError
 from ctxstore.domain.json_values import json_problem
 from ctxstore.domain.plain import as_plain_tree
 from ctxstore.domain.shapes import (
     CHAT,
-    NATIVE,
+    FORMATS,
+    SHAPES,
     Native,
     detect,
     detect_batch,
     read_native,
+    shape_named,
     texts_of,
 )
+from ctxstore.domain.shapes.chat import stored_call_parts
 
 # NaN and infinities are not JSON: other languages' parsers reject what they would write.
 _JSON: TypeAdapter[JsonValue] = TypeAdapter(JsonValue, config=ConfigDict(allow_inf_nan=False))
@@ -137,14 +141,6 @@ def _call_kind(call: Any) -> str:
     return "function" if kind is None else str(kind)
 
 
-def stored_call_parts(call: dict[str, Any]) -> tuple[str, str]:
-    """A tool call as messages hold it in JSON: the tool's name, and what the call passes
-    (a function's arguments, a custom tool's input)."""
-    if call.get("type") == "custom":
-        return call["custom"]["name"], call["custom"]["input"]
-    return call["function"]["name"], call["function"].get("arguments", "")
-
-
 AnyToolCall = Annotated[
     Annotated[ToolCall, Tag("function")] | Annotated[CustomToolCall, Tag("custom")],
     Discriminator(
@@ -204,7 +200,7 @@ class Message(BaseModel):
     function_call: FunctionCall | None = None  # the legacy single call (before tool_calls)
     metadata: dict[str, JsonValue] = Field(default_factory=dict)
     # A Responses item, an Anthropic message or a Gemini Content, exactly as it came
-    # (domain/shapes.py); the chat fields above stay unset and `role` is derived from it.
+    # (domain/shapes/); the chat fields above stay unset and `role` is derived from it.
     format: Literal["openai-responses", "anthropic", "gemini"] | None = None
     native: dict[str, JsonValue] | None = None
 
@@ -333,9 +329,7 @@ class Message(BaseModel):
         message or none: read whole contexts with their to_openai(), which also merges a
         turn's calls and reports what it left out.)"""
         if self.native is not None:
-            from ctxstore.domain.conversions import convert  # (it builds on this module)
-
-            converted = convert([self], "openai-chat").payload
+            converted = convert([self], CHAT).payload
             return converted[0] if converted else {}
         sent = self.model_dump(mode="json", include=REQUEST_FIELDS, exclude_none=True)
         if "audio" in sent:
@@ -385,10 +379,10 @@ def parse_message(data: Message | dict[str, Any], shape: str | None = None) -> M
     if problem is not None:
         raise InvalidMessageError(f"invalid message: {problem}")
     stored_form = "native" in data and "format" in data
-    if shape is not None and shape not in (CHAT, *NATIVE):
-        raise InvalidMessageError(f"format must be one of {CHAT}, {', '.join(NATIVE)}: {shape!r}")
+    if shape is not None and shape_named(shape) is None:
+        raise InvalidMessageError(f"format must be one of {', '.join(FORMATS)}: {shape!r}")
     found = CHAT if stored_form else shape or detect(data)
-    if found in NATIVE:
+    if SHAPES[found].native:
         seen = read_native(data, found)
         data = {"role": seen.role, "format": found, "native": data}
     elif not stored_form:
@@ -442,3 +436,25 @@ def _describe(exc: ValidationError) -> str:
         where = ".".join(str(p) for p in loc) or "message"
         parts.append(f"{where}: {err['msg']}")
     return "; ".join(parts)
+
+
+__all__ = [
+    "ADDED_FIELDS",
+    "CHAT_FIELDS",
+    "REQUEST_FIELDS",
+    "AnyToolCall",
+    "AudioRef",
+    "ContentPart",
+    "CustomCall",
+    "CustomToolCall",
+    "FunctionCall",
+    "JsonExtras",
+    "Message",
+    "Role",
+    "ToolCall",
+    "is_one_message",
+    "parse_batch",
+    "parse_json_object",
+    "parse_message",
+    "stored_call_parts",  # (a chat message's: domain/shapes/chat.py)
+]

@@ -32,7 +32,7 @@ from ctxstore.domain.prompt_config import (
 )
 from ctxstore.domain.relevance import lexical_similarity, mentions
 from ctxstore.domain.tokens import REPLY_PRIMING
-from ctxstore.domain.transcript import blocks_of
+from ctxstore.domain.transcript import blocks_of, pairing_fields
 
 STRATEGIES: tuple[str, ...] = ("full", "compressed", "adaptive", "semantic")
 Similarity = Callable[[str, str], float]
@@ -103,19 +103,11 @@ class _Unit:
         return self._text
 
 
-def _pairing_fields(m: Message) -> dict[str, Any]:
-    """What transcript.pairing reads, without dumping the whole message."""
-    if m.native is not None:
-        return {"role": m.role, "format": m.format, "native": m.native}
-    return {"role": m.role, "tool_calls": [{"id": c} for c in m.call_ids],
-            "tool_call_id": m.tool_call_id}  # fmt: skip
-
-
 def _units(items: Sequence[PromptItem]) -> list[_Unit]:
     """Group messages so a tool call and its results (and a reasoning item and what it led
     to) travel together."""
     ids = [f"#{n}" for n in range(len(items))]  # positions: a prompt may hold new messages
-    stored = {i: _pairing_fields(item.message) for i, item in zip(ids, items, strict=True)}
+    stored = {i: pairing_fields(item.message) for i, item in zip(ids, items, strict=True)}
     block_of = blocks_of(ids, stored)
     units: list[_Unit] = []
     turn = -1

@@ -22,7 +22,6 @@ from typing import Any
 
 from ctxstore.domain.blobs import is_ref, parse_ref
 
-PROVIDERS = ("openai", "anthropic")
 FileId = Callable[[str], str | None]  # an attachment's sha256 -> the provider's file id
 
 
@@ -30,13 +29,16 @@ def _id_of(value: Any, file_id: FileId) -> str | None:
     return file_id(parse_ref(value).sha256) if is_ref(value) else None
 
 
-def _part(node: dict[str, Any], provider: str, file_id: FileId) -> dict[str, Any] | None:
-    """The file form of one part, or None when it has none (for this provider)."""
+def _anthropic_part(node: dict[str, Any], file_id: FileId) -> dict[str, Any] | None:
+    """An Anthropic source's file form, or None when it has none."""
+    if node.get("type") == "base64" and (found := _id_of(node.get("data"), file_id)):
+        return {"type": "file", "file_id": found}
+    return None
+
+
+def _openai_part(node: dict[str, Any], file_id: FileId) -> dict[str, Any] | None:
+    """A Responses or chat part's file form, or None when it has none."""
     kind = node.get("type")
-    if provider == "anthropic":
-        if kind == "base64" and (found := _id_of(node.get("data"), file_id)):
-            return {"type": "file", "file_id": found}
-        return None
     if kind == "input_image" and (found := _id_of(node.get("image_url"), file_id)):
         return {**{k: v for k, v in node.items() if k != "image_url"}, "file_id": found}
     if kind == "input_file" and (found := _id_of(node.get("file_data"), file_id)):
@@ -52,11 +54,16 @@ def _part(node: dict[str, Any], provider: str, file_id: FileId) -> dict[str, Any
     return None
 
 
+# Each provider's file forms: OpenAI's for Responses and chat parts, Anthropic's for sources.
+_PARTS = {"openai": _openai_part, "anthropic": _anthropic_part}
+PROVIDERS = tuple(_PARTS)
+
+
 def with_file_ids(node: Any, provider: str, file_id: FileId) -> Any:
     """A copy of a message's JSON whose attachments with a file id at `provider` are given
     as that file id, in the form the provider takes."""
     if isinstance(node, dict):
-        swapped = _part(node, provider, file_id)
+        swapped = _PARTS.get(provider, _openai_part)(node, file_id)
         if swapped is not None:
             return swapped
         return {k: with_file_ids(v, provider, file_id) for k, v in node.items()}

@@ -13,7 +13,8 @@ PER_TOOL_CALL is our estimate of a call's framing; provider usage (`record_usage
 far it is from a given provider. Images are priced by OpenAI's tile formula
 (domain/images.py); audio and files are not priced and make the count an estimate. Text
 is encoded as ordinary text: a message containing
-"<|endoftext|>" is counted as the characters it is, as the API does.
+"<|endoftext|>" is counted as the characters it is, as the API does. Which texts and parts a
+message holds is its shape's to say (domain/shapes/: `texts`, `parts_cost`).
 """
 
 from __future__ import annotations
@@ -23,17 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ctxstore.domain.gemini import GEMINI, field
-from ctxstore.domain.images import (
-    UNKNOWN_SIZE,
-    anthropic_image_tokens,
-    gemini_image_tokens,
-    price_openai_url,
-    size_of_base64,
-)
-from ctxstore.domain.messages import stored_call_parts
 from ctxstore.domain.plain import is_record
-from ctxstore.domain.shapes import ANTHROPIC, texts_of
+from ctxstore.domain.shapes import stored_shape
 
 PER_MESSAGE = 3
 PER_NAME = 1
@@ -124,46 +116,9 @@ LEGACY_ESTIMATE = EstimateCounter(costs=LEGACY_COSTS)  # for cl100k_base and ear
 
 def message_texts(message: dict[str, Any]) -> list[str]:
     """The texts of a message (as JSON) that the formula encodes, role first (a native
-    payload: the texts a model reads in it, domain/shapes.py)."""
-    texts = [message["role"]]
-    if message.get("native") is not None:
-        return texts + texts_of(message["native"], message["format"])
-    content = message.get("content")
-    if isinstance(content, str):
-        texts.append(content)
-    elif content:
-        texts.extend(p["text"] for p in content if p.get("text") is not None)
-    if message.get("refusal"):
-        texts.append(message["refusal"])
-    if message.get("name"):
-        texts.append(message["name"])
-    for call in message.get("tool_calls") or []:
-        texts.extend(stored_call_parts(call))
-    legacy = message.get("function_call")
-    if legacy:
-        texts.extend((legacy["name"], legacy.get("arguments", "")))
-    return texts
-
-
-def parts_cost(content: Any) -> tuple[int, bool]:
-    """What a message's non-text parts cost, and whether that is an estimate: images by
-    OpenAI's tile formula (domain/images.py; estimated when the size cannot be read from
-    inline bytes), audio and files not priced (0, labelled estimated)."""
-    if not isinstance(content, list):
-        return 0, False
-    total, estimated = 0, False
-    for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind in (None, "text", "refusal"):
-            continue
-        if kind == "image_url" and isinstance(part.get("image_url"), dict):
-            image = part["image_url"]
-            priced = price_openai_url(str(image.get("url", "")), str(image.get("detail", "auto")))
-            total += priced.tokens
-            estimated = estimated or priced.estimated
-        else:
-            estimated = True  # input_audio, file, or a part this formula does not know
-    return total, estimated
+    payload: the texts a model reads in it, by its shape: domain/shapes/)."""
+    shape, payload = stored_shape(message)
+    return [message["role"], *shape.texts(payload)]
 
 
 def message_cost(message: dict[str, Any], counter: TextCounter) -> tuple[int, bool]:
@@ -172,60 +127,11 @@ def message_cost(message: dict[str, Any], counter: TextCounter) -> tuple[int, bo
     publishes no tokenizer)."""
     if is_record(message):
         return 0, False  # never sent to a model
-    native = message.get("native")
-    if native is not None:
-        gemini = message.get("format") == GEMINI
-        extra, estimated = gemini_parts_cost(native) if gemini else native_parts_cost(native)
-        # Anthropic and Google publish no tokenizer: their texts are counted as estimates.
-        estimated = estimated or message.get("format") in (ANTHROPIC, GEMINI)
-    else:
-        extra, estimated = parts_cost(message.get("content"))
+    shape, payload = stored_shape(message)
+    extra, estimated = shape.parts_cost(payload)
+    # Anthropic and Google publish no tokenizer: their texts are counted as estimates.
+    estimated = estimated or not shape.tokenizer_published
     return message_tokens(message, counter) + extra, estimated or not counter.exact
-
-
-def gemini_parts_cost(content: dict[str, Any]) -> tuple[int, bool]:
-    """A Gemini Content's inline images by Gemini's count (from their bytes, else
-    estimated); other inline data and file URIs make the count an estimate."""
-    total, estimated = 0, False
-    for part in content.get("parts") or []:
-        blob = field(part, "inline_data") if isinstance(part, dict) else None
-        if isinstance(blob, dict) and str(field(blob, "mime_type") or "").startswith("image/"):
-            size = size_of_base64(str(blob.get("data", "")))
-            total += gemini_image_tokens(*(size or UNKNOWN_SIZE))
-            estimated = estimated or size is None
-        elif isinstance(part, dict) and (blob is not None or field(part, "file_data")):
-            estimated = True
-    return total, estimated
-
-
-def native_parts_cost(payload: dict[str, Any]) -> tuple[int, bool]:
-    """A native payload's images: Responses `input_image` by OpenAI's formula, Anthropic
-    `image` blocks by Anthropic's (both from inline bytes, else estimated); documents and
-    files make the count an estimate."""
-    content = payload.get("content")
-    if not isinstance(content, list):
-        return 0, False
-    total, estimated = 0, False
-    for part in content:
-        if not isinstance(part, dict):
-            continue
-        kind = part.get("type")
-        if kind == "input_image":
-            url = part.get("image_url")
-            priced = price_openai_url(
-                url if isinstance(url, str) else "", str(part.get("detail", "auto"))
-            )
-            total += priced.tokens
-            estimated = estimated or priced.estimated
-        elif kind == "image":
-            source: dict[str, Any] = part["source"] if isinstance(part.get("source"), dict) else {}
-            data = str(source.get("data", ""))
-            size = size_of_base64(data) if source.get("type") == "base64" else None
-            total += anthropic_image_tokens(*(size or UNKNOWN_SIZE))
-            estimated = estimated or size is None
-        elif kind in ("input_file", "document", "input_audio"):
-            estimated = True
-    return total, estimated
 
 
 def message_tokens(message: dict[str, Any], counter: TextCounter) -> int:

@@ -1,7 +1,7 @@
 """Well-formedness of a transcript: every tool result sits in the block of the call it answers.
 
 A block is a message making calls followed by the messages that answer them, by each
-shape's own pairing (domain/shapes.py): chat `tool_calls[].id` answered by tool messages
+shape's own pairing (domain/shapes/): chat `tool_calls[].id` answered by tool messages
 right after it (a legacy `function_call` by the `function` message naming its function); Responses `call_id` answered by `*_output` items (more calls and reasoning
 items of the same turn may come between); Anthropic `tool_use.id` answered, all of them,
 by the tool_result blocks of the very next user message. A block may still wait for
@@ -15,41 +15,37 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxstore.domain.errors import MalformedTranscriptError
 from ctxstore.domain.plain import is_record
-from ctxstore.domain.shapes import ANSWERED_AT_ONCE, CHAT, RESPONSES, read_native
+from ctxstore.domain.shapes import CHAT, SHAPES, Native, stored_shape
 
-LEGACY_CALL = "function:"  # the pairing id of a legacy function_call, before its name
+if TYPE_CHECKING:
+    from ctxstore.domain.messages import Message
 
-
-@dataclass(frozen=True)
-class Pairing:
-    """What the rules read from one message (as stored JSON)."""
-
-    shape: str
-    role: str
-    calls: tuple[str, ...]
-    answers: tuple[str, ...]
-    reasoning: bool
+Pairing = Native  # what the rules read from one message (as stored JSON)
 
 
 def pairing(message: Mapping[str, Any]) -> Pairing:
-    native = message.get("native")
-    if native is not None:
-        seen = read_native(native, message["format"])
-        return Pairing(seen.format, seen.role, seen.calls, seen.answers, seen.reasoning)
-    role = message["role"]
-    calls = tuple(c["id"] for c in message.get("tool_calls") or ())
-    legacy = message.get("function_call")
-    if legacy:  # the legacy call has no id: its function's name pairs it with its result
-        calls += (LEGACY_CALL + legacy["name"],)
-    if role == "tool":
-        return Pairing(CHAT, role, calls, (message["tool_call_id"],), False)
-    if role == "function":
-        return Pairing(CHAT, role, calls, (LEGACY_CALL + message["name"],), False)
-    return Pairing(CHAT, role, calls, (), False)
+    """What the rules read from a message as stored (or as `pairing_fields` gives it)."""
+    shape, payload = stored_shape(message)
+    return shape.read(payload)
+
+
+def pairing_fields(m: Message) -> dict[str, Any]:
+    """What `pairing` reads of a message, without dumping the whole message."""
+    if m.native is not None:
+        return {"role": m.role, "format": m.format, "native": m.native}
+    legacy = None if m.function_call is None else {"name": m.function_call.name}
+    return {"role": m.role, "tool_calls": [{"id": c} for c in m.call_ids],
+            "tool_call_id": m.tool_call_id, "name": m.name, "function_call": legacy}  # fmt: skip
+
+
+def _in_turn(seen: Pairing) -> bool:
+    """Whether a message is a further call or reasoning item of a turn still open (a shape
+    whose turns come as items of their own)."""
+    return SHAPES[seen.format].turn_in_items and (bool(seen.calls) or seen.reasoning)
 
 
 @dataclass
@@ -81,18 +77,14 @@ class TranscriptScanner:
             return
         block = self.block
         if block is not None and block.unanswered:
-            if (
-                block.shape == RESPONSES
-                and seen.shape == RESPONSES
-                and (seen.calls or seen.reasoning)
-            ):
+            if block.shape == seen.format and _in_turn(seen):
                 block.calls.extend(seen.calls)  # the same turn's further calls
                 return
             raise MalformedTranscriptError(
                 f"{seen.role} message {msg_id!r} would separate tool call(s) "
                 f"{block.unanswered} of message {block.assistant_id!r} from their results"
             )
-        self.block = OpenBlock(msg_id, list(seen.calls), shape=seen.shape) if seen.calls else None
+        self.block = OpenBlock(msg_id, list(seen.calls), shape=seen.format) if seen.calls else None
 
     def _answer(self, msg_id: str, seen: Pairing) -> None:
         block = self.block
@@ -111,7 +103,8 @@ class TranscriptScanner:
                 raise MalformedTranscriptError(
                     f"tool message {msg_id!r} answers tool_call_id {call_id!r} a second time"
                 )
-        if block.shape in ANSWERED_AT_ONCE and set(seen.answers) != set(block.unanswered):
+        at_once = SHAPES[block.shape].answers_at_once
+        if at_once and set(seen.answers) != set(block.unanswered):
             raise MalformedTranscriptError(
                 f"message {msg_id!r} must answer every call (tool_use, function_call) of "
                 f"{block.assistant_id!r} ({block.unanswered}) in one message, as "
@@ -140,7 +133,7 @@ def tail_scanner(
             i -= 1
             continue
         seen = pairing(messages[order[i]])
-        if seen.answers or (seen.shape == RESPONSES and (seen.calls or seen.reasoning)):
+        if seen.answers or _in_turn(seen):
             i -= 1  # a result, or a Responses call of the same turn: keep going back
             continue
         break
@@ -189,12 +182,7 @@ def blocks_of(order: Sequence[str], messages: Mapping[str, Mapping[str, Any]]) -
             block_of[msg_id] = current
             open_calls.difference_update(seen.answers)
             continue
-        joins = (
-            current is not None
-            and seen.shape == RESPONSES
-            and bool(open_calls)
-            and (bool(seen.calls) or seen.reasoning)
-        )
+        joins = current is not None and bool(open_calls) and _in_turn(seen)
         if joins:
             assert current is not None
             block_of[msg_id] = current

@@ -20,6 +20,12 @@ from ctxstore.domain.errors import CtxStoreError
 log = logging.getLogger("ctxstore.capture")
 
 SOURCE = "otel"
+# The API a provider's bodies are read as, by its GenAI provider name (OpenAI's: chat, or
+# Responses where the call says so).
+_PROVIDER_APIS = {
+    "openai": CHAT_API, "azure.ai.openai": CHAT_API, "az.ai.openai": CHAT_API,
+    "anthropic": ANTHROPIC_API, "aws.bedrock.anthropic": ANTHROPIC_API,
+}  # fmt: skip
 
 
 def build_call(
@@ -30,13 +36,9 @@ def build_call(
     """A CapturedCall from GenAI messages (as JSON) and the call's attributes; None (with
     a log line) when nothing storable is left."""
     provider = str(facts.get("gen_ai.provider.name") or facts.get("gen_ai.system") or "")
-    provider = provider.lower()
-    if provider in ("openai", "azure.ai.openai", "az.ai.openai"):
-        api: str | None = RESPONSES_API if facts.get("openai.api.type") == "responses" else CHAT_API
-    elif provider in ("anthropic", "aws.bedrock.anthropic"):
-        api = ANTHROPIC_API
-    else:
-        api = None
+    api = _PROVIDER_APIS.get(provider.lower())
+    if api == CHAT_API and facts.get("openai.api.type") == "responses":
+        api = RESPONSES_API
     shape = _SHAPES.get(api, _Neutral)(facts)
     inputs = [m for m in inputs if _is_message(m)]
     outputs = [m for m in outputs if _is_message(m)]

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from ctxstore.adapters.cli.common import (
+    SHAPE_NAMES,
     JsonFlag,
     handles_errors,
     open_store,
@@ -19,6 +20,7 @@ from ctxstore.adapters.cli.common import (
 )
 from ctxstore.adapters.cli.terminal import shown_text
 from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.domain.shapes import FORMATS
 
 if TYPE_CHECKING:  # annotations only: the command line starts without them
     from ctxstore.domain.messages import Message
@@ -77,15 +79,13 @@ def call(
     ] = False,
     shape: Annotated[
         str | None,
-        typer.Option(help="Print only the prompt, as JSON in this shape: openai-chat, "
-                     "openai-responses or anthropic (as you would send it again)."),
+        typer.Option(help=f"Print only the prompt, as JSON in this shape: {SHAPE_NAMES} "
+                     "(as you would send it again)."),
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:  # fmt: skip
     """One recorded model call: exactly the prompt it sent, its response, and (--diff) what
     compaction, rollback or editing changed in the prompt since the call before."""
-    from ctxstore.domain.shapes import FORMATS
-
     if shape is not None and shape not in FORMATS:
         raise InvalidOperationError(f"--shape must be one of {', '.join(FORMATS)}, not {shape!r}")
     with open_store(ctx) as store:

@@ -25,6 +25,7 @@ from ctxstore.domain.errors import (
     VersionConflictError,
     first_line,
 )
+from ctxstore.domain.shapes import FORMATS
 from ctxstore.domain.streaming import incomplete_state
 
 if TYPE_CHECKING:  # annotations only: the command line starts without them
@@ -36,6 +37,8 @@ if TYPE_CHECKING:  # annotations only: the command line starts without them
 
 out = SafeConsole(width=None if sys.stdout.isatty() else 120)
 err = SafeConsole(stderr=True, soft_wrap=True)
+# The shapes a message is read or written in, for help texts (the registry's, in order).
+SHAPE_NAMES = f"{', '.join(FORMATS[:-1])} or {FORMATS[-1]}"
 
 # One table maps error classes to exit codes (usage errors from typer exit with 2).
 EXIT_CODES: list[tuple[type[CtxStoreError], int]] = [

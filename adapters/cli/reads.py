@@ -12,6 +12,7 @@ from rich.text import Text
 from ctxstore.adapters.cli.audit import parse_time, render_change
 from ctxstore.adapters.cli.calls import show_call
 from ctxstore.adapters.cli.common import (
+    SHAPE_NAMES,
     JsonFlag,
     LimitOption,
     OffsetOption,
@@ -56,7 +57,7 @@ def show(
         str | None,
         typer.Option(
             "--format",
-            help="Print it as JSON in this shape: openai-chat, openai-responses or anthropic "
+            help=f"Print it as JSON in this shape: {SHAPE_NAMES} "
             "(what cannot cross is named on stderr).",
         ),
     ] = None,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ctxstore.adapters.cli.common import (
+    SHAPE_NAMES,
     ExpectedVersion,
     JsonFlag,
     actor,
@@ -35,7 +36,7 @@ MessageOption = Annotated[
 ]
 FormatOption = Annotated[
     str | None,
-    typer.Option("--format", help="Its shape: openai-chat, openai-responses or anthropic."),
+    typer.Option("--format", help=f"Its shape: {SHAPE_NAMES}."),
 ]
 
 

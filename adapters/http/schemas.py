@@ -3,7 +3,7 @@ so an invalid message is named as precisely as in-process."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ctxstore.adapters.store.results import HistoryEntry, VisibleContext
 from ctxstore.domain.captured import CapturedCall
 from ctxstore.domain.limits import MAX_LATENCY
+from ctxstore.domain.shapes import FORMATS
 
 # Every integer is bounded as the query parameters are: within a database's bigint.
 LIMIT = 2**62
@@ -72,13 +73,20 @@ class Created(BaseModel):
     version: int
 
 
+# A message shape's name: the registry's (an enum of them in the OpenAPI document).
+if TYPE_CHECKING:
+    Shape = str
+else:
+    Shape = Literal[FORMATS]
+
+
 class InsertBody(Command):
     messages: list[MessageJSON] = Field(
         description="messages in their own shape: chat messages, Responses items, Anthropic "
         "messages or Gemini Contents (detected, or named by format)"
     )
     after: Ref | None = Field(default=None, description="insert after this message; default: end")
-    format: Literal["openai-chat", "openai-responses", "anthropic", "gemini"] | None = Field(
+    format: Shape | None = Field(
         default=None, description="the messages' shape; default: detected for each"
     )
     calls: list[CapturedCall] | None = Field(
@@ -87,7 +95,6 @@ class InsertBody(Command):
     )
 
 
-Shape = Literal["openai-chat", "openai-responses", "anthropic", "gemini"]
 DeltaJSON = dict[str, Any]
 DELTAS_SAID = (
     "deltas: neutral ({text}, {reasoning}, {call}, ...) or a provider's stream events (Chat "

@@ -26,8 +26,7 @@ from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.results import Written
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.errors import InvalidOperationError
-from ctxstore.domain.gemini import GEMINI
-from ctxstore.domain.shapes import ANTHROPIC, CHAT, FORMATS, RESPONSES
+from ctxstore.domain.shapes import CHAT, FORMATS, shape_named
 from ctxstore.domain.streaming import delta_chars, join_into, neutral_deltas
 
 
@@ -72,13 +71,10 @@ def opening_message(message: Any, format: str | None) -> Any:
     the shape named (chat by default)."""
     if message is not None:
         return message
-    if format in (None, CHAT, ANTHROPIC):
-        return {"role": "assistant", "content": ""}
-    if format == RESPONSES:
-        return {"type": "message", "role": "assistant", "content": []}
-    if format == GEMINI:
-        return {"role": "model", "parts": []}
-    raise InvalidOperationError(f"format must be one of {', '.join(FORMATS)}")
+    shape = shape_named(format or CHAT)
+    if shape is None:
+        raise InvalidOperationError(f"format must be one of {', '.join(FORMATS)}")
+    return shape.opening()
 
 
 class KeptDeltas:

@@ -33,7 +33,8 @@ SAMPLES: dict[str, Any] = {
     "key": "k", "lines": ['{"context_id": "x"}'], "media_type": "text/plain",
     "message": USER, "message_id": 0, "messages": [USER], "model": "gpt-4o", "number": 1,
     "pending_seconds": 60.0, "prompt_tokens": 1, "provider": "openai", "reason": "r",
-    "response": {"choices": []}, "scopes": ["read"], "sha256": "0" * 64, "summary": "s",
+    "query": "weather", "response": {"choices": []}, "scopes": ["read"], "sha256": "0" * 64,
+    "summary": "s",
     "summary_id": 0, "tenant": "acme", "to_version": 2, "token_id": "t", "ttl_seconds": 60.0,
     "wake": lambda _hex: None,
 }  # fmt: skip

@@ -4,7 +4,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA_ONLY = {"ctxstore.adapters.http.web"}  # the web view's files, listed to ship them
+DATA_ONLY = {"ctxstore.adapters.http.web", "ctxstore.adapters.http.web.js"}  # the web view's files
 NOT_PACKAGES = {
     "tests",
     "bench",
