@@ -49,7 +49,12 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed: say which
     raise MissingExtraError("the Google ADK session service", "adk") from exc
 
-from ctxstore.adapters.integrations.surface import faces, named_contexts
+from ctxstore.adapters.integrations.sdk_messages import (
+    as_record,
+    insert_or_record,
+    insert_or_record_awaited,
+)
+from ctxstore.adapters.integrations.surface import AwaitedStore, faces, named_contexts
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.domain.errors import (
@@ -59,7 +64,6 @@ from ctxstore.domain.errors import (
 )
 from ctxstore.domain.gemini import GEMINI
 from ctxstore.domain.messages import Message
-from ctxstore.domain.plain import RECORD_MARK
 from ctxstore.domain.shapes import read_native
 
 EVENT = "adk_event"  # metadata: the ADK event, as its JSON
@@ -72,6 +76,10 @@ STALE = (
     "Please reload the session before appending more events."
 )
 RETRIES = 20  # rounds of read-merge-write for an app's or a user's state under contention
+# What the insert of an event's message may refuse, and a record keeps instead (_record):
+# a call parted from its result only. Its content was read as Gemini already (_message);
+# anything else the insert refuses (an attachment it cannot keep) ADK hears, as before.
+UNPAIRED = (MalformedTranscriptError,)
 
 
 class CtxStoreSessionService(BaseSessionService):
@@ -82,8 +90,8 @@ class CtxStoreSessionService(BaseSessionService):
     ) -> None:
         # An async store (ctxstore.aopen): events appended on the loop; the rest on threads
         # through its sync twin (the same storage and cache).
-        sync, self._async = faces(store)
-        self.store = sync
+        self._faces = faces(store)
+        self.store = self._faces.sync
         self.prefix = key_prefix
 
     # ---- the protocol -------------------------------------------------------------------
@@ -117,31 +125,31 @@ class CtxStoreSessionService(BaseSessionService):
         # temp: keys live in this invocation's session only, never in storage (ADK's rule)
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
-        if self._async is None:
-            await asyncio.to_thread(self._append, session, event)
-        else:
-            await self._append_awaited(session, event)
+        await self._faces.write(
+            lambda _: self._append(session, event),
+            lambda a: self._append_awaited(a, session, event),
+        )
         return self._commit_event_to_session(session, event)
 
-    async def _append_awaited(self, session: Session, event: Event) -> None:
+    async def _append_awaited(self, store: AwaitedStore, session: Session, event: Event) -> None:
         """`_append` through an async store: its reads and the insert awaited on the loop
         (an app's or a user's state change, rare, on a thread)."""
         key = self._session_key(session.app_name, session.user_id, session.id)
-        cid = await self._async.lookup_key(key)
+        cid = await store.lookup_key(key)
         try:
-            seen = None if cid is None else await self._async.visible(cid)
+            seen = None if cid is None else await store.visible(cid)
         except ContextNotFoundError:
             seen = None
-        if seen is None or not seen.messages:
+        if cid is None or seen is None or not seen.messages:
             raise SessionNotFoundError(f"Session {session.id} not found.")
         expected = self._expected(session, seen.version, seen.messages)
         try:
-            try:
-                written = await self._async.insert(cid, _message(event), expected_version=expected)
-            except MalformedTranscriptError:  # see _record
-                written = await self._async.insert(cid, _record(event), expected_version=expected)
+            written = await insert_or_record_awaited(
+                store, cid, _message(event), lambda: _record(event), expected_version=expected,
+                refused=UNPAIRED,
+            )  # fmt: skip
         except VersionConflictError:
-            again = (await self._async.visible(cid)).messages
+            again = (await store.visible(cid)).messages
             if any(_kept(m, EVENT).get("id") == event.id for m in again if EVENT in m.metadata):
                 return  # our own earlier attempt landed (a lost reply)
             raise StaleSessionError(STALE) from None
@@ -197,8 +205,7 @@ class CtxStoreSessionService(BaseSessionService):
             seen = self.store.visible(cid, inline=True)
             last = seen.messages[-1] if seen.messages else None
             state = {**(_kept(last, STATE) if last else {}), **delta}
-            record = {"role": "developer", "content": "",
-                      "metadata": {**RECORD_MARK, STATE: state}}  # fmt: skip
+            record = as_record({STATE: state})
             try:
                 if last is None:
                     self.store.insert(cid, record, expected_version=seen.version)
@@ -237,9 +244,8 @@ class CtxStoreSessionService(BaseSessionService):
             raise AlreadyExistsError(f"Session with id {sid} already exists.")
         now = time.time()
         own = _session_util.extract_json_safe_state_delta(state or {})["session"]
-        record = {"role": "developer", "content": "", "metadata": {
-            **RECORD_MARK, CREATED: {"app_name": app, "user_id": user, "id": sid,
-                                     "state": own, "created": now}}}  # fmt: skip
+        record = as_record({CREATED: {"app_name": app, "user_id": user, "id": sid,
+                                      "state": own, "created": now}})  # fmt: skip
         try:  # the version makes two racing creates of one id: one wins, one is told
             written = self.store.insert(cid, record, expected_version=seen.version)
         except VersionConflictError:
@@ -320,10 +326,10 @@ class CtxStoreSessionService(BaseSessionService):
         cid, version, messages = held
         expected = self._expected(session, version, messages)
         try:
-            try:
-                written = self.store.insert(cid, _message(event), expected_version=expected)
-            except MalformedTranscriptError:  # see _record
-                written = self.store.insert(cid, _record(event), expected_version=expected)
+            written = insert_or_record(
+                self.store, cid, _message(event), lambda: _record(event), expected_version=expected,
+                refused=UNPAIRED,
+            )  # fmt: skip
         except VersionConflictError:
             if self._stored(cid, event.id):  # our own earlier attempt landed (a lost reply)
                 return
@@ -366,8 +372,7 @@ def _record(event: Event) -> dict[str, Any]:
     """An event kept as a record only: one without content, or one whose content would break
     Gemini's pairing where ADK's flow allows it (a call answered later, after other turns:
     a long-running tool, a credential request). ADK's session is never refused an event."""
-    kept = json.loads(event.model_dump_json(exclude_none=True))
-    return {"role": "developer", "content": "", "metadata": {**RECORD_MARK, EVENT: kept}}
+    return as_record({EVENT: json.loads(event.model_dump_json(exclude_none=True))})
 
 
 def _event_json(m: Message) -> dict[str, Any]:

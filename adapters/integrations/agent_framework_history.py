@@ -17,16 +17,12 @@ not stored twice), as its InMemoryHistoryProvider does; one save is one command.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from typing import Any
+from uuid import UUID
 
-from ctxstore.domain.errors import (
-    InvalidMessageError,
-    MalformedTranscriptError,
-    MissingExtraError,
-)
+from ctxstore.domain.errors import MissingExtraError
 
 try:
     from agent_framework import HistoryProvider, Message
@@ -34,19 +30,25 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed: say which
     raise MissingExtraError("the Agent Framework history provider", "agent-framework") from exc
 
+from ctxstore.adapters.integrations.sdk_messages import (
+    REFUSED,
+    as_record,
+    chat_role,
+    insert_or_record,
+    insert_or_record_awaited,
+)
 from ctxstore.adapters.integrations.surface import faces
-from ctxstore.domain.plain import RECORD_MARK
+from ctxstore.adapters.store.contract import ContextOperations
+from ctxstore.adapters.store.contract_async import AsyncContextOperations
 
 KEY = "agent_framework"  # metadata key of Agent Framework's serialization
-ROLES = {"system": "system", "developer": "developer", "user": "user", "assistant": "assistant",
-         "tool": "tool"}  # fmt: skip
 
 
 def chat_messages(message: Message) -> list[dict[str, Any]]:
     """The chat messages a Message stands for (a tool message holding several results is
     one per result), the first keeping the Message itself."""
     kept = message.to_dict()
-    role = ROLES.get(str(message.role), "user")
+    role = chat_role(str(message.role))
     text = message.text or ""
     calls: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
@@ -80,11 +82,12 @@ class CtxStoreHistoryProvider(HistoryProvider):
     DEFAULT_SOURCE_ID = "ctxstore"
 
     def __init__(
-        self, store: Any, source_id: str | None = None, *, key_prefix: str = "agent-framework:",
-        **options: Any,
+        self, store: ContextOperations | AsyncContextOperations, source_id: str | None = None,
+        *, key_prefix: str = "agent-framework:", **options: Any,
     ) -> None:  # fmt: skip
         super().__init__(source_id or self.DEFAULT_SOURCE_ID, **options)
-        self.store, self._async = faces(store)
+        self._faces = faces(store)  # the async face awaited when given one, else threads
+        self.store = self._faces.sync
         self.prefix = key_prefix
 
     async def get_messages(
@@ -92,12 +95,15 @@ class CtxStoreHistoryProvider(HistoryProvider):
     ) -> list[Message]:
         if session_id is None:
             return []
-        cid = await self._call("lookup_key", self.prefix + session_id)
+        key = self.prefix + session_id
+        cid = await self._faces.read(lambda s: s.lookup_key(key), lambda a: a.lookup_key(key))
         if cid is None:
             return []
-        seen = await self._call("visible", cid, inline=True)
-        return [Message.from_dict(m.metadata[KEY]) for m in seen.messages
-                if isinstance(m.metadata.get(KEY), dict)]  # fmt: skip
+        seen = await self._faces.read(
+            lambda s: s.visible(cid, inline=True), lambda a: a.visible(cid, inline=True)
+        )
+        return [Message.from_dict(kept) for m in seen.messages
+                if isinstance(kept := m.metadata.get(KEY), dict)]  # fmt: skip
 
     async def save_messages(
         self, session_id: str | None, messages: Sequence[Message], *,
@@ -109,29 +115,29 @@ class CtxStoreHistoryProvider(HistoryProvider):
         new = filter_new_messages(existing, list(messages))
         if not new:
             return
-        cid = await self._call(
-            "context_for_key", self.prefix + session_id, name=self.prefix + session_id,
-            metadata={"agent_framework_session_id": session_id},
-        )  # fmt: skip
+        key = self.prefix + session_id
+        about = {"agent_framework_session_id": session_id}
+        cid = await self._faces.write(
+            lambda s: s.context_for_key(key, name=key, metadata=about),
+            lambda a: a.context_for_key(key, name=key, metadata=about),
+        )
         batch = [c for m in new for c in chat_messages(m)]
         try:
-            await self._call("insert", cid, batch)
-        except (MalformedTranscriptError, InvalidMessageError):
-            # One by one, each the transcript cannot hold kept as a record in its place.
+            await self._faces.write(lambda s: s.insert(cid, batch), lambda a: a.insert(cid, batch))
+        except REFUSED:  # one by one, each the transcript refuses kept as a record in its place
             for m in new:
-                parts = chat_messages(m)
-                try:
-                    await self._call("insert", cid, parts)
-                except (MalformedTranscriptError, InvalidMessageError):
-                    record = {"role": "developer", "content": "",
-                              "metadata": {**RECORD_MARK, KEY: m.to_dict()}}  # fmt: skip
-                    await self._call("insert", cid, record)
+                await self._insert_or_record(cid, m)
 
-    async def _call(self, operation: str, /, *args: Any, **kwargs: Any) -> Any:
-        """An operation on the async face when there is one, else on a worker thread."""
-        if self._async is not None:
-            return await getattr(self._async, operation)(*args, **kwargs)
-        return await asyncio.to_thread(getattr(self.store, operation), *args, **kwargs)
+    async def _insert_or_record(self, cid: UUID, message: Message) -> None:
+        parts = chat_messages(message)
+
+        def record() -> dict[str, Any]:
+            return as_record({KEY: message.to_dict()})
+
+        await self._faces.write(
+            lambda s: insert_or_record(s, cid, parts, record),
+            lambda a: insert_or_record_awaited(a, cid, parts, record),
+        )
 
 
 __all__ = ["CtxStoreHistoryProvider", "chat_messages"]

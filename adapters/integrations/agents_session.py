@@ -127,8 +127,7 @@ class CtxStoreSession(SessionABC):
         self.capture = capture
         # An async store (ctxstore.aopen): adds and reads awaited on the loop; the rest on
         # threads through its sync twin (the same storage and cache).
-        sync, self._async = faces(store)
-        self.store = sync
+        self.store, self._async = faces(store)
         # As the SDK's own sessions: empty settings (no limit) unless given.
         self.session_settings = (
             coerce_session_settings(session_settings)

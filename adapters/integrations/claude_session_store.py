@@ -25,7 +25,8 @@ from typing import Any
 from uuid import UUID
 
 from ctxstore.adapters.integrations.claude_calls import transcript_calls
-from ctxstore.adapters.integrations.surface import LRU, faces, named_contexts
+from ctxstore.adapters.integrations.sdk_messages import as_record
+from ctxstore.adapters.integrations.surface import LRU, AwaitedStore, faces, named_contexts
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.adapters.store.results import Written
@@ -35,7 +36,6 @@ from ctxstore.domain.errors import (
     MissingExtraError,
     VersionConflictError,
 )
-from ctxstore.domain.plain import RECORD_MARK
 from ctxstore.domain.shapes import ANTHROPIC, read_native
 
 try:
@@ -60,8 +60,8 @@ class CtxStoreSessionStore:
     ) -> None:  # fmt: skip
         # An async store (ctxstore.aopen): appends awaited on the loop; the rest on threads
         # through its sync twin (the same storage and cache).
-        sync, self._async = faces(store)
-        self.store = sync
+        self._faces = faces(store)
+        self.store = self._faces.sync
         self._contexts: LRU[str, UUID] = LRU(KNOWN)  # a transcript's name -> its context
         self.prefix = key_prefix
         # transcript -> (version, uuids) as this store last wrote it: appends check uuids
@@ -75,10 +75,10 @@ class CtxStoreSessionStore:
     async def append(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
         if not entries:
             return
-        if self._async is None:
-            await asyncio.to_thread(self._append, dict(key), list(entries))
-        else:
-            await self._append_awaited(dict(key), list(entries))
+        key, entries = dict(key), list(entries)
+        await self._faces.write(
+            lambda _: self._append(key, entries), lambda a: self._append_awaited(a, key, entries)
+        )
 
     async def load(self, key: dict[str, Any]) -> list[dict[str, Any]] | None:
         return await asyncio.to_thread(self._load, dict(key))
@@ -168,15 +168,19 @@ class CtxStoreSessionStore:
             found = self._contexts[name] = await asyncio.to_thread(self._context, key, part)
         return found
 
-    async def _append_awaited(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+    async def _append_awaited(
+        self, store: AwaitedStore, key: dict[str, Any], entries: list[dict[str, Any]]
+    ) -> None:
         try:
-            await self._append_to(key, entries)
+            await self._append_to(store, key, entries)
         except ContextNotFoundError:  # deleted by another instance since it was remembered
             self._contexts.clear()
             self._known.clear()
-            await self._append_to(key, entries)
+            await self._append_to(store, key, entries)
 
-    async def _append_to(self, key: dict[str, Any], entries: list[dict[str, Any]]) -> None:
+    async def _append_to(
+        self, store: AwaitedStore, key: dict[str, Any], entries: list[dict[str, Any]]
+    ) -> None:
         cid = await self._context_of(key)
         confirmed = False  # the uuids were read from the transcript, not remembered
         for _ in range(RETRIES):
@@ -185,7 +189,7 @@ class CtxStoreSessionStore:
                 known = None  # as _append
             if known is None:
                 confirmed = True
-                seen_now = await self._async.visible(cid)
+                seen_now = await store.visible(cid)
                 held = [{"native": m.native, "metadata": m.metadata} for m in seen_now.messages]
                 known = (seen_now.version,
                          frozenset(u for m in held if (u := _entry(m).get("uuid"))))  # fmt: skip
@@ -195,7 +199,7 @@ class CtxStoreSessionStore:
                 return
             try:
                 calls = transcript_calls(fresh)
-                written = await self._async.insert(
+                written = await store.insert(
                     cid, [_message(e) for e in fresh], expected_version=version,
                     calls=calls or None,
                 )  # fmt: skip
@@ -344,7 +348,7 @@ def _message(entry: dict[str, Any]) -> dict[str, Any]:
             at = list(entry).index("message")
             return {"role": seen.role, "format": ANTHROPIC, "native": message,
                     "metadata": {ENTRY: rest, AT: at}}  # fmt: skip
-    return {"role": "developer", "content": "", "metadata": {**RECORD_MARK, ENTRY: entry}}
+    return as_record({ENTRY: entry})
 
 
 def _entry(message: dict[str, Any]) -> dict[str, Any]:

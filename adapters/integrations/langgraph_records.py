@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
+from ctxstore.adapters.integrations.sdk_messages import as_record
 from ctxstore.domain.messages import Message
-from ctxstore.domain.plain import RECORD_MARK, is_record
+from ctxstore.domain.plain import is_record
 
 KEY = "langgraph"  # metadata key of the saver's records
 HELD = "ctxstore-messages"  # a blob's type when its value is the context's messages
@@ -108,7 +109,8 @@ class Thread:
 
 
 def record(kept: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "developer", "content": "", "metadata": {**RECORD_MARK, KEY: kept}}
+    """The record keeping one of the saver's: a checkpoint, a channel value, a task's writes."""
+    return as_record({KEY: kept})
 
 
 def in_parts(message: dict[str, Any]) -> list[dict[str, Any]]:

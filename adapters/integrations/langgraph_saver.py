@@ -68,6 +68,8 @@ from ctxstore.adapters.integrations.langgraph_records import (
 )
 from ctxstore.adapters.integrations.langgraph_threads import Threads, thread_context
 from ctxstore.adapters.integrations.surface import faces
+from ctxstore.adapters.store.contract import ContextOperations
+from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.domain.plain import is_record
 
 MESSAGES = "messages"  # the channel kept as the context's messages
@@ -77,11 +79,11 @@ class CtxStoreSaver(BaseCheckpointSaver[str]):
     """LangGraph's checkpointer on a ctxstore store, async store or HTTP client."""
 
     def __init__(
-        self, store: Any, *, serde: SerializerProtocol | None = None,
-        key_prefix: str = "langgraph:",
+        self, store: ContextOperations | AsyncContextOperations, *,
+        serde: SerializerProtocol | None = None, key_prefix: str = "langgraph:",
     ) -> None:  # fmt: skip
         super().__init__(serde=serde)
-        self.store, _ = faces(store)
+        self.store = faces(store).sync
         self.prefix = key_prefix
         self.threads = Threads(self.store, key_prefix)  # found, cached, read and written
 

@@ -35,10 +35,12 @@ THREADS = 256  # threads a saver keeps as last read
 USAGE_SLACK = 16  # model calls' usage a checkpoint's one event may come after (messages_at)
 
 
-def thread_context(store: Any, thread_id: str, *, key_prefix: str = "langgraph:") -> UUID:
+def thread_context(
+    store: ContextOperations, thread_id: str, *, key_prefix: str = "langgraph:"
+) -> UUID:
     """The context a saver keeps `thread_id` in (made, named as the saver names it, if new):
     where captured model calls of the thread are recorded too."""
-    return store.context_for_key(  # type: ignore[no-any-return]
+    return store.context_for_key(
         key_prefix + str(thread_id), name=NAME + str(thread_id),
         metadata={"langgraph_thread_id": str(thread_id)},
     )  # fmt: skip

@@ -27,7 +27,6 @@ from typing import Any
 from uuid import UUID
 
 from ctxstore.domain.errors import (
-    InvalidMessageError,
     InvalidOperationError,
     MalformedTranscriptError,
     MissingExtraError,
@@ -40,20 +39,21 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed: say which
     raise MissingExtraError("the LlamaIndex chat store", "llamaindex") from exc
 
+from ctxstore.adapters.integrations.sdk_messages import as_record, chat_role, insert_or_record
 from ctxstore.adapters.integrations.surface import faces, named_contexts
+from ctxstore.adapters.store.contract import ContextOperations
+from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.domain.messages import Message
-from ctxstore.domain.plain import RECORD_MARK, is_record
+from ctxstore.domain.plain import is_record
 
 KEY = "llamaindex"  # metadata key of LlamaIndex's serialization
 ANCHOR = "llamaindex_key"  # metadata key of the record opening a key's context
 OPENED = "llamaindex_opened"  # when that record was written (ns): the key's place in get_keys
-ROLES = {"system": "system", "developer": "developer", "user": "user", "assistant": "assistant",
-         "chatbot": "assistant", "model": "assistant", "tool": "tool", "function": "tool"}  # fmt: skip
 
 
 def _chat(message: ChatMessage, kept: dict[str, Any]) -> dict[str, Any]:
     """The chat message a LlamaIndex message stands for, keeping it in its metadata."""
-    role = ROLES.get(str(message.role.value), "user")
+    role = chat_role(str(message.role.value))
     extra = message.additional_kwargs or {}
     body: dict[str, Any] = {"role": role, "content": message.content or ""}
     if role == "assistant" and extra.get("tool_calls"):
@@ -75,19 +75,18 @@ def _call(call: Any) -> dict[str, Any]:
                          "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments)}}  # fmt: skip
 
 
-def _record(kept: dict[str, Any]) -> dict[str, Any]:
-    return {"role": "developer", "content": "", "metadata": {**RECORD_MARK, KEY: kept}}
-
-
 class CtxStoreChatStore(BaseChatStore):
     """LlamaIndex's BaseChatStore on a ctxstore store, async store or HTTP client."""
 
-    _store: Any = PrivateAttr()
+    _store: ContextOperations = PrivateAttr()
     _prefix: str = PrivateAttr()
 
-    def __init__(self, store: Any, *, key_prefix: str = "llamaindex:", **data: Any) -> None:
+    def __init__(
+        self, store: ContextOperations | AsyncContextOperations, *,
+        key_prefix: str = "llamaindex:", **data: Any,
+    ) -> None:  # fmt: skip
         super().__init__(**data)
-        self._store, _ = faces(store)
+        self._store = faces(store).sync
         self._prefix = key_prefix
 
     @classmethod
@@ -113,8 +112,7 @@ class CtxStoreChatStore(BaseChatStore):
             # a new key (or one deleted on a store without erasure): its anchor goes first
             # `opened`: the key's place in get_keys, as a dict's insertion order (a key
             # deleted on a store without erasure and set again goes last, not where it was)
-            self._store.insert(cid, {"role": "developer", "content": "", "metadata": {
-                **RECORD_MARK, ANCHOR: key, OPENED: time.time_ns()}})  # fmt: skip
+            self._store.insert(cid, as_record({ANCHOR: key, OPENED: time.time_ns()}))
         return cid
 
     def _held(self, cid: UUID) -> tuple[str | None, list[Message]]:
@@ -154,10 +152,10 @@ class CtxStoreChatStore(BaseChatStore):
             if place == len(held):
                 after = None
         kept = json.loads(message.model_dump_json())
-        try:
-            self._store.insert(cid, _chat(message, kept), after=after)
-        except (MalformedTranscriptError, InvalidMessageError):
-            self._store.insert(cid, _record(kept), after=after)  # kept in its place, not sent
+        # (a message the transcript refuses is kept in its place as a record, never sent)
+        insert_or_record(
+            self._store, cid, _chat(message, kept), lambda: as_record({KEY: kept}), after=after
+        )
 
     def delete_messages(self, key: str) -> list[ChatMessage] | None:
         found = self._find(key)
@@ -211,7 +209,7 @@ class CtxStoreChatStore(BaseChatStore):
                 (h for h in reversed(held[:at]) if h not in block or str(h.id) in now), None
             )
             after = self._find_anchor(cid) if before is None else now.get(str(before.id), before.id)
-            written = self._store.insert(cid, _record(dict(m.metadata[KEY])), after=after)  # type: ignore[arg-type]
+            written = self._store.insert(cid, as_record({KEY: m.metadata[KEY]}), after=after)
             now[str(m.id)] = written.ids[0]
 
     def _find_anchor(self, cid: UUID) -> str | None:
@@ -229,7 +227,8 @@ class CtxStoreChatStore(BaseChatStore):
         """When the key's anchor was written (0: before anchors said); None: deleted."""
         for m in self._store.visible(cid).messages:
             if ANCHOR in m.metadata:
-                return int(m.metadata.get(OPENED) or 0)
+                opened = m.metadata.get(OPENED)
+                return opened if isinstance(opened, int) else 0
         return None
 
     # ---- async: the sync methods on a worker thread (each one command or read) -----------------

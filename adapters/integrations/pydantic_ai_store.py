@@ -56,9 +56,12 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed: say which
     raise MissingExtraError("the Pydantic AI conversation store", "pydantic-ai") from exc
 
+from ctxstore.adapters.integrations.sdk_messages import as_record
 from ctxstore.adapters.integrations.surface import faces, named_contexts
+from ctxstore.adapters.store.contract import ContextOperations
+from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.domain.messages import Message
-from ctxstore.domain.plain import RECORD_MARK, is_record
+from ctxstore.domain.plain import is_record
 
 KEY = "pydantic_ai"  # metadata key of what this store keeps
 RECORDS: TypeAdapter[ConversationRecord] = TypeAdapter(ConversationRecord)
@@ -131,14 +134,16 @@ def _entry(kept: dict[str, Any]) -> ConversationEntry:
 
 def _record_message(record: ConversationRecord) -> dict[str, Any]:
     kept = {"kind": "record", "record": RECORDS.dump_python(record, mode="json")}
-    return {"role": "developer", "content": "", "metadata": {**RECORD_MARK, KEY: kept}}
+    return as_record({KEY: kept})
 
 
 class CtxStoreConversationStore(ConversationStore):
     """Pydantic AI's ConversationStore on a ctxstore store, async store or HTTP client."""
 
-    def __init__(self, store: Any, *, key_prefix: str = "pydantic-ai:") -> None:
-        self.store, _ = faces(store)
+    def __init__(
+        self, store: ContextOperations | AsyncContextOperations, *, key_prefix: str = "pydantic-ai:"
+    ) -> None:
+        self.store = faces(store).sync
         self.prefix = key_prefix
 
     # ---- reading a conversation's context -------------------------------------------------
@@ -263,10 +268,7 @@ class CtxStoreConversationStore(ConversationStore):
             raise ConversationConflict(conversation_id)
         tombstone = {"kind": "deleted", "forked_from": held.forked_from}
         try:
-            self.store.insert(
-                held.cid, {"role": "developer", "content": "", "metadata": {**RECORD_MARK, KEY: tombstone}},
-                expected_version=held.version,
-            )  # fmt: skip
+            self.store.insert(held.cid, as_record({KEY: tombstone}), expected_version=held.version)
         except VersionConflictError:
             raise ConversationConflict(conversation_id) from None
         self._collect()
