@@ -46,7 +46,7 @@ class ContextCommands(ContextTriggers):
     ) -> list[str]:
         """Append messages, or place them after a visible message; returns their ids.
         `format` names their shape (openai-chat, openai-responses, anthropic); by default
-        each message's is detected (domain/shapes.py)."""
+        each message's is detected (domain/shapes/detection.py)."""
         parsed = parse_batch(messages, format)
         after_id = None if after is None else self.resolve(after)
         payload: list[JSON] = []

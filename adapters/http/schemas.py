@@ -76,8 +76,10 @@ class Created(BaseModel):
 # A message shape's name: the registry's (an enum of them in the OpenAPI document).
 if TYPE_CHECKING:
     Shape = str
+    ShapedAs = str
 else:
     Shape = Literal[FORMATS]
+    ShapedAs = Literal[("stored", *FORMATS)]  # "stored": each message as it came
 
 
 class InsertBody(Command):

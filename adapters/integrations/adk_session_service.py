@@ -378,7 +378,7 @@ def _record(event: Event) -> dict[str, Any]:
 def _event_json(m: Message) -> dict[str, Any]:
     """The event a message keeps, as its JSON (its Content put back where it was)."""
     kept = dict(_kept(m, EVENT))
-    if m.format == GEMINI and m.native is not None:
+    if m.native is not None:  # (a Gemini message: a record holds no payload)
         kept["content"] = m.native
     return kept
 

@@ -13,8 +13,8 @@ parent session's. An append is one commit: its entries, and for each assistant e
 usage the model call it answered, marked reconstructed from the transcript (`calls` lists
 them: claude_calls.py), on every surface. The session summaries are the
 SDK's own fold over each transcript, done when they are listed, over what was appended
-since the last listing. Deleting erases the contexts (a durable store: SQLite or
-PostgreSQL; a summary context earlier releases kept goes too).
+since the last listing. Deleting erases the contexts (a summary context earlier releases
+kept goes too).
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ class CtxStoreChatStore(BaseChatStore):
         cid, anchor, held = found
         try:
             self._store.erase(cid, reason="LlamaIndex delete_messages")
-        except InvalidOperationError:  # memory:// erases nothing: hide the key and its messages
+        except InvalidOperationError:  # refused (forks hold copies): hide the key and messages
             self._store.delete(cid, [anchor, *(str(m.id) for m in held)])
         return [_message(m) for m in held]
 

@@ -308,7 +308,7 @@ class CtxStoreConversationStore(ConversationStore):
     def _erase(self, cid: UUID) -> None:
         try:
             self.store.erase(cid, reason="Pydantic AI delete")
-        except InvalidOperationError:  # memory:// erases nothing: hide what it holds
+        except InvalidOperationError:  # refused (forks hold copies): hide what it holds
             seen = self.store.visible(cid).messages
             if seen:
                 self.store.delete(

@@ -91,7 +91,7 @@ class Backend(ABC):
         """The store's attachments (stored through `cipher` when it has one)."""
 
     def erasures_of(self, recorder: Any, cid: UUID) -> int:
-        """How many times the context was erased (memory:// erases nothing). A writer's
+        """How many times the context was erased (0 where a backend counts none). A writer's
         cached state of a context stands only while this stays as it was when the state was
         read: an erasure, then the context made again under its id, leaves the versions a
         stale writer checks in place (recorders refuse such an append: storage/turns.GONE)."""

@@ -308,7 +308,7 @@ class EventStorage:
         return ctx
 
     def eraser(self) -> Eraser:
-        """The eraser of this store's database; raises InvalidOperationError on memory://."""
+        """The eraser of this store's database (memory:// erases its structures alike)."""
         return self.backend.eraser(self.recorder, self.snapshots.recorder)
 
     def idempotency_keys(self, ttl: float, pending: float) -> IdempotencyKeys:

@@ -3,12 +3,12 @@ and the check of its hash chain."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Path, Query
 
 from ctxstore.adapters.http.deps import API, Owned, pooled
-from ctxstore.adapters.http.schemas import PromptBody, Shaped, Step
+from ctxstore.adapters.http.schemas import PromptBody, Shaped, ShapedAs, Step
 from ctxstore.adapters.store.results import (
     BatchFrame,
     Diff,
@@ -110,7 +110,7 @@ def call_diff(
 def shaped(
     ctx: Owned,
     shape: Annotated[
-        Literal["stored", "openai-chat", "openai-responses", "anthropic", "gemini"],
+        ShapedAs,
         Query(description="stored: each message as it came; else a provider's request shape"),
     ] = "stored",
     at_version: Version | None = None,
