@@ -243,6 +243,8 @@ class EventStorage:
         if damaged:
             log.warning("the audit index disagrees with its tracked position; rebuilding it")
             self.audit_index.reset()
+            if self.search_index is not None:  # it follows the audit index's positions
+                self.search_index.rewind()
 
     def upgrade(self, *, migrate: bool) -> list[Migration]:
         """Apply the migrations this schema lacks, in order; returns those applied."""

@@ -37,7 +37,8 @@ DDL = (
     (
         "CREATE TABLE IF NOT EXISTS {t} (id bigserial PRIMARY KEY, context_id text NOT NULL, "
         "message_id text NOT NULL, version integer NOT NULL, role text NOT NULL, ts bigint NOT NULL, "
-        "tenant text, body text NOT NULL, digest text NOT NULL, visible boolean NOT NULL DEFAULT false, "
+        "tenant text, name text, body text NOT NULL, digest text NOT NULL, "
+        "visible boolean NOT NULL DEFAULT false, "
         "terms tsvector NOT NULL, UNIQUE (context_id, version, message_id))"
     ),
     "CREATE INDEX IF NOT EXISTS ctxstore_search_terms_idx ON {t} USING gin (terms)",
@@ -129,6 +130,15 @@ class PostgresSearchIndex(SearchIndex):
             c.execute(SQL("SELECT context_id FROM {w}").format(**self.named))
             return [str(r["context_id"]) for r in c.fetchall()]
 
+    def advance_to(self, position: int) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(SQL("DELETE FROM {p}").format(**self.named))
+            c.execute(
+                SQL("INSERT INTO {p} (one, position) VALUES (1, %s)").format(**self.named),
+                (position,),
+            )
+        self.seen_newest = None
+
     def head(self, context_hex: str) -> int:
         with self.datastore.transaction(commit=False) as c:
             c.execute(
@@ -138,8 +148,19 @@ class PostgresSearchIndex(SearchIndex):
             found = c.fetchone()
             return int(found["version"]) if found else 0
 
+    def newest_event(self) -> int:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(SQL("SELECT max(notification_id) AS n FROM {0}").format(self.events))
+            found = c.fetchone()
+            return int(found["n"] or 0) if found else 0
+
     def store(
-        self, context_hex: str, rows: Sequence[SearchRow], visible: dict[str, str], head: int
+        self,
+        context_hex: str,
+        rows: Sequence[SearchRow],
+        visible: dict[str, str],
+        head: int,
+        only: set[str] | None = None,
     ) -> None:
         with self.datastore.transaction(commit=True) as c:
             c.execute("SELECT pg_advisory_xact_lock_shared(%s)", (DELETION_LOCK,))
@@ -153,8 +174,8 @@ class PostgresSearchIndex(SearchIndex):
             if rows:
                 c.executemany(
                     SQL(
-                        "INSERT INTO {t} (context_id, message_id, version, role, ts, tenant, body, "
-                        "digest, terms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s::tsvector) "
+                        "INSERT INTO {t} (context_id, message_id, version, role, ts, tenant, name, "
+                        "body, digest, terms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::tsvector) "
                         "ON CONFLICT DO NOTHING"
                     ).format(**self.named),
                     [
@@ -165,6 +186,7 @@ class PostgresSearchIndex(SearchIndex):
                             r.role,
                             r.at,
                             r.tenant,
+                            r.name,
                             r.text,
                             r.digest,
                             tsvector(r.text),
@@ -174,9 +196,14 @@ class PostgresSearchIndex(SearchIndex):
                 )
             c.execute(
                 SQL(
-                    "SELECT id, message_id, digest, visible FROM {t} WHERE context_id = %s ORDER BY id"
+                    "SELECT id, message_id, digest, visible FROM {t} WHERE context_id = %s "
+                    "AND (%s::text[] IS NULL OR message_id = ANY(%s)) ORDER BY id"
                 ).format(**self.named),
-                (context_hex,),
+                (
+                    context_hex,
+                    None if only is None else sorted(only),
+                    None if only is None else sorted(only),
+                ),
             )
             held = [(r["id"], r["message_id"], r["digest"], r["visible"]) for r in c.fetchall()]
             newest = {m: i for i, m, d, _ in held if visible.get(m) == d}  # the last one wins
@@ -215,7 +242,7 @@ class PostgresSearchIndex(SearchIndex):
         # float8: a score read back from a cursor compares equal to the one ranked again.
         sql = SQL(
             "SELECT * FROM (SELECT s.id, s.context_id, s.message_id, s.version, s.role, s.ts, "
-            "s.tenant, s.body, s.digest, s.visible, ts_rank_cd(s.terms, q, 1)::float8 AS score "
+            "s.tenant, s.name, s.body, s.digest, s.visible, ts_rank_cd(s.terms, q, 1)::float8 AS score "
             "FROM {t} s, CAST(%s AS tsquery) q WHERE s.terms @@ q" + clauses + ") found "
             + page + " ORDER BY score DESC, id LIMIT %s"
         ).format(**self.named)  # fmt: skip
@@ -261,6 +288,7 @@ def _found(r: Any) -> Found:
     row = SearchRow(
         context_hex=r["context_id"], message_id=r["message_id"], version=r["version"],
         role=r["role"], at=r["ts"], tenant=r["tenant"], text=r["body"], digest=r["digest"],
+        name=r["name"],
     )  # fmt: skip
     return Found(row=row, score=float(r["score"]), key=int(r["id"]), visible=bool(r["visible"]))
 

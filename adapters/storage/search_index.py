@@ -40,6 +40,7 @@ class SearchRow:
     tenant: str | None
     text: str
     digest: str  # of the text: which row a visible message's current text is
+    name: str | None = None  # the context's (a name never changes)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,12 @@ class After:
 class SearchIndex(ABC):
     """One store's search index."""
 
+    seen_newest: int | None = None  # the newest event id at the last complete catch-up
+
+    def newest_event(self) -> int:
+        """The newest stored event's id (-1: unknown, so a catch-up always looks)."""
+        return -1
+
     @abstractmethod
     def create_table(self) -> None:
         """Create the index's tables if missing."""
@@ -97,11 +104,12 @@ class SearchIndex(ABC):
 
     @abstractmethod
     def store(
-        self, context_hex: str, rows: Sequence[SearchRow], visible: dict[str, str], head: int
-    ) -> None:
+        self, context_hex: str, rows: Sequence[SearchRow], visible: dict[str, str], head: int,
+        only: set[str] | None = None,
+    ) -> None:  # fmt: skip
         """In one transaction: add the rows (each once), make visible exactly the newest row
-        of each message whose digest `visible` maps it to, and hold `head` as the version
-        reached (and the context no longer pending). A context whose events are gone
+        of each message whose digest `visible` maps it to (of the messages in `only`, when
+        given: the others keep what they were), and hold `head` as the version reached (and the context no longer pending). A context whose events are gone
         (erased meanwhile) gets no rows."""
 
     @abstractmethod
@@ -113,6 +121,15 @@ class SearchIndex(ABC):
         self, query: Query, where: SearchFilter, after: After | None, limit: int
     ) -> list[Found]:
         """The best matches after `after`, best first (ties by key), at most `limit`."""
+
+    def rewind(self) -> None:
+        """Walk the audit index again from its start (after it was rebuilt: its positions
+        may be numbered anew); each context's rows and head stay."""
+        self.advance_to(0)
+
+    @abstractmethod
+    def advance_to(self, position: int) -> None:
+        """Hold exactly this audit position as the one reached."""
 
     @abstractmethod
     def reset(self) -> None:
@@ -153,21 +170,26 @@ class MemorySearchIndex(SearchIndex):
     def advance(self, position: int) -> None:
         self.reached = max(self.reached, position)
 
+    def advance_to(self, position: int) -> None:
+        self.reached, self.seen_newest = position, None
+
     def head(self, context_hex: str) -> int:
         return self.heads.get(context_hex, 0)
 
     def store(
-        self, context_hex: str, rows: Sequence[SearchRow], visible: dict[str, str], head: int
-    ) -> None:
+        self, context_hex: str, rows: Sequence[SearchRow], visible: dict[str, str], head: int,
+        only: set[str] | None = None,
+    ) -> None:  # fmt: skip
         with self.guard:
             if self.exists(context_hex):
-                self._store(context_hex, rows, visible, head)
+                self._store(context_hex, rows, visible, head, only)
             else:
                 self._forget(context_hex)
 
     def _store(
-        self, context_hex: str, rows: Sequence[SearchRow], visible: dict[str, str], head: int
-    ) -> None:
+        self, context_hex: str, rows: Sequence[SearchRow], visible: dict[str, str], head: int,
+        only: set[str] | None,
+    ) -> None:  # fmt: skip
         for r in rows:
             key = (r.context_hex, r.version, r.message_id)
             if key not in self.keys:
@@ -176,7 +198,9 @@ class MemorySearchIndex(SearchIndex):
                 self.rows.append(_Held(r, words(r.text), self.made))
         newest: dict[str, _Held] = {}
         for held in self.rows:
-            if held.row.context_hex == context_hex:
+            if held.row.context_hex == context_hex and (
+                only is None or held.row.message_id in only
+            ):
                 held.visible = False
                 if visible.get(held.row.message_id) == held.row.digest:
                     newest[held.row.message_id] = held

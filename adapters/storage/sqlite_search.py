@@ -34,7 +34,7 @@ DDL = (
     (
         f"CREATE TABLE IF NOT EXISTS {TABLE} (id INTEGER PRIMARY KEY, context_id TEXT NOT NULL, "
         "message_id TEXT NOT NULL, version INTEGER NOT NULL, role TEXT NOT NULL, "
-        "ts INTEGER NOT NULL, tenant TEXT, body TEXT NOT NULL, digest TEXT NOT NULL, "
+        "ts INTEGER NOT NULL, tenant TEXT, name TEXT, body TEXT NOT NULL, digest TEXT NOT NULL, "
         "visible INTEGER NOT NULL DEFAULT 0, UNIQUE (context_id, version, message_id))"
     ),
     f"CREATE INDEX IF NOT EXISTS {TABLE}_message_idx ON {TABLE} (context_id, message_id)",
@@ -131,15 +131,28 @@ class SQLiteSearchIndex(SearchIndex):
             c.execute(f"SELECT context_id FROM {PENDING}")
             return [str(r[0]) for r in c.fetchall()]
 
+    def advance_to(self, position: int) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.execute(f"DELETE FROM {POSITION}")
+            c.execute(f"INSERT INTO {POSITION} (one, position) VALUES (1, ?)", (position,))
+        self.seen_newest = None
+
     def head(self, context_hex: str) -> int:
         with self.datastore.transaction(commit=False) as c:
             c.execute(f"SELECT version FROM {HEADS} WHERE context_id = ?", (context_hex,))
             found = c.fetchone()
             return int(found[0]) if found else 0
 
+    def newest_event(self) -> int:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(f"SELECT max(rowid) FROM {self.events_table}")
+            found = c.fetchone()
+            return int(found[0] or 0)
+
     def store(
-        self, context_hex: str, rows: Sequence[SearchRow], visible: dict[str, str], head: int
-    ) -> None:
+        self, context_hex: str, rows: Sequence[SearchRow], visible: dict[str, str], head: int,
+        only: set[str] | None = None,
+    ) -> None:  # fmt: skip
         with self.datastore.transaction(commit=True) as c:
             c.execute(
                 f"SELECT 1 FROM {self.events_table} WHERE originator_id = ? LIMIT 1", (context_hex,)
@@ -150,7 +163,7 @@ class SQLiteSearchIndex(SearchIndex):
             for r in rows:
                 c.execute(
                     f"INSERT INTO {TABLE} (context_id, message_id, version, role, ts, tenant, "
-                    "body, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                    "name, body, digest) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                     (
                         r.context_hex,
                         r.message_id,
@@ -158,6 +171,7 @@ class SQLiteSearchIndex(SearchIndex):
                         r.role,
                         r.at,
                         r.tenant,
+                        r.name,
                         r.text,
                         r.digest,
                     ),
@@ -167,11 +181,7 @@ class SQLiteSearchIndex(SearchIndex):
                         f"INSERT INTO {FTS} (rowid, terms) VALUES (?, ?)",
                         (c.sqlite_cursor.lastrowid, terms(r.text)),
                     )
-            c.execute(
-                f"SELECT id, message_id, digest, visible FROM {TABLE} WHERE context_id = ? ORDER BY id",
-                (context_hex,),
-            )
-            held = c.fetchall()
+            held = _held(c, context_hex, only)
             newest = {m: i for i, m, d, _ in held if visible.get(m) == d}  # the last one wins
             shown = set(newest.values())
             for row_id, _, _, was in held:
@@ -201,7 +211,7 @@ class SQLiteSearchIndex(SearchIndex):
             params += [after.score, after.score, after.key]
         sql = (
             f"SELECT * FROM (SELECT s.id, s.context_id, s.message_id, s.version, s.role, s.ts, "
-            f"s.tenant, s.body, s.digest, s.visible, -bm25({FTS}) AS score FROM {FTS} "
+            f"s.tenant, s.body, s.digest, s.visible, -bm25({FTS}) AS score, s.name FROM {FTS} "
             f"JOIN {TABLE} s ON s.id = {FTS}.rowid WHERE {FTS} MATCH ?{clauses}) {page} "
             "ORDER BY score DESC, id LIMIT ?"
         )
@@ -221,6 +231,27 @@ class SQLiteSearchIndex(SearchIndex):
         with self.datastore.transaction(commit=False) as c:
             c.execute(f"SELECT count(*) FROM {TABLE}")
             return int(c.fetchone()[0])
+
+
+def _held(c: Any, context_hex: str, only: set[str] | None) -> list[Any]:
+    """(id, message id, digest, visible) of the context's rows (of the messages in `only`)."""
+    if only is None:
+        c.execute(
+            f"SELECT id, message_id, digest, visible FROM {TABLE} WHERE context_id = ? ORDER BY id",
+            (context_hex,),
+        )
+        return list(c.fetchall())
+    found: list[Any] = []
+    ids = sorted(only)
+    for start in range(0, len(ids), 500):  # (SQLite's bound on parameters)
+        chunk = ids[start : start + 500]
+        c.execute(
+            f"SELECT id, message_id, digest, visible FROM {TABLE} WHERE context_id = ? "
+            f"AND message_id IN ({', '.join('?' * len(chunk))})",
+            (context_hex, *chunk),
+        )
+        found += c.fetchall()
+    return sorted(found, key=lambda r: r[0])
 
 
 def _filter(where: SearchFilter) -> tuple[str, list[Any]]:
@@ -247,7 +278,7 @@ def _filter(where: SearchFilter) -> tuple[str, list[Any]]:
 def _found(r: Any) -> Found:
     row = SearchRow(
         context_hex=r[1], message_id=r[2], version=r[3], role=r[4], at=r[5], tenant=r[6],
-        text=r[7], digest=r[8],
+        text=r[7], digest=r[8], name=r[11],
     )  # fmt: skip
     return Found(row=row, score=float(r[10]), key=int(r[0]), visible=bool(r[9]))
 

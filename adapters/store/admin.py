@@ -94,6 +94,8 @@ class StoreAdmin:
         """Rebuild the audit index from the events (after it was damaged); returns the
         position it reached."""
         self._core.storage.audit_index.reset()
+        if self._core.storage.search_index is not None:  # it follows the audit's positions
+            self._core.storage.search_index.rewind()
         return audit.catch_up(self._core)
 
     # ---- bearer tokens -----------------------------------------------------------------------

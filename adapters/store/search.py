@@ -14,9 +14,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 from uuid import UUID
 
 from ctxstore.adapters.storage.audit_index import AuditFilter
@@ -39,6 +39,7 @@ from ctxstore.projections.audit import to_micros
 from ctxstore.projections.search import SearchHit, SearchPage
 
 PAGE = 1000  # audit rows read per step of a catch-up
+T = TypeVar("T")
 MAX_LIMIT = 100  # hits a page may ask for
 OFF = "search is turned off on this store (CTXSTORE_SEARCH__ENABLED=false)"
 
@@ -53,8 +54,12 @@ def index_of(core: StoreCore) -> SearchIndex:
 def catch_up(core: StoreCore) -> int:
     """Index every context changed since the position reached; the position reached."""
     index = index_of(core)
+    newest = index.newest_event()
+    pending = index.pending()
+    if newest >= 0 and newest == index.seen_newest and not pending:
+        return index.position()  # nothing stored since the last catch-up
     reached = audit.catch_up(core)
-    for hex_id in index.pending():  # bounded histories: indexed anew from what they kept
+    for hex_id in pending:  # bounded histories: indexed anew from what they kept
         index_context(core, UUID(hex_id))
     position = index.position()
     view = core.storage.audit_index
@@ -66,6 +71,7 @@ def catch_up(core: StoreCore) -> int:
             index_context(core, cid)
         position = page[-1][0].position
         index.advance(position)
+    index.seen_newest = newest
     return position
 
 
@@ -75,36 +81,68 @@ def index_context(core: StoreCore, cid: UUID) -> None:
     hex_id = cid.hex
     if not indexed(core):
         return
+    head = index.head(hex_id)
     try:
-        held = core.cache.held(cid)
-        with held.lock:
-            ctx = core.fresh(cid, held)
-            shown = [ctx.stored_message(i) for i in ctx.order]
-            version = ctx.version
-            tenant = ctx.tenant
+        version = _read(core, cid, lambda ctx: ctx.version)
     except ContextNotFoundError:
         index.forget(hex_id)
         return
-    head = index.head(hex_id)
     if head >= version:
         return
-    current = {str(m["id"]): m for m in shown}
-    rows: list[SearchRow] = []
+    events = list(cast(Iterable[Context.Event], core.storage.events.get(cid, gt=head, lte=version)))
+    touched: set[str] | None = set()  # the messages whose visibility may have changed
     expected, gap = head + 1, False
-    for event in cast(Iterable[Context.Event], core.storage.events.get(cid, gt=head, lte=version)):
-        gap = gap or event.originator_version != expected
+    for event in events:
+        gap = gap or event.originator_version != expected  # history removed below (a bound)
         expected = event.originator_version + 1
-        at = to_micros(event.timestamp)
-        for message in _written(event, current):
-            rows += _row(hex_id, message, event.originator_version, at, tenant)
-    if gap:
-        # History removed below what the index holds (a retention bound): the visible
-        # messages kept in the checkpoint are indexed as of the context's version.
-        at = to_micros(ctx.modified_on)
-        for m in shown:
-            rows += _row(hex_id, m, version, at, tenant)
-    visible = {str(m["id"]): digest(searchable_text(m)) for m in shown}
-    index.store(hex_id, rows, visible, version)
+        touched = _touched(event, touched)
+    whole = touched is None or gap or head == 0  # every message's visibility
+
+    def rows_and_visible(ctx: Context) -> tuple[list[SearchRow], dict[str, str]]:
+        # (under the context's lock: what it shows now, read once)
+        shown = set(ctx.order)
+        meta = (hex_id, ctx.tenant, ctx.name)
+        rows = [r for e in events for m in _written(e, shown, ctx.stored_message)
+                for r in _row(*meta, m, e.originator_version, to_micros(e.timestamp))]  # fmt: skip
+        if gap:  # the checkpoint's messages, as of the context's version
+            at = to_micros(ctx.modified_on)
+            rows += [r for i in ctx.order for r in _row(*meta, ctx.stored_message(i), version, at)]
+        ids = ctx.order if whole else [i for i in (touched or ()) if i in shown]
+        return rows, {i: digest(searchable_text(ctx.stored_message(i))) for i in ids}
+
+    try:
+        rows, visible = _read(core, cid, rows_and_visible)
+    except ContextNotFoundError:
+        index.forget(hex_id)
+        return
+    index.store(hex_id, rows, visible, version, only=None if whole else touched)
+
+
+def _read(core: StoreCore, cid: UUID, read: Callable[[Context], T]) -> T:
+    held = core.cache.held(cid)
+    with held.lock:
+        return read(core.fresh(cid, held))
+
+
+def _touched(event: Any, touched: set[str] | None) -> set[str] | None:
+    """The messages an event may have shown or hidden (None: any of them)."""
+    if touched is None:
+        return None
+    if isinstance(event, Context.MessagesInserted):
+        return touched | {str(m["id"]) for m in event.messages}
+    if isinstance(event, Context.MessagesDeleted):
+        return touched | set(event.ids)
+    if isinstance(event, Context.MessagesCompressed):
+        return touched | set(event.ids) | {str(event.summary["id"])}
+    if isinstance(
+        event, Context.MessageReplaced | Context.MessageFinished | Context.MessageAbandoned
+    ):
+        return touched | {event.id}
+    if isinstance(event, Context.MessageBegun):
+        return touched | {str(event.message["id"])}
+    if isinstance(event, Context.ContextCreated | Context.BatchStarted | Context.UsageRecorded):
+        return touched
+    return None  # a rollback, an expansion, a fork: whatever it shows again
 
 
 def indexed(core: StoreCore) -> bool:
@@ -113,7 +151,9 @@ def indexed(core: StoreCore) -> bool:
     return cfg.enabled and (core.storage.keys is None or cfg.index_encrypted)
 
 
-def _written(event: Any, current: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def _written(
+    event: Any, shown: set[str], stored: Callable[[str], dict[str, Any]]
+) -> list[dict[str, Any]]:
     """The messages whose text an event wrote (a streamed reply's: as it now stands)."""
     if isinstance(event, Context.MessagesInserted):
         return list(event.messages)
@@ -124,20 +164,21 @@ def _written(event: Any, current: dict[str, dict[str, Any]]) -> list[dict[str, A
     if isinstance(event, Context.ContextForked):
         return [e["message"] for e in event.entries]
     if isinstance(event, Context.MessageFinished | Context.MessageAbandoned):
-        found = current.get(event.id)
-        return [found] if found is not None else []
+        return [stored(event.id)] if event.id in shown else []
     return []
 
 
 def _row(
-    hex_id: str, message: dict[str, Any], version: int, at: int, tenant: str | None
-) -> list[SearchRow]:
+    hex_id: str, tenant: str | None, name: str | None, message: dict[str, Any], version: int,
+    at: int,
+) -> list[SearchRow]:  # fmt: skip
     text = searchable_text(message)
     if not text.strip():
         return []
     return [SearchRow(
         context_hex=hex_id, message_id=str(message.get("id", "")), version=version,
         role=str(message.get("role", "")), at=at, tenant=tenant, text=text, digest=digest(text),
+        name=name,
     )]  # fmt: skip
 
 
@@ -145,6 +186,7 @@ def reindex(core: StoreCore) -> int:
     """Rebuild the index from the events; the rows it holds afterwards."""
     index = index_of(core)
     index.reset()
+    index.seen_newest = None
     catch_up(core)
     return index.count()
 
@@ -178,7 +220,7 @@ def search(
                 return SearchPage(hits=hits, cursor=_cursor(last, fingerprint))
             last = After(f.score, f.key)
             if f.row.context_hex in alive:
-                hits.append(_hit(f, asked, alive[f.row.context_hex]))
+                hits.append(_hit(f, asked))
         if len(found) < wanted:
             return SearchPage(hits=hits, cursor=None)
 
@@ -206,24 +248,14 @@ def _where(
     )  # fmt: skip
 
 
-def _alive(core: StoreCore, found: list[Found]) -> dict[str, str | None]:
-    """The contexts of these hits still served (not erased, not expired), with names."""
-    named: dict[str, tuple[UUID, str | None, str | None]] = {}
-    for f in found:
-        hex_id = f.row.context_hex
-        if hex_id in named:
-            continue
-        cid = UUID(hex_id)
-        try:
-            held = core.cache.held(cid)
-            with held.lock:
-                ctx = core.fresh(cid, held)
-                named[hex_id] = (cid, ctx.name, ctx.tenant)
-        except ContextNotFoundError:
-            continue  # erased since it was indexed
-    listed = [_Listed(cid, tenant) for cid, _, tenant in named.values()]
-    served = {s.context_id.hex for s in sweeping.unexpired(core, listed)}
-    return {h: named[h][1] for h in named if h in served}
+def _alive(core: StoreCore, found: list[Found]) -> set[str]:
+    """The contexts of these hits still served: an erased context's rows went with its
+    events; an expired one is never served, swept or not."""
+    seen = {f.row.context_hex: f.row.tenant for f in found}
+    if not core.retention.active():
+        return set(seen)
+    listed = [_Listed(UUID(h), tenant) for h, tenant in seen.items()]
+    return {s.context_id.hex for s in sweeping.unexpired(core, listed)}
 
 
 class _Listed:
@@ -233,10 +265,10 @@ class _Listed:
         self.context_id, self.tenant = context_id, tenant
 
 
-def _hit(f: Found, asked: Query, name: str | None) -> SearchHit:
+def _hit(f: Found, asked: Query) -> SearchHit:
     r = f.row
     return SearchHit(
-        context_id=UUID(r.context_hex), context_name=name, message_id=r.message_id,
+        context_id=UUID(r.context_hex), context_name=r.name, message_id=r.message_id,
         role=r.role, snippet=snippet(r.text, asked.shown), score=f.score,
         at=datetime.fromtimestamp(r.at / 1e6).astimezone(), visible=f.visible,
         version=r.version,

@@ -3,17 +3,18 @@ match marked «like this», cut at about `width` characters."""
 
 from __future__ import annotations
 
-from ctxstore.domain.search.text import fold
+from ctxstore.domain.search.text import fold, fold_char
 
 OPEN, CLOSE = "«", "»"
 WIDTH = 160
+LOOKED_AT = 32 * 1024  # characters a match is looked for in (a huge tool output's head)
 
 
 def snippet(text: str, shown: tuple[str, ...], width: int = WIDTH) -> str:
     """`text` around the earliest of the query's pieces (found as typed, case and accents
     aside), marked; the text's start when none is found as typed (a phrase split by
     punctuation in the text)."""
-    folded, where = _folded(text)
+    folded, where = _folded(text[:LOOKED_AT])
     best: tuple[int, int] | None = None
     for piece in shown:
         at = folded.find(piece) if piece else -1
@@ -38,10 +39,13 @@ def snippet(text: str, shown: tuple[str, ...], width: int = WIDTH) -> str:
 
 def _folded(text: str) -> tuple[str, list[int]]:
     """The folded text, and for each of its characters the index in `text` it came from."""
+    whole = fold(text)
+    if len(whole) == len(text) and text.isascii():  # (one for one: the common case)
+        return whole, list(range(len(text)))
     out: list[str] = []
     where: list[int] = []
     for i, ch in enumerate(text):
-        f = fold(ch)
+        f = fold_char(ch)
         out.append(f)
         where.extend([i] * len(f))
     return "".join(out), where

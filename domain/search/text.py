@@ -14,6 +14,7 @@ the same messages on SQLite and PostgreSQL:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import unicodedata
@@ -44,13 +45,21 @@ def digest(text: str) -> str:
 
 def fold(text: str) -> str:
     """The text case folded, accents removed from letters of the folded scripts."""
-    out: list[str] = []
-    for ch in unicodedata.normalize("NFKC", text).casefold():
-        if ord(ch) < FOLDED_BELOW or not ch.isascii() and _latin_like(ch):
-            out.append("".join(c for c in unicodedata.normalize("NFKD", ch) if not _mark(c)))
-        else:
-            out.append(ch)
-    return "".join(out)
+    normal = unicodedata.normalize("NFKC", text).casefold()
+    if normal.isascii():
+        return normal
+    return "".join(map(fold_char, normal))
+
+
+@functools.lru_cache(maxsize=65536)
+def fold_char(ch: str) -> str:
+    """One character folded (a letter of a folded script loses its accents; ß is ss)."""
+    ch = unicodedata.normalize("NFKC", ch).casefold()
+    if len(ch) == 1 and (ord(ch) < FOLDED_BELOW or _latin_like(ch)):
+        return "".join(c for c in unicodedata.normalize("NFKD", ch) if not _mark(c))
+    if len(ch) > 1:  # (ß, ligatures: each of what it folded to)
+        return "".join(map(fold_char, ch))
+    return ch
 
 
 def _latin_like(ch: str) -> bool:
