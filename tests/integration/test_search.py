@@ -390,3 +390,35 @@ def test_the_sqlite_index_is_ranked_by_its_engine(tmp_path):
         hits = store.search("rare").hits
         assert hits[0].snippet == "«rare»" and hits[0].score > hits[1].score
     assert Path(tmp_path / "r.db").exists()
+
+
+FAULT_AT = {"store": 3, "advance": 1, "head": 3}  # (a catch-up advances once per page)
+
+
+@pytest.mark.parametrize("step", list(FAULT_AT))
+def test_a_catch_up_that_fails_midway_is_never_wrong_and_catches_up(durable_url, step):
+    """A fault at each step of a catch-up (a rows transaction, the position's, a head read)
+    leaves the index behind, never wrong: the next search catches up, and every query
+    answers as a rebuild from the events does."""
+    with ContextStore.from_url(durable_url) as store:
+        ids = write_corpus(store)
+        cid = ids["orders"][0]
+        store.delete(cid, [ids["orders"][1][0]])
+        index = store._core.storage.search_index
+        assert index is not None
+        original = getattr(index, step)
+        calls = [0]
+
+        def failing(*args: Any, **kwargs: Any) -> Any:
+            calls[0] += 1
+            if calls[0] == FAULT_AT[step]:  # that call fails, as on a lost connection
+                raise RuntimeError(f"fault injected at {step}")
+            return original(*args, **kwargs)
+
+        setattr(index, step, failing)
+        with pytest.raises(Exception, match="fault injected"):
+            store.search("order")
+        setattr(index, step, original)
+        after_fault = {q: _shown(store, q) for q in QUERIES}
+        store.admin.reindex()
+        assert {q: _shown(store, q) for q in QUERIES} == after_fault
