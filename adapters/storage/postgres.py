@@ -10,8 +10,10 @@ recorders (its schema, tuning and provisioning are in postgres_schema.py).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -68,6 +70,14 @@ POSTGRES_RESIDUE = (
 )
 
 
+HELD_WAIT = 2.0  # seconds an erasure waits for older transactions holding its rows to end
+# Transactions in the store's database begun before the erasure that still hold a
+# snapshot: their xmin keeps VACUUM from removing the rows the erasure deleted.
+HOLDING = (
+    "SELECT pid, state, extract(epoch FROM now() - xact_start) AS age FROM pg_stat_activity "
+    "WHERE datname = current_database() AND backend_xmin IS NOT NULL "
+    "AND pid <> pg_backend_pid() AND xact_start < %s ORDER BY xact_start"
+)
 NOT_VACUUMED = (
     "PostgreSQL: the tables were not vacuumed after the deletion (the erasure was stored, "
     "then the connection failed): the deleted rows stay in the table files as dead rows "
@@ -117,7 +127,9 @@ class PostgresEraser(Eraser):
                 (cid.hex, done.tenant, done.erased_at.timestamp(), done.actor, done.reason,
                  events, snapshots, json.dumps(residue), forks_json(done)),
             )  # fmt: skip
-        return self.narrowed(done, lambda: [POSTGRES_RESIDUE, *self._vacuum()])
+        return self.narrowed(
+            done, lambda: [POSTGRES_RESIDUE, *self._vacuum(), *self._held(done.erased_at)]
+        )
 
     def _set_residue(self, done: Erasure, residue: list[str]) -> None:
         with self.datastore.transaction(commit=True) as c:
@@ -149,6 +161,35 @@ class PostgresEraser(Eraser):
                         "or the tables' owner vacuums it"
                     )
         return left
+
+    def _held(self, erased_at: datetime) -> list[str]:
+        """The open transactions older than the erasure, which keep its rows as dead rows
+        VACUUM cannot remove: waited for within HELD_WAIT seconds (then vacuumed again),
+        else named (backend, age, state)."""
+        deadline, waited = time.monotonic() + HELD_WAIT, False
+        with self.datastore.get_connection() as conn:
+            while True:
+                holding = conn.execute(HOLDING, (erased_at,)).fetchall()
+                if not holding or time.monotonic() >= deadline:
+                    break
+                waited = True
+                time.sleep(0.1)
+        if not holding:
+            if waited:  # they ended: the rows are removable now
+                self._vacuum()
+            return []
+        named = "; ".join(
+            f"pid {r['pid']}, {r['state'] or 'state unknown'}, open {r['age']:.0f} s"
+            for r in holding[:3]
+        )  # fmt: skip
+        return [
+            (
+                f"PostgreSQL: {len(holding)} transaction(s) older than the erasure were still "
+                f"open after {HELD_WAIT:g} s ({named}): they still read the deleted rows, which "
+                "stay in the table files as dead rows until they end and VACUUM (or autovacuum) "
+                "runs"
+            )
+        ]
 
     def records(self) -> list[Erasure]:
         with self.datastore.transaction(commit=False) as c:

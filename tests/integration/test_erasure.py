@@ -6,9 +6,11 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+import threading
 import types
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 
@@ -17,6 +19,7 @@ from ctxstore.adapters.http import create_app
 from ctxstore.adapters.settings import ServiceConfig, Settings
 from ctxstore.adapters.store.facade import ContextStore
 
+from ..conftest import make_url
 from .test_at_rest import raw_bytes
 
 SECRET = "ERASE-ME-4f2a 个人信息"
@@ -362,3 +365,35 @@ def test_an_erasure_is_reported_done_when_only_its_cleanup_fails(durable_url, mo
         assert store.erasures()[0].residue == done.residue
         with pytest.raises(ContextNotFoundError):
             store.visible(cid)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("ends_in_time", [False, True])
+def test_an_erasure_names_the_transaction_holding_its_rows_or_waits_for_it(
+    tmp_path, request, ends_in_time
+):
+    """A REPEATABLE READ transaction begun before an erasure (a long report) keeps the
+    deleted rows as dead rows VACUUM cannot remove: the record names it (backend, state,
+    age) unless it ends within the erasure's wait, after which the rows are vacuumed."""
+    url = make_url("postgres", tmp_path, request)
+    with ContextStore.from_url(url) as store:
+        cid = store.create()
+        store.insert(cid, {"role": "user", "content": "held by a report"})
+        base = url.split("?")[0]
+        report = psycopg.connect(base, autocommit=False)
+        report.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        report.execute("SELECT 1").fetchall()  # its snapshot is taken
+        pid = report.info.backend_pid
+        if ends_in_time:
+            threading.Timer(0.5, report.commit).start()
+        try:
+            record = store.erase(cid, reason="asked")
+        finally:
+            if not ends_in_time:
+                report.rollback()
+            report.close()
+    held = [r for r in record.residue if "older than the erasure" in r]
+    if ends_in_time:
+        assert held == []
+    else:
+        assert len(held) == 1 and f"pid {pid}" in held[0] and "idle in transaction" in held[0]
