@@ -117,7 +117,10 @@ class MissingExtraError(ConfigurationError, ImportError):
     """A feature needs an optional extra that is not installed; the message names it."""
 
     def __init__(self, feature: str, extra: str) -> None:
-        super().__init__(f"{feature} needs the extra: pip install 'ctxstore[{extra}]'")
+        super().__init__(
+            f"{feature} needs the extra [{extra}]: pip install './ctxstore[{extra}]' "
+            "(from the folder holding ctxstore's source)"
+        )
 
 
 class NothingToSummarizeError(CtxStoreError, ValueError):
