@@ -1,11 +1,12 @@
 """The HTTP API: every operation of the facade, for SDKs in any language.
 
 `create_app` only wires: the routers (adapters/http/routes/, one per resource), the request
-guard, problem responses, the web view and the audit refresher. Routes are thin: the
-`Owned` dependency gives the context the path names, checked to be the caller's, and the
-route calls the store on the service's pool. Commands answer the `Written` result with
-`ETag: "<version>"`; `If-Match` (or `expected_version` in the body) makes a write
-conditional. The OpenAPI description is at /openapi.json.
+guard, problem responses, the web view, the MCP server at /mcp (adapters/http/mcp_server.py)
+and the audit refresher. Routes are thin: the `Owned` dependency gives the context the path
+names, checked to be the caller's, and the route calls the store on the service's pool.
+Commands answer the `Written` result with `ETag: "<version>"`; `If-Match` (or
+`expected_version` in the body) makes a write conditional. The OpenAPI description is at
+/openapi.json.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import pathlib
 import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse
@@ -46,6 +48,7 @@ from ctxstore.adapters.http.tail import TailHub
 from ctxstore.adapters.settings import ServiceConfig, load_settings
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.shards.store import ShardedStore
+from ctxstore.domain.errors import MissingExtraError
 
 ROUTERS = (
     contexts.router, commands.router, streams.router, reads.router, transfer.router,
@@ -125,7 +128,8 @@ def create_app(
             )  # fmt: skip
             sweeper.start()
         try:
-            yield
+            async with mcp_running():
+                yield
         finally:
             stop.set()
             for thread in (refresher, sweeper):
@@ -165,6 +169,7 @@ def create_app(
         RequestGuard, max_body=config.max_body_bytes, tokens=service.tokens, keys=keys, pool=pool
     )
     app.mount("/ui", WebFiles(directory=WEB, html=True), name="ui")
+    mcp_running = _mount_mcp(app, service)
 
     @app.get("/", include_in_schema=False)
     async def home() -> RedirectResponse:
@@ -184,6 +189,16 @@ def create_app(
         )  # fmt: skip
 
     return app
+
+
+def _mount_mcp(app: FastAPI, service: Service) -> Callable[[], AbstractAsyncContextManager[Any]]:
+    """The MCP server at /mcp, read-only, when the mcp extra is installed; what the lifespan
+    runs for it."""
+    try:
+        from ctxstore.adapters.http.mcp_server import mount
+    except MissingExtraError:  # without the extra the service serves the API alone
+        return nullcontext
+    return mount(app, service)
 
 
 def _sweep(store: Served, stop: threading.Event, every: float) -> None:
