@@ -46,8 +46,9 @@ def serve(
         typer.Option(help="Serve without tokens on a non-loopback address (anyone can read)."),
     ] = False,
 ) -> None:
-    """Serve the store over HTTP (OpenAPI at /openapi.json), or the servers of
-    CTXSTORE_SHARDS when it is set and --url is not. Tokens: CTXSTORE_SERVICE__TOKENS."""
+    """Serve the store over HTTP (OpenAPI at /openapi.json; MCP at /mcp; the web view at
+    /ui), or the servers of CTXSTORE_SHARDS when it is set and --url is not. Tokens:
+    CTXSTORE_SERVICE__TOKENS."""
     import uvicorn
 
     from ctxstore import open_sharded
