@@ -28,6 +28,7 @@ from ctxstore.adapters.storage.search_index import (
     SearchFilter,
     SearchIndex,
     SearchRow,
+    sql_filter,
 )
 from ctxstore.domain.search.query import Query
 from ctxstore.domain.search.text import words
@@ -264,24 +265,9 @@ class PostgresSearchIndex(SearchIndex):
 
 
 def _filter(where: SearchFilter) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if not where.include_hidden:
-        clauses.append("s.visible")
-    if where.tenant is not None:
-        clauses.append("s.tenant = %s")
-        params.append(where.tenant)
-    for column, values in (("s.context_id", where.context_hexes), ("s.role", where.roles)):
-        if values is not None:
-            clauses.append(f"{column} = ANY(%s)")
-            params.append(list(values))
-    if where.since is not None:
-        clauses.append("s.ts >= %s")
-        params.append(where.since)
-    if where.until is not None:
-        clauses.append("s.ts < %s")
-        params.append(where.until)
-    return "".join(" AND " + c for c in clauses), params
+    return sql_filter(
+        where, "%s", "s.visible", lambda column, values: (f"{column} = ANY(%s)", [list(values)])
+    )
 
 
 def _found(r: Any) -> Found:

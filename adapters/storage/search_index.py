@@ -73,6 +73,29 @@ class After:
     key: int
 
 
+def sql_filter(
+    where: SearchFilter, mark: str, visible: str, member: Callable[[str, Sequence[str]], tuple[str, list[Any]]],
+) -> tuple[str, list[Any]]:  # fmt: skip
+    """The WHERE conditions of a filter over rows aliased `s` (each after " AND "), and
+    their parameters: `mark` is the driver's placeholder, `visible` the visible rows'
+    condition, `member` a column's condition of being one of some values."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if not where.include_hidden:
+        clauses.append(visible)
+    for column, values in (("s.context_id", where.context_hexes), ("s.role", where.roles)):
+        if values is not None:
+            clause, given = member(column, values)
+            clauses.append(clause)
+            params += given
+    for condition, value in (("s.tenant = ", where.tenant), ("s.ts >= ", where.since),
+                             ("s.ts < ", where.until)):  # fmt: skip
+        if value is not None:
+            clauses.append(condition + mark)
+            params.append(value)
+    return "".join(" AND " + c for c in clauses), params
+
+
 class SearchIndex(ABC):
     """One store's search index."""
 
@@ -255,5 +278,5 @@ def _admits(where: SearchFilter, r: SearchRow, visible: bool) -> bool:
 
 __all__ = [
     "HEADS", "PENDING", "POSITION", "TABLE", "After", "Found", "MemorySearchIndex", "SearchFilter",
-    "SearchIndex", "SearchRow",
+    "SearchIndex", "SearchRow", "sql_filter",
 ]  # fmt: skip

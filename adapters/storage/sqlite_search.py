@@ -24,6 +24,7 @@ from ctxstore.adapters.storage.search_index import (
     SearchFilter,
     SearchIndex,
     SearchRow,
+    sql_filter,
 )
 from ctxstore.domain.search.query import Query
 from ctxstore.domain.search.text import words
@@ -61,15 +62,20 @@ def erase_rows(c: Any, context_hex: str) -> int:
     """Delete a context's rows and their words (in the caller's transaction); how many."""
     c.execute(f"SELECT id, body FROM {TABLE} WHERE context_id = ?", (context_hex,))
     found = c.fetchall()
+    _drop(c, found)
+    c.execute(f"DELETE FROM {HEADS} WHERE context_id = ?", (context_hex,))
+    c.execute(f"DELETE FROM {PENDING} WHERE context_id = ?", (context_hex,))
+    return len(found)
+
+
+def _drop(c: Any, found: Sequence[Any]) -> None:
+    """Delete rows, (id, body) each, and their words (written as the rows wrote them)."""
     for row_id, body in found:
         c.execute(
             f"INSERT INTO {FTS} ({FTS}, rowid, terms) VALUES ('delete', ?, ?)",
             (row_id, terms(body)),
         )
-    c.execute(f"DELETE FROM {TABLE} WHERE context_id = ?", (context_hex,))
-    c.execute(f"DELETE FROM {HEADS} WHERE context_id = ?", (context_hex,))
-    c.execute(f"DELETE FROM {PENDING} WHERE context_id = ?", (context_hex,))
-    return len(found)
+        c.execute(f"DELETE FROM {TABLE} WHERE id = ?", (row_id,))
 
 
 def purge_words(c: Any) -> None:
@@ -86,12 +92,7 @@ def erase_history_rows(c: Any, context_hex: str, through: int) -> None:
         (context_hex, through),
     )
     found = c.fetchall()
-    for row_id, body in found:
-        c.execute(
-            f"INSERT INTO {FTS} ({FTS}, rowid, terms) VALUES ('delete', ?, ?)",
-            (row_id, terms(body)),
-        )
-        c.execute(f"DELETE FROM {TABLE} WHERE id = ?", (row_id,))
+    _drop(c, found)
     c.execute(f"DELETE FROM {HEADS} WHERE context_id = ?", (context_hex,))
     c.execute(
         f"INSERT INTO {PENDING} (context_id) VALUES (?) ON CONFLICT DO NOTHING", (context_hex,)
@@ -255,24 +256,13 @@ def _held(c: Any, context_hex: str, only: set[str] | None) -> list[Any]:
 
 
 def _filter(where: SearchFilter) -> tuple[str, list[Any]]:
-    clauses: list[str] = []
-    params: list[Any] = []
-    if not where.include_hidden:
-        clauses.append("s.visible = 1")
-    if where.tenant is not None:
-        clauses.append("s.tenant = ?")
-        params.append(where.tenant)
-    for column, values in (("s.context_id", where.context_hexes), ("s.role", where.roles)):
-        if values is not None:  # (none given: nothing matches)
-            clauses.append(f"{column} IN ({', '.join('?' * len(values))})" if values else "0")
-            params.extend(values)
-    if where.since is not None:
-        clauses.append("s.ts >= ?")
-        params.append(where.since)
-    if where.until is not None:
-        clauses.append("s.ts < ?")
-        params.append(where.until)
-    return "".join(" AND " + c for c in clauses), params
+    return sql_filter(where, "?", "s.visible = 1", _one_of)
+
+
+def _one_of(column: str, values: Sequence[str]) -> tuple[str, list[Any]]:
+    if not values:  # (none given: nothing matches)
+        return "0", []
+    return f"{column} IN ({', '.join('?' * len(values))})", list(values)
 
 
 def _found(r: Any) -> Found:
