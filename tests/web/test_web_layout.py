@@ -1,7 +1,8 @@
 """The web view at ordinary window sizes, in Chromium: nothing hidden under the sticky
 header, the page not scrolled by opening a context, the calls table's headers apart, long
 tool outputs collapsed, the contexts list's columns sortable, what the token field says,
-unknown pages and ids, and the token chart following the live head."""
+unknown pages and ids, the token chart following the live head, and the search box in the
+header with a hit opened in view."""
 
 from __future__ import annotations
 
@@ -149,3 +150,29 @@ def test_the_token_chart_follows_the_live_head(sized, site):
         store.insert(cid, user(f"more {n}"))
     expect(page.locator("#chart .last-version")).to_have_text("v7", timeout=20_000)
     expect(page.locator("#chart")).to_have_attribute("data-last", "7")
+
+
+def test_the_search_box_fits_the_header_and_a_hit_opens_in_view(sized, site):
+    page = sized
+    sign_in(page, "token-epsilon")
+    header = box(page, "body > header")
+    form = box(page, "#find-form")
+    assert header["y"] <= form["y"] and form["y"] + form["height"] <= header["y"] + header["height"]
+    nav, token = box(page, "body > header nav"), box(page, "#token-form")
+    assert nav["x"] + nav["width"] <= form["x"] and form["x"] + form["width"] <= token["x"]
+    page.fill("#find", "parcel")
+    page.press("#find", "Enter")
+    expect(page.locator("#find-hits > li")).to_have_count(1)
+    results = box(page, "#find-results")
+    width, height = page.viewport_size["width"], page.viewport_size["height"]
+    assert results["y"] >= header["y"] + header["height"]  # under the header, not over it
+    assert results["x"] >= 0 and results["x"] + results["width"] <= width
+    assert results["y"] + results["height"] <= height
+    page.click("#find-hits a")
+    marked = page.locator("#messages > li.hit")
+    expect(marked).to_be_in_viewport(ratio=0.95)
+    page.wait_for_timeout(300)  # whatever scrolling the page would do is done
+    assert page.evaluate("window.scrollY") == 0  # the list scrolled, not the page
+    head, found = box(page, "#context-head"), box(page, "#messages > li.hit")
+    assert found["y"] >= head["y"] + head["height"]  # not under the sticky title
+    assert found["y"] + found["height"] <= height

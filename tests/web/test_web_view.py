@@ -36,6 +36,7 @@ playwright_api.expect.set_options(timeout=15_000)
 
 TOKENS = {
     "token-alpha": "alpha", "token-beta": "beta", "token-gamma": "gamma", "token-delta": "delta",
+    "token-epsilon": "epsilon",
 }  # fmt: skip
 PRICES = {"gpt-4o": {"input": 2.5, "output": 10.0}}
 CHROMIUM = os.environ.get("CTXSTORE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -134,6 +135,26 @@ def seed_agent_run(store: ContextStore) -> dict[str, Any]:
     return {"gamma": str(cid)}
 
 
+def seed_search(store: ContextStore) -> dict[str, Any]:
+    """Epsilon's conversations for the search box: a meeting in Chinese, a parcel asked about
+    among a hundred messages, a deleted message, hostile text, and enough invoices (in an
+    unnamed context) for two pages of hits."""
+    meeting = store.create(name="weekly sync", tenant="epsilon", actor="agent")
+    store.insert(meeting, [user("明天的会议在几点开始？"),
+                           {"role": "assistant", "content": "会议在上午十点开始。"}])  # fmt: skip
+    desk = store.create(name="order desk", tenant="epsilon", actor="agent")
+    store.insert(desk, [user(f"chatter {n}: nothing to see") for n in range(60)])
+    parcel = store.insert(desk, user("Where is my parcel? The tracking number is 7731."))
+    store.insert(desk, [user(f"more chatter {n}") for n in range(40)])
+    secret = store.insert(desk, user("The launch codeword is heliotrope."))
+    store.delete(desk, secret.ids[0])
+    store.insert(desk, user(f"hostile: {HOSTILE}"))
+    ledger = store.create(tenant="epsilon", actor="agent")
+    store.insert(ledger, [user(f"invoice {n} is due") for n in range(25)])
+    return {"desk": str(desk), "parcel_id": parcel.ids[0], "secret_id": secret.ids[0],
+            "secret_version": secret.version, "ledger": str(ledger)}  # fmt: skip
+
+
 def png(width: int, height: int) -> bytes:
     """A noisy RGB picture as PNG bytes (large enough to be kept in the blob store)."""
     rng = random.Random(7)
@@ -163,7 +184,7 @@ def seeded_site(
     url = make_url(kind, tmp_path_factory.mktemp("web"), request)
     config = ServiceConfig(tokens=TOKENS, audit_refresh_seconds=0.2)
     with ContextStore.from_url(url, Settings(prices=PRICES)) as store:
-        facts = {**seed(store), **seed_agent_run(store)}
+        facts = {**seed(store), **seed_agent_run(store), **seed_search(store)}
         for base in serve(store, config):
             yield {**facts, "url": base, "store": store}
 
@@ -598,3 +619,122 @@ def test_native_shapes_are_shown_as_people_read_them(page, site):
     page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
     thumb.scroll_into_view_if_needed()
     shot(page, "native-shapes")
+
+
+# ---- search across conversations ----------------------------------------------------------
+
+
+def find(page: Any, query: str) -> Any:
+    """The header's search run with Enter; the hits listed."""
+    page.fill("#find", query)
+    page.press("#find", "Enter")
+    return page.locator("#find-hits > li")
+
+
+def test_search_lists_hits_with_the_match_marked(page, site):
+    sign_in(page, "token-epsilon")
+    hits = find(page, '"tracking number"')
+    expect(hits).to_have_count(1)
+    expect(page.locator("#find-results")).to_be_visible()
+    expect(page.locator("#find")).to_have_attribute("aria-expanded", "true")
+    hit = hits.first
+    expect(hit.locator(".hit-where")).to_have_text("order desk")
+    expect(hit.locator(".role")).to_have_text("user")
+    # The snippet is the service's with its markers dropped and the match in a <mark>.
+    (said,) = site["store"].search('"tracking number"', include_hidden=False).hits
+    expect(hit.locator(".snippet")).to_have_text(said.snippet.replace("«", "").replace("»", ""))
+    expect(hit.locator(".snippet mark")).to_have_text("tracking number")
+    # Chinese: matched by its characters, every hit's match marked.
+    hits = find(page, "会议")
+    expect(hits).to_have_count(2)
+    expect(page.locator("#find-head")).to_have_text("2 messages for “会议”")
+    expect(page.locator("#find-hits mark")).to_have_text(["会议", "会议"])
+    expect(page.locator("#find-hits")).to_contain_text("明天的会议在几点开始？")
+    expect(page.locator("#find-hits")).not_to_contain_text("«")
+    expect(page.locator("#find-hits")).not_to_contain_text("»")
+    shot(page, "search")
+    # Hostile text is shown as text, never run.
+    hits = find(page, "onerror")
+    expect(hits).to_have_count(1)
+    expect(hits.first.locator(".snippet")).to_contain_text('<img src=x onerror="window.__pwned')
+    expect(page.locator("#find-hits img")).to_have_count(0)
+    assert page.evaluate("window.__pwned") is None
+    # Escape closes the results and keeps the query.
+    page.press("#find", "Escape")
+    expect(page.locator("#find-results")).to_be_hidden()
+    expect(page.locator("#find")).to_have_value("onerror")
+    expect(page.locator("#find")).to_have_attribute("aria-expanded", "false")
+
+
+def test_a_hit_opens_its_context_with_the_message_in_view(page, site):
+    sign_in(page, "token-epsilon")
+    hits = find(page, "parcel")
+    expect(hits).to_have_count(1)
+    hits.first.locator("a").click()
+    expect(page).to_have_url(re.compile(rf"#/context/{site['desk']}\?msg={site['parcel_id']}$"))
+    expect(page.locator("#find-results")).to_be_hidden()
+    head = site["store"].visible(site["desk"]).version
+    expect(page.locator("#visible-head")).to_contain_text(f"At v{head}:")  # the context now
+    marked = page.locator("#messages > li.hit")
+    expect(marked).to_have_count(1)
+    expect(marked).to_have_attribute("data-id", site["parcel_id"])
+    expect(marked).to_be_in_viewport(ratio=0.95)  # scrolled to, sixty messages down the list
+    assert page.evaluate("document.querySelector('#messages').scrollTop") > 0
+    # Opened afresh, the link shows the same message.
+    page.reload()
+    expect(page.locator("#messages > li.hit")).to_be_in_viewport(ratio=0.95)
+
+
+def test_hidden_too_finds_a_deleted_message_and_opens_where_it_was_shown(page, site):
+    sign_in(page, "token-epsilon")
+    hits = find(page, "heliotrope")
+    expect(page.locator("#find-head")).to_have_text("No message matches “heliotrope”.")
+    expect(hits).to_have_count(0)
+    page.check("#find-hidden")  # searches again, hidden messages too
+    expect(hits).to_have_count(1)
+    hit = hits.first
+    expect(hit).to_have_class(re.compile("hidden-hit"))
+    expect(hit.locator(".hidden-mark")).to_have_text(f"hidden · v{site['secret_version']}")
+    expect(hit.locator(".snippet mark")).to_have_text("heliotrope")
+    hit.locator("a").click()
+    v = site["secret_version"]
+    expect(page).to_have_url(re.compile(rf"#/context/{site['desk']}\?v={v}&msg="))
+    expect(page.locator(f'#timeline tr[data-version="{v}"]')).to_have_class(re.compile("selected"))
+    expect(page.locator("#visible-head")).to_contain_text(f"At v{v}:")
+    marked = page.locator("#messages > li.hit")
+    expect(marked).to_have_attribute("data-id", site["secret_id"])
+    expect(marked).to_contain_text("The launch codeword is heliotrope.")
+    expect(marked).to_be_in_viewport(ratio=0.95)
+    # Now (the head) the message is gone, and the page says so.
+    page.goto(f"{site['url']}/ui/#/context/{site['desk']}?msg={site['secret_id']}")
+    expect(page.locator("#notice")).to_contain_text(f"Message {site['secret_id']} is not in")
+    expect(page.locator("#messages > li.hit")).to_have_count(0)
+
+
+def test_more_pages_through_the_hits(page, site):
+    sign_in(page, "token-epsilon")
+    hits = find(page, "invoice")
+    expect(hits).to_have_count(20)
+    expect(page.locator("#find-head")).to_have_text("20+ messages for “invoice”")
+    expect(hits.first.locator(".hit-where")).to_have_text(site["ledger"][:8])  # unnamed
+    page.click("#find-more")
+    expect(hits).to_have_count(25)
+    expect(page.locator("#find-more")).to_be_hidden()
+    expect(page.locator("#find-head")).to_have_text("25 messages for “invoice”")
+    shown = hits.evaluate_all("(items) => items.map((li) => li.dataset.message)")
+    written = [str(m.id) for m in site["store"].visible(site["ledger"]).messages]
+    assert sorted(shown) == sorted(written)
+    # A new search starts again from its first page.
+    expect(find(page, "invoice")).to_have_count(20)
+
+
+def test_a_refused_query_is_reported(page, site):
+    sign_in(page, "token-epsilon")
+    find(page, "!!!")
+    expect(page.locator("#notice")).to_contain_text("the query '!!!' holds no letters or digits")
+    expect(page.locator("#find-results")).to_be_hidden()
+    find(page, "")
+    expect(page.locator("#notice")).to_contain_text("a search needs a query")
+    # A search that answers puts its error away.
+    expect(find(page, "parcel")).to_have_count(1)
+    expect(page.locator("#notice")).to_be_hidden()

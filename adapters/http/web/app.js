@@ -8,6 +8,7 @@ import { showAudit } from "./js/audit.js";
 import { ContextPage } from "./js/context.js";
 import { showContexts } from "./js/contexts.js";
 import { $, mount, notice, report } from "./js/dom.js";
+import { inSearch, wireSearch } from "./js/search.js";
 
 let routed = 0; // route() calls so far: a call that a newer one overtook reports nothing
 let current = null; // the context page shown (its live tail stops when it is left)
@@ -52,8 +53,13 @@ $("#token-form").addEventListener("submit", (event) => {
   route();
 });
 window.addEventListener("hashchange", route);
+// A hit opens its context; the page shown again when it is the same one (no hashchange then).
+wireSearch((hash) => {
+  if (location.hash === hash) route();
+  else location.hash = hash;
+});
 document.addEventListener("keydown", (event) => {
-  const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(event.target.tagName);
+  const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(event.target.tagName) || inSearch(event.target);
   if (current && !typing && !event.ctrlKey && !event.metaKey && !event.altKey) current.key(event);
 });
 route();

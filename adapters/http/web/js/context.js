@@ -5,7 +5,7 @@
 import { api, apiBlob, apiUrl, authHeaders, failed } from "./api.js";
 import { CallsPane } from "./calls.js";
 import { drawChart, drawCursor } from "./chart.js";
-import { $, copyText, el, fmtClock, fmtInt, fmtTime, mount, report, scrollWithin } from "./dom.js";
+import { $, copyText, el, fmtClock, fmtInt, fmtTime, mount, notice, report, reveal, scrollWithin } from "./dom.js";
 import { TYPES } from "./event_types.js";
 import { brief, message } from "./messages.js";
 
@@ -22,6 +22,8 @@ export class ContextPage {
     this.selected = Number(params.get("v")) || null;
     this.diffFrom = Number(params.get("from")) || null;
     this.callNumber = Number(params.get("call")) || null;
+    this.focus = params.get("msg") || null; // the message a search hit opened the page at
+    this.focusShown = false; // brought into view once: later versions only mark it
     this.window = null; // [lo, hi] versions shown in the timeline
     this.rows = []; // the timeline rows loaded (appends of one reply collapsed into one)
     this.cursorAt = null; // the row j/k moved to (enter shows it)
@@ -256,6 +258,7 @@ export class ContextPage {
     const query = new URLSearchParams({ v: this.selected });
     if (this.diffFrom) query.set("from", this.diffFrom);
     if (this.callNumber) query.set("call", this.callNumber);
+    if (this.focus) query.set("msg", this.focus);
     history.replaceState(null, "", `#/context/${this.id}?${query}`);
   }
 
@@ -292,6 +295,22 @@ export class ContextPage {
     $("#messages", this.view).replaceChildren(...seen.messages.map((m) => message(m, {
       tokens: seen.token_counts[m.id], summary: m.id in seen.summaries, copy,
     })));
+    this.spotlight(v);
+  }
+
+  // The message a search hit names, marked wherever it is shown; brought into view the first
+  // time (the page opened for it), and said to be missing when it is not there then.
+  spotlight(v) {
+    if (!this.focus) return;
+    const shown = this.view.querySelector(`#messages > li[data-id="${CSS.escape(this.focus)}"]`);
+    shown?.classList.add("hit");
+    if (this.focusShown) return;
+    this.focusShown = true;
+    if (!shown) {
+      notice(`Message ${this.focus} is not in this context at v${fmtInt(v)}.`);
+      return;
+    }
+    reveal($("#messages", this.view), shown);
   }
 
   async diff() {

@@ -87,3 +87,14 @@ export function scrollWithin(box, row) {
   if (top < box.scrollTop) box.scrollTop = top;
   else if (bottom > box.scrollTop + box.clientHeight) box.scrollTop = bottom - box.clientHeight;
 }
+
+// Bring an item to the top of its scrolling box, then the page only as far as it must to
+// show it (a narrow window stacks the panels). Messages off screen are laid out when first
+// shown (content-visibility), which moves the item: placed again each frame until it stays.
+export function reveal(box, item, frames = 20) {
+  const off = item.getBoundingClientRect().top - box.getBoundingClientRect().top;
+  const before = box.scrollTop;
+  if (Math.abs(off) >= 1) box.scrollTop += off;
+  if (frames > 0 && box.scrollTop !== before) requestAnimationFrame(() => reveal(box, item, frames - 1));
+  else item.scrollIntoView({ block: "nearest" });
+}
