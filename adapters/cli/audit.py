@@ -209,9 +209,7 @@ def replay(
     history x context (--full adds the whole visible context to every line).
     """
     with open_store(ctx) as store:
-        if to is not None and to > (head := store.tail_head(context)):
-            err.print(f"(the context has versions 1..{head}: replaying to {head})", highlight=False)
-            to = head
+        # (a version past the head is refused, as `show --at-version` and `diff` refuse it)
         steps = store.replay(context, from_version=from_version, to_version=to)
         for s in steps:
             if as_json:

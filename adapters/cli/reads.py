@@ -26,6 +26,7 @@ from ctxstore.adapters.cli.common import (
     paged,
     preview,
     print_json,
+    print_table,
     render_history,
     render_visible,
     token_label,
@@ -219,7 +220,7 @@ def batches(ctx: typer.Context, context: str, as_json: JsonFlag = False) -> None
         table.add_column(col)
     for b in found:
         table.add_row(str(b.batch), str(b.opened_at_version), str(b.visible_at_open))
-    out.print(table)
+    print_table(table, "no open batches (only batch 0; batch-start opens one)")
 
 
 @handles_errors

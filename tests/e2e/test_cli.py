@@ -202,16 +202,19 @@ def test_serve_refuses_a_port_it_cannot_listen_on_in_one_line(cli):
 
 
 def test_the_readme_lines_run_as_written(cli):
-    """`replay --to` past the head stops at the head; a dry-run compaction of a context
-    with nothing to summarize says so instead of failing."""
+    """`replay --to` past the head is refused as `show --at-version` refuses it (one rule);
+    a dry-run compaction of a context with nothing to summarize says so instead of failing."""
     import json as _json
 
     cid = _json.loads(cli("create", "--json").stdout)["context_id"]
     cli("insert", cid, "--role", "user", "--content", "hi")
     steps = [
-        _json.loads(line) for line in cli("replay", cid, "--to", "37", "--json").stdout.splitlines()
+        _json.loads(line) for line in cli("replay", cid, "--to", "2", "--json").stdout.splitlines()
     ]
     assert [s["event"]["version"] for s in steps] == [1, 2]
+    past = cli("replay", cid, "--to", "37", code=1)
+    shown = cli("show", cid, "--at-version", "37", code=1)
+    assert "1..2" in past.output and "head is version 2" in shown.output
     from ctxstore.adapters.store.facade import ContextStore
 
     with ContextStore.from_url(cli.url) as store:
@@ -353,3 +356,13 @@ def test_json_nested_too_deeply_is_one_line_not_a_traceback(cli, tmp_path):
     done = cli("insert", cid, input=message, code=1)
     assert "nested deeper than 64" in done.stderr
     assert len(json.loads(cli("log", cid, "--json").stdout)) == 1  # nothing written
+
+
+def test_batches_says_when_none_is_open(cli):
+    import json as _json
+
+    cid = _json.loads(cli("create", "--json").stdout)["context_id"]
+    assert "no open batches" in cli("batches", cid).output
+    cli("batch-start", cid)
+    listed = cli("batches", cid).output
+    assert "open batches" in listed and "no open" not in listed
