@@ -27,6 +27,7 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import Environment, TopicError, resolve_topic
 
 from ctxstore.adapters.keys.audit_seal import AuditSealer
+from ctxstore.adapters.keys.cipher import MAGIC as SEALED
 from ctxstore.adapters.keys.cipher import STORE_KEY, ContextCipher, KeyDestroyedError
 from ctxstore.adapters.keys.setup import OwnedCipher, context_cipher
 from ctxstore.adapters.settings import Settings, library_env, redact
@@ -276,10 +277,22 @@ class EventStorage:
             pass  # an erased context's event, in a copy made before the erasure: unreadable
         except ValueError as exc:  # undecryptable, undecompressible, unparsable
             self.close()
+            sealed = any(bytes(n.state[: len(SEALED)]) == SEALED for n in found)
+            if sealed and self.keys is None:
+                why = (
+                    "they are encrypted and no key is set: set CTXSTORE_ENCRYPTION_KEY (or "
+                    "CTXSTORE_KEY_FILE, CTXSTORE_KMS) to the key they were written with"
+                )
+            elif sealed:
+                why = (
+                    "they are encrypted with a key this one does not open: check "
+                    "CTXSTORE_ENCRYPTION_KEY (or CTXSTORE_KEY_FILE, CTXSTORE_KMS) and "
+                    "CTXSTORE_KEY_VAULT"
+                )
+            else:
+                why = f"they do not decode ({type(exc).__name__}: {first_line(exc)[:160]})"
             raise StoreUnavailableError(
-                f"cannot read the events stored at {redact(url)} with these settings: "
-                "check CTXSTORE_ENCRYPTION_KEY, CTXSTORE_KEY_FILE and CTXSTORE_KEY_VAULT "
-                f"({type(exc).__name__}: {str(exc)[:200]})"
+                f"cannot read the events stored at {redact(url)}: {why}"
             ) from None
 
     def erasures_of(self, cid: UUID) -> int:

@@ -1,5 +1,6 @@
 """The ctxstore command line on a SQLite file: operations, reads, JSON, errors."""
 
+import base64
 import json
 import shutil
 import subprocess
@@ -366,3 +367,27 @@ def test_batches_says_when_none_is_open(cli):
     cli("batch-start", cid)
     listed = cli("batches", cid).output
     assert "open batches" in listed and "no open" not in listed
+
+
+def test_a_missing_key_is_one_line_naming_the_setting(tmp_path, monkeypatch):
+    """An encrypted store read without its key: one line that names the setting to set,
+    not the library's deserialisation error with its topic."""
+    from pydantic import SecretStr
+
+    from ctxstore.adapters.settings import Settings
+    from ctxstore.adapters.store.facade import ContextStore
+
+    url = f"sqlite:///{tmp_path / 'sealed.db'}"
+    key = SecretStr(base64.b64encode(b"k" * 32).decode())
+    with ContextStore.from_url(url, Settings(encryption_key=key)) as store:
+        store.create(name="secret")
+    from typer.testing import CliRunner
+
+    from ctxstore.adapters.cli.app import app
+
+    monkeypatch.delenv("CTXSTORE_ENCRYPTION_KEY", raising=False)
+    done = CliRunner().invoke(app, ["--url", url, "contexts"])
+    assert done.exit_code == 5, done.output
+    said = done.output.strip()
+    assert said.count("\n") == 0 and "no key is set" in said and "CTXSTORE_ENCRYPTION_KEY" in said
+    assert "Mapper" not in said and "topic" not in said
