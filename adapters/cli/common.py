@@ -119,10 +119,13 @@ def handles_errors(fn: F) -> F:
 
 # Commands that only read: on a SQLite path that does not exist they make nothing (a typo
 # in --url says so instead of creating folders and an empty store).
-READ_ONLY = {
-    "show", "log", "batches", "tokens", "contexts", "diff", "replay", "calls", "export",
-    "verify", "audit", "erasures", "usage-report", "prompt", "tail",
-}  # fmt: skip
+def _read_only() -> frozenset[str]:
+    """The commands that only read, as the operations' spec says (a command that also runs
+    a write, such as `key`, is not one)."""
+    from ctxstore.adapters.store.contract import OPERATIONS
+
+    reads = {op.cli for op in OPERATIONS.values() if op.cli and op.kind == "read"}
+    return frozenset(reads - {op.cli for op in OPERATIONS.values() if op.kind != "read"})
 
 
 def open_store(ctx: typer.Context) -> ContextStore:
@@ -130,7 +133,9 @@ def open_store(ctx: typer.Context) -> ContextStore:
     # Imported here: `--help` and usage errors need none of the storage stack.
     from ctxstore.adapters.store.facade import ContextStore
 
-    return ContextStore.from_url(options(ctx).url, create=ctx.command.name not in READ_ONLY)
+    # A read neither creates a store nor migrates one: it says what is missing.
+    reads = ctx.command.name in _read_only()
+    return ContextStore.from_url(options(ctx).url, create=not reads, migrate=not reads)
 
 
 def parse_ref(token: str) -> MessageRef:

@@ -48,7 +48,12 @@ def pending(migrations: Sequence[Migration], found: int | None) -> list[Migratio
 
 
 def refuse_outdated(found: int | None, migrations: Sequence[Migration]) -> None:
-    """Raise for a schema this role may not upgrade."""
+    """Raise for a schema this role may not upgrade (or a read will not create)."""
+    if not found:
+        raise StoreUnavailableError(
+            "the store has no schema yet (an empty database; a read never creates one): run "
+            "`ctxstore migrate` as the role that will own its tables"
+        )
     raise StoreUnavailableError(
         f"the store's schema is at version {found or 0} and this release needs "
         f"{current(migrations)}; run `ctxstore migrate` as the owner of its tables"

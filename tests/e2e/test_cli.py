@@ -391,3 +391,28 @@ def test_a_missing_key_is_one_line_naming_the_setting(tmp_path, monkeypatch):
     said = done.output.strip()
     assert said.count("\n") == 0 and "no key is set" in said and "CTXSTORE_ENCRYPTION_KEY" in said
     assert "Mapper" not in said and "topic" not in said
+
+
+@pytest.mark.postgres
+def test_a_read_on_an_empty_postgresql_database_creates_nothing_and_says_so(tmp_path, request):
+    import psycopg
+    from typer.testing import CliRunner
+
+    from ctxstore.adapters.cli.app import app
+
+    from ..conftest import make_url
+
+    url = make_url("postgres", tmp_path, request, migrated=False)
+    base, _, query = url.partition("?")
+    schema = query.split("schema=")[1] if "schema=" in query else "public"
+    runner = CliRunner()
+    for read in (["contexts"], ["audit"], ["search", "anything"]):
+        done = runner.invoke(app, ["--url", url, *read])
+        assert done.exit_code == 5, done.output
+        assert "no schema yet" in done.output and "ctxstore migrate" in done.output
+    with psycopg.connect(base) as conn:
+        tables = conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s", (schema,)
+        ).fetchone()
+    assert tables == (0,)
+    assert runner.invoke(app, ["--url", url, "create"]).exit_code == 0  # a write creates it
