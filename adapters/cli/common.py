@@ -135,7 +135,21 @@ def open_store(ctx: typer.Context) -> ContextStore:
 
     # A read neither creates a store nor migrates one: it says what is missing.
     reads = ctx.command.name in _read_only()
-    return ContextStore.from_url(options(ctx).url, create=not reads, migrate=not reads)
+    made = None if reads or options(ctx).url is not None else _default_store_to_make()
+    store = ContextStore.from_url(options(ctx).url, create=not reads, migrate=not reads)
+    if made is not None:  # said once: the first command that writes made it
+        err.print(f"created the store {made} (the default: --url or CTXSTORE_URL names another)",
+                  highlight=False)  # fmt: skip
+    return store
+
+
+def _default_store_to_make() -> str | None:
+    """The default store's file when no URL is set and the file does not exist yet."""
+    from ctxstore.adapters.settings import load_settings
+
+    settings = load_settings()
+    path = settings.data_dir / "ctxstore.db"
+    return None if settings.url is not None or path.exists() else str(path)
 
 
 def parse_ref(token: str) -> MessageRef:

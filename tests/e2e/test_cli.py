@@ -416,3 +416,18 @@ def test_a_read_on_an_empty_postgresql_database_creates_nothing_and_says_so(tmp_
         ).fetchone()
     assert tables == (0,)
     assert runner.invoke(app, ["--url", url, "create"]).exit_code == 0  # a write creates it
+
+
+def test_the_default_store_says_where_it_was_made_once(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from ctxstore.adapters.cli.app import app
+
+    monkeypatch.delenv("CTXSTORE_URL", raising=False)
+    monkeypatch.setenv("CTXSTORE_DATA_DIR", str(tmp_path / "data"))
+    runner = CliRunner()
+    first = runner.invoke(app, ["create", "--name", "a"])
+    assert first.exit_code == 0, first.output
+    assert f"created the store {tmp_path / 'data' / 'ctxstore.db'}" in first.stderr
+    again = runner.invoke(app, ["create", "--name", "b"])
+    assert again.exit_code == 0 and "created the store" not in again.stderr
