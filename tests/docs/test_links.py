@@ -25,3 +25,9 @@ def test_the_backup_page_names_every_file_a_sqlite_store_keeps(tmp_path):
     store.close()
     page = (DOCS / "how-to" / "backup.md").read_text()
     assert suffixes and all(f"<file>{s}" in page for s in suffixes), suffixes
+
+
+def test_reference_tables_point_where_they_mean():
+    """A table row cannot say "see above": each names the page that holds what it means."""
+    for page in (DOCS / "reference").glob("*.md"):
+        assert "(see above)" not in page.read_text(), page.name
