@@ -3,7 +3,9 @@
 Every strategy works on units — a single message, or an assistant message with its tool
 calls together with their results — so no call is ever separated from its result. The
 system and developer messages and the newest message the user wrote (never a summary,
-whatever its role) are always kept; summaries are kept as room allows; the result
+whatever its role) are always kept; summaries are kept as room allows, and `full` and
+`compressed` drop one only after every turn after it (the cheapest memory of what it
+replaced), where `adaptive` and `semantic` judge it as one more message; the result
 never exceeds floor(budget x safety) tokens, counting the reply priming and any message
 the strategy adds (a truncation marker, a topic summary).
 """
@@ -298,15 +300,19 @@ class _Plan:
 
 
 def _full(plan: _Plan, cfg: FullConfig) -> None:
-    """Everything; over budget, whole turns go oldest first, then the last turn's oldest units."""
+    """Everything; over budget, whole turns go oldest first, then the last turn's oldest
+    units, and summaries last: a summary is the cheapest memory of what it replaced, so it
+    goes only once every turn after it has gone."""
     droppable = [u for u in plan.units if not u.must]
     plan.keep_all(droppable)
     if plan.fits(0):
         return
     reserve = plan.count(_marker(len(plan.units) * 9)) if cfg.marker else 0
+    summaries = [u for u in droppable if _is_summary(u)]
     turns: dict[int, list[_Unit]] = {}
     for u in droppable:
-        turns.setdefault(u.turn, []).append(u)
+        if not _is_summary(u):
+            turns.setdefault(u.turn, []).append(u)
     order = list(turns.values())
     dropped = 0
     for n, turn in enumerate(order):
@@ -318,8 +324,17 @@ def _full(plan: _Plan, cfg: FullConfig) -> None:
             dropped += len(u.items)
             if last and plan.fits(reserve):
                 break  # the current turn loses only what it must
+    for u in summaries:  # oldest first, once nothing after them is left to drop
+        if plan.fits(reserve):
+            break
+        plan.leave(u, "summary dropped last to fit the budget")
+        dropped += len(u.items)
     if cfg.marker and dropped:
         plan.add(_marker(dropped))
+
+
+def _is_summary(unit: _Unit) -> bool:
+    return any(i.summary for i in unit.items)
 
 
 def _marker(n: int) -> Message:
@@ -347,12 +362,16 @@ def _compressed(plan: _Plan, cfg: CompressedConfig) -> None:
             plan.leave(
                 u, f"older than the {cfg.recent_messages} most recent messages and not a summary"
             )
-    for u in recent:  # newest first, then summaries newest first
-        if not plan.take(u):
-            plan.leave(u, "recent, but over budget")
+    # Summaries first (newest first), then the recent messages newest first: a summary is
+    # the cheapest memory of what it replaced, so it goes only after the turns after it.
     for u in reversed(summaries):
         if not plan.take(u):
             plan.leave(u, "summary, but over budget")
+    for u in recent:
+        if u.index in {s.index for s in summaries}:
+            continue
+        if not plan.take(u):
+            plan.leave(u, "recent, but over budget")
 
 
 def _adaptive(plan: _Plan, cfg: AdaptiveConfig) -> None:

@@ -269,3 +269,61 @@ def test_any_context_and_budget_fits_keeps_pairs_and_is_deterministic(items, bud
     must = {i.message.id for i in items if i.message.role in ("system", "developer")}
     assert must | set(users[-1:]) <= set(kept)
     assert p == build_prompt(items, budget, count=count, strategy=strategy)  # deterministic
+
+
+@st.composite
+def summarized(draw):
+    """A transcript with summaries (as compress writes them: the system role) among its
+    turns, of any size."""
+    items = draw(transcripts())
+    for k in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(0, len(items)))
+        text = "summary " * draw(st.integers(1, 200))
+        message = Message(id=f"s{k}", role="system", content=text,
+                          metadata={"ctxstore": {"summary": True}})  # fmt: skip
+        if at == len(items) or items[at].message.role != "tool":  # (never inside a call)
+            items.insert(at, PromptItem(message, count(message), summary=True))
+    return items
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(items=summarized(), budget=st.integers(1, 3000))
+def test_full_drops_a_summary_only_after_every_turn_after_it(items, budget):
+    try:
+        p = build_prompt(items, budget, count=count, strategy="full")
+    except PromptDoesNotFitError:
+        return
+    kept = {m.id for m in p.messages}
+    must = _must(items)
+    for n, i in enumerate(items):
+        if i.summary and i.message.id not in kept:
+            later = [j.message.id for j in items[n + 1 :] if not j.summary]
+            assert not [m for m in later if m in kept and m not in must], (i.message.id, kept)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(items=summarized(), budget=st.integers(1, 3000))
+def test_compressed_drops_a_summary_only_when_it_cannot_fit_beside_what_it_keeps_first(
+    items, budget
+):
+    try:
+        p = build_prompt(items, budget, count=count, strategy="compressed")
+    except PromptDoesNotFitError:
+        return
+    kept = {m.id for m in p.messages}
+    must = _must(items)
+    before = sum(i.tokens for i in items if i.message.id in must) + REPLY_PRIMING
+    for i in reversed(items):  # newest first, as they are taken
+        if not i.summary:
+            continue
+        if i.message.id in kept:
+            before += i.tokens
+        else:
+            assert before + i.tokens > p.limit, i.message.id  # it could not fit
+
+
+def _must(items):
+    users = [i.message.id for i in items if i.message.role == "user" and not i.summary]
+    system = {i.message.id for i in items if i.message.role in ("system", "developer")
+              and not i.summary}  # fmt: skip
+    return system | set(users[-1:])
