@@ -15,13 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pydantic import SecretStr
 
 from ctxstore.adapters.settings import SearchSettings, Settings
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
 
-from ..conftest import SURFACES, make_url, surface_over
+from ..conftest import SURFACES, examples, make_url, surface_over
 
 # Each conversation: (name, messages). Texts in English, French, German, Chinese, Japanese
 # and Korean, and a tool call with its result.
@@ -422,3 +424,22 @@ def test_a_catch_up_that_fails_midway_is_never_wrong_and_catches_up(durable_url,
         after_fault = {q: _shown(store, q) for q in QUERIES}
         store.admin.reindex()
         assert {q: _shown(store, q) for q in QUERIES} == after_fault
+
+
+@settings(
+    max_examples=examples(60), deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],  # (one store for all)
+)  # fmt: skip
+@given(query=st.text(max_size=300))
+def test_any_query_text_is_answered_or_refused_by_name(store, query):
+    """Hostile query text — the engines' own syntax (NEAR, *, ^, :, quotes, parentheses),
+    control characters, lone surrogates, every script — is searched as words, or refused
+    with InvalidOperationError; never an engine's error, never a crash."""
+    if not store.contexts(limit=1):
+        cid = store.create()
+        store.insert(cid, {"role": "user", "content": 'NEAR("a" b) col:x ^y * "z" 会议 & | !'})
+    try:
+        page = store.search(query)
+    except InvalidOperationError:
+        return
+    assert all(isinstance(h.snippet, str) for h in page.hits)
