@@ -73,7 +73,3 @@ class CompactionSurface:
             self._core, self._writer, self._core.id(context_id), budget, strategy,
             self._core.actor(actor), prompt,
         )  # fmt: skip
-
-    def summarizer(self) -> Summarizer:
-        """The configured summarizer: offline extractive by default, or an OpenAI-compatible model."""
-        return compaction.configured_summarizer(self._core)

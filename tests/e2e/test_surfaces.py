@@ -27,7 +27,6 @@ BEYOND = {
         "from_url": "opens a store",
         "setup": "creates the schema (the CLI's migrate)",
         "parts": "what the async store shares with the store it wraps",
-        "summarizer": "the summarizer compaction calls (a configured LLM)",
     },
     AsyncContextStore: {"open": "opens a store", "sync": "the store in process it wraps"},
     CtxStoreClient: {"health": "the service's liveness, not an operation on contexts"},
