@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
+from collections.abc import Iterable
 from typing import Any, cast
 from uuid import UUID
 
@@ -309,7 +310,7 @@ class EventStorage:
         """A context from its nearest snapshot and the events after it; raises
         ContextNotFoundError."""
         try:
-            ctx: Any = self._library.repository.get(cid, version=version)
+            ctx: Any = self._library.repository.get(cid, version=version, projector_func=_project)
         except AggregateNotFoundError as exc:
             raise ContextNotFoundError(f"no context with id {cid}") from exc
         except CtxStoreError:
@@ -344,3 +345,11 @@ class EventStorage:
         self.turns.close()
         self._library.close()
         self.backend.close()
+
+
+def _project(aggregate: Any, events: Iterable[Any]) -> Any:
+    """The library's projector without its per-event check against a runtime Protocol
+    (an isinstance of a Protocol costs about 35 us; every event here is a Context event)."""
+    for event in events:
+        aggregate = event.mutate(aggregate)
+    return aggregate
