@@ -28,6 +28,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 from uuid import UUID
 
@@ -295,12 +296,12 @@ class CtxStoreSessionService(BaseSessionService):
             if app_name != app:
                 continue
             try:
-                messages = self.store.visible(c.context_id).messages
+                metas = self._metadata_of(c.context_id)
             except ContextNotFoundError:  # erased since it was listed
                 continue
-            if not messages or CREATED not in messages[0].metadata:
+            if not metas or CREATED not in metas[0]:
                 continue
-            own, updated = _scan_state(messages)
+            own, updated = _scan_state(metas)
             if user_id not in user_states:
                 user_states[user_id] = self._state_of(self._user_key(app, user_id))
             state = {State.APP_PREFIX + k: v for k, v in app_state.items()}
@@ -312,6 +313,14 @@ class CtxStoreSessionService(BaseSessionService):
         # oldest first, as the base class documents (ADK's SQLite service's order)
         found.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=found)
+
+    def _metadata_of(self, cid: UUID) -> list[dict[str, Any]]:
+        """Each visible message's metadata: from the stored JSON where the store offers it
+        (no Message built), else from the visible context (over HTTP)."""
+        stored = getattr(self.store, "visible_messages", None)
+        if stored is not None:
+            return [m.get("metadata") or {} for m in stored(cid)]
+        return [m.metadata for m in self.store.visible(cid).messages]
 
     def _delete(self, app: str, user: str, sid: str) -> None:
         held = self._held(self._session_key(app, user, sid.strip()))
@@ -346,7 +355,7 @@ class CtxStoreSessionService(BaseSessionService):
         # A session not read through this service (no marker): current when its events are
         # storage's, or when storage has not moved past it (ADK's database service's rule).
         stored = [_kept(m, EVENT)["id"] for m in messages if EVENT in m.metadata]
-        updated = _scan_state(messages)[1]
+        updated = _scan_state([m.metadata for m in messages])[1]
         if updated > session.last_update_time and stored != [e.id for e in session.events]:
             raise StaleSessionError(STALE)
         return version
@@ -389,15 +398,16 @@ def _kept(message: Message, key: str) -> dict[str, Any]:
     return kept
 
 
-def _scan_state(messages: list[Message]) -> tuple[dict[str, Any], float]:
-    """A session's own state and last update, from its events' JSON (no Event built)."""
-    created = _kept(messages[0], CREATED)
+def _scan_state(metas: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], float]:
+    """A session's own state and last update, from its messages' metadata: the events' JSON
+    (no Event built)."""
+    created = metas[0][CREATED]
     state = dict(created["state"])
     updated = float(created["created"])
-    for m in messages[1:]:
-        if EVENT not in m.metadata:
+    for meta in metas[1:]:
+        if EVENT not in meta:
             continue
-        kept = _kept(m, EVENT)
+        kept = meta[EVENT]
         delta = (kept.get("actions") or {}).get("state_delta")
         if delta:
             state.update(_session_util.extract_json_safe_state_delta(delta)["session"])
@@ -408,7 +418,7 @@ def _scan_state(messages: list[Message]) -> tuple[dict[str, Any], float]:
 def _scan(messages: list[Message]) -> tuple[dict[str, Any], list[tuple[float, Message]], float]:
     """`_scan_state`, and the messages keeping events with their times, in time order
     (ties in append order): what Events are built from, the ones asked for only."""
-    state, updated = _scan_state(messages)
+    state, updated = _scan_state([m.metadata for m in messages])
     kept = [(float(_kept(m, EVENT)["timestamp"]), m) for m in messages[1:] if EVENT in m.metadata]
     kept.sort(key=lambda k: k[0])  # stable: equal times keep their append order
     return state, kept, updated
