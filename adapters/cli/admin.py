@@ -52,7 +52,8 @@ def serve(
     import uvicorn
 
     from ctxstore import open_sharded
-    from ctxstore.adapters.settings import load_settings, redact
+    from ctxstore.adapters.settings import load_settings
+    from ctxstore.adapters.storage.urls import redact
 
     named = options(ctx).url
     sharded = not named and bool(load_settings().shards)

@@ -22,7 +22,7 @@ def _open() -> ShardedStore:
 @handles_errors
 def shards(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """The servers of CTXSTORE_SHARDS: each one's name, URL and how many contexts it holds."""
-    from ctxstore.adapters.settings import redact
+    from ctxstore.adapters.storage.urls import redact
 
     with _open() as sharded:
         counts = sharded.directory.counts()

@@ -6,8 +6,8 @@ from typing import Any
 
 from psycopg_pool import ConnectionPool
 
-from ctxstore.adapters.settings import library_env
 from ctxstore.adapters.storage import postgres_schema
+from ctxstore.adapters.storage.urls import library_env
 
 
 def own_pool(url: str) -> tuple[ConnectionPool[Any], str]:

@@ -12,7 +12,8 @@ from eventsourcing.utils import resolve_topic
 from ctxstore.adapters.keys.cipher import ContextCipher, DataKeys
 from ctxstore.adapters.keys.kek import KeyWrapper, LocalKeyring, decode_key
 from ctxstore.adapters.keys.vault import KeyVault, PostgresVault, SQLiteVault
-from ctxstore.adapters.settings import Settings, library_env, redact
+from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.storage.urls import library_env, redact
 from ctxstore.domain.errors import ConfigurationError
 
 

@@ -31,7 +31,7 @@ from ctxstore.adapters.keys.audit_seal import AuditSealer
 from ctxstore.adapters.keys.cipher import MAGIC as SEALED
 from ctxstore.adapters.keys.cipher import STORE_KEY, ContextCipher, KeyDestroyedError
 from ctxstore.adapters.keys.setup import OwnedCipher, context_cipher
-from ctxstore.adapters.settings import Settings, library_env, redact
+from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.storage.async_events import AsyncEvents
 from ctxstore.adapters.storage.audit_index import AuditView
 from ctxstore.adapters.storage.backend import Backend, driver_errors
@@ -47,6 +47,7 @@ from ctxstore.adapters.storage.retention_rows import RetentionRows
 from ctxstore.adapters.storage.search_index import SearchIndex
 from ctxstore.adapters.storage.snapshot_store import SnapshotStore
 from ctxstore.adapters.storage.tokens import StoredTokens
+from ctxstore.adapters.storage.urls import library_env, redact
 from ctxstore.domain.context import Context
 from ctxstore.domain.errors import (
     ConfigurationError,

@@ -31,13 +31,13 @@ from psycopg.sql import SQL, Composed, Identifier, Literal
 
 from ctxstore.adapters.keys.vault import TABLE as VAULT_TABLE
 from ctxstore.adapters.keys.vault import ddl as vault_ddl
-from ctxstore.adapters.settings import LIBPQ_PARAMS
 from ctxstore.adapters.storage.audit_index import TRACKING_NAME
 from ctxstore.adapters.storage.migrations import TABLE as MIGRATIONS_TABLE
 from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.storage.notifications import FORGOTTEN
 from ctxstore.adapters.storage.postgres_search import create_tables as search_tables
 from ctxstore.adapters.storage.retention_rows import lifecycle_tables
+from ctxstore.adapters.storage.urls import LIBPQ_PARAMS
 from ctxstore.domain.errors import StoreUnavailableError
 
 SCHEMA_LOCK = 0x63747873  # advisory lock key: one process at a time creates the tables

@@ -20,7 +20,7 @@ from eventsourcing.sqlite import (
 )
 from eventsourcing.utils import EnvType
 
-from ctxstore.adapters.settings import SYNCHRONOUS
+from ctxstore.adapters.storage.urls import SYNCHRONOUS
 
 STATEMENTS = 256  # a store runs a few dozen distinct statements
 

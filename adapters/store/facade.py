@@ -16,9 +16,10 @@ from uuid import UUID
 
 from ctxstore.adapters.capture.spans import traced
 from ctxstore.adapters.llm.tokenizer import Tokenizers, check_encoding_name, encoding_for_model
-from ctxstore.adapters.settings import Settings, load_settings, replica_urls
+from ctxstore.adapters.settings import Settings, load_settings
 from ctxstore.adapters.storage.events import EventStorage
 from ctxstore.adapters.storage.migrations import Migration
+from ctxstore.adapters.storage.urls import replica_urls
 from ctxstore.adapters.store import (
     captured,
     compaction,

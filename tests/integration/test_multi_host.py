@@ -10,7 +10,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from ctxstore.adapters.settings import library_env
+from ctxstore.adapters.storage.urls import library_env
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import StoreURLError
 from tests.conftest import make_url

@@ -14,7 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from ctxstore.adapters.settings import Settings, replica_urls
+from ctxstore.adapters.settings import Settings
+from ctxstore.adapters.storage.urls import replica_urls
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.domain.errors import StoreURLError
 

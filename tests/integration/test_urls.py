@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ctxstore import StoreUnavailableError, StoreURLError
-from ctxstore.adapters.settings import library_env
+from ctxstore.adapters.storage.urls import library_env
 from ctxstore.adapters.store.facade import ContextStore
 
 
