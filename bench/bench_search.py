@@ -148,43 +148,34 @@ def inserts(folder: Path) -> None:
     off.close()
 
 
+def filled_and_rebuilt(store: ContextStore, texts: list[list[str]], label: str) -> int:
+    """Write the corpus, time a rebuild of the index; the messages written."""
+    fill(store, texts)
+    t = time.perf_counter()
+    _, indexed = store.admin.reindex()
+    took = time.perf_counter() - t
+    print(f"rebuild, {label}: {indexed:,} messages in {took:.1f} s = {indexed / took:,.0f}/s")
+    return sum(len(t) for t in texts)
+
+
 def sqlite_query(folder: Path, texts: list[list[str]]) -> None:
     url = f"sqlite:///{folder / 'search.db'}"
     with ContextStore.from_url(url) as store:
-        fill(store, texts)
-        rows = sum(len(t) for t in texts)
-        t = time.perf_counter()
-        _, indexed = store.admin.reindex()
-        took = time.perf_counter() - t
-        print(f"rebuild, SQLite: {indexed:,} messages in {took:.1f} s = {indexed / took:,.0f}/s")
+        rows = filled_and_rebuilt(store, texts, "SQLite")
         bare = sqlite3.connect(folder / "bare.db")
         bare.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
         bare.executemany("INSERT INTO t (body) VALUES (?)", [(m,) for c in texts for m in c])
         bare.commit()
         sql = "SELECT rowid, snippet(t, 0, '«', '»', '…', 16), bm25(t) FROM t WHERE t MATCH ? ORDER BY bm25(t) LIMIT 20"
         words = " AND ".join(f'"{w}"' for w in QUERY.split())
-        hits = len(store.search(QUERY, limit=20).hits)
-        a, b, ratio = median_ratio(
-            lambda: store.search(QUERY, limit=20),
-            lambda: bare.execute(sql, (words,)).fetchall(),
-            20,
-        )
-        print(f"two-word query over {rows:,} messages in {len(texts):,} contexts, SQLite: "
-              f"{a * 1e3:.2f} ms vs bare FTS5 {b * 1e3:.2f} ms = {ratio:.2f}x (target <= 3x; "
-              f"{hits} hits a page)")  # fmt: skip
+        compare_query(store, lambda: bare.execute(sql, (words,)).fetchall(), "SQLite",
+                      "bare FTS5", rows, len(texts))  # fmt: skip
         bare.close()
 
 
 def postgres_query(url: str, bare_url: str, texts: list[list[str]]) -> None:
     with ContextStore.from_url(url) as store:
-        fill(store, texts)
-        rows = sum(len(t) for t in texts)
-        t = time.perf_counter()
-        _, indexed = store.admin.reindex()
-        took = time.perf_counter() - t
-        print(
-            f"rebuild, PostgreSQL: {indexed:,} messages in {took:.1f} s = {indexed / took:,.0f}/s"
-        )
+        rows = filled_and_rebuilt(store, texts, "PostgreSQL")
         with psycopg.connect(bare_url, autocommit=True) as bare:
             bare.execute("CREATE TABLE t (id bigserial PRIMARY KEY, body text, terms tsvector)")
             with bare.cursor() as c:
@@ -198,14 +189,20 @@ def postgres_query(url: str, bare_url: str, texts: list[list[str]]) -> None:
                 "SELECT id, body, ts_rank_cd(terms, q) AS r FROM t, plainto_tsquery('simple', %s) q "
                 "WHERE terms @@ q ORDER BY r DESC, id LIMIT 20"
             )
-            a, b, ratio = median_ratio(
-                lambda: store.search(QUERY, limit=20),
-                lambda: bare.execute(sql, (QUERY,)).fetchall(),
-                20,
-            )
-        print(f"two-word query over {rows:,} messages in {len(texts):,} contexts, PostgreSQL: "
-              f"{a * 1e3:.2f} ms vs bare full-text search {b * 1e3:.2f} ms = {ratio:.2f}x "
-              "(target <= 3x)")  # fmt: skip
+            compare_query(store, lambda: bare.execute(sql, (QUERY,)).fetchall(),
+                          "PostgreSQL", "bare full-text search", rows, len(texts))  # fmt: skip
+
+
+def compare_query(
+    store: ContextStore, bare: Callable[[], Any], label: str, engine: str, rows: int,
+    contexts: int,
+) -> None:  # fmt: skip
+    """The two-word query through ctxstore against the same on the bare engine."""
+    hits = len(store.search(QUERY, limit=20).hits)
+    a, b, ratio = median_ratio(lambda: store.search(QUERY, limit=20), bare, 20)
+    print(f"two-word query over {rows:,} messages in {contexts:,} contexts, {label}: "
+          f"{a * 1e3:.2f} ms vs {engine} {b * 1e3:.2f} ms = {ratio:.2f}x (target <= 3x; "
+          f"{hits} hits a page)")  # fmt: skip
 
 
 def main() -> None:
