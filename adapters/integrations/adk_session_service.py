@@ -29,7 +29,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple, TypeVar
 from uuid import UUID
 
 from ctxstore.domain.errors import MissingExtraError
@@ -55,7 +55,13 @@ from ctxstore.adapters.integrations.sdk_messages import (
     insert_or_record,
     insert_or_record_awaited,
 )
-from ctxstore.adapters.integrations.surface import AwaitedStore, faces, named_contexts
+from ctxstore.adapters.integrations.surface import (
+    LRU,
+    AwaitedStore,
+    faces,
+    hooks_of,
+    named_contexts,
+)
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.domain.errors import (
@@ -81,6 +87,20 @@ RETRIES = 20  # rounds of read-merge-write for an app's or a user's state under 
 # a call parted from its result only. Its content was read as Gemini already (_message);
 # anything else the insert refuses (an attachment it cannot keep) ADK hears, as before.
 UNPAIRED = (MalformedTranscriptError,)
+ABSENT = object()  # a read's answer when the session does not exist
+T = TypeVar("T")
+FOLDED = 256  # sessions whose folded state and event times are remembered
+
+
+class _Folded(NamedTuple):
+    """A session's own state, last update and event times, folded from its stored
+    messages' metadata at one head mark (any write or erasure changes the mark)."""
+
+    mark: tuple[int, int]
+    visible: int  # messages visible
+    state: dict[str, Any]
+    updated: float
+    times: list[tuple[float, int]]  # (event time, position among the visible), time order
 
 
 class CtxStoreSessionService(BaseSessionService):
@@ -94,6 +114,10 @@ class CtxStoreSessionService(BaseSessionService):
         self._faces = faces(store)
         self.store = self._faces.sync
         self.prefix = key_prefix
+        # Where the surface holds events (not over HTTP): get_session builds only the
+        # events asked for, from a fold remembered by the session's head mark.
+        self._hooks = hooks_of(self.store)
+        self._folded: LRU[UUID, _Folded] = LRU(FOLDED)
 
     # ---- the protocol -------------------------------------------------------------------
 
@@ -262,24 +286,58 @@ class CtxStoreSessionService(BaseSessionService):
     def _get(
         self, app: str, user: str, sid: str, config: GetSessionConfig | None
     ) -> Session | None:
-        held = self._held(self._session_key(app, user, sid.strip()))
-        if held is None:
+        key = self._session_key(app, user, sid.strip())
+        read = self._read_stored(key, config) if self._hooks is not None else None
+        if read is None:  # over HTTP, or a session that kept changing while read
+            held = self._held(key)
+            if held is None:
+                return None
+            _, version, messages = held
+            own, kept, updated = _scan(messages)
+            # Only the events asked for are built (GetSessionConfig: after a time, the last N).
+            events = [_event_json(m) for _, m in _asked(kept, config)]
+        elif read is ABSENT:
             return None
-        _, version, messages = held
-        own, kept, updated = _scan(messages)
-        # Only the events asked for are built (GetSessionConfig: after a time, the last N).
-        if config is not None and config.after_timestamp:
-            kept = [k for k in kept if k[0] >= config.after_timestamp]
-        if config is not None and config.num_recent_events is not None:
-            recent = config.num_recent_events
-            kept = kept[-recent:] if recent else []
-        events = [Event.model_validate_json(json.dumps(_event_json(m))) for _, m in kept]
+        else:
+            version, own, updated, events = read
         session = Session(
             app_name=app, user_id=user, id=sid.strip(), state=self._merged(app, user, own),
-            events=events, last_update_time=updated,
+            events=[Event.model_validate_json(json.dumps(e)) for e in events],
+            last_update_time=updated,
         )  # fmt: skip
         session._storage_update_marker = str(version)
         return session
+
+    def _read_stored(self, key: str, config: GetSessionConfig | None) -> Any:
+        """(version, own state, last update, the asked events' JSON) from the stored
+        messages: the session folded once per head mark, then only the newest messages
+        that hold the events asked for. ABSENT when there is no session; None when it
+        kept changing between the two head reads that bracket each attempt."""
+        assert self._hooks is not None
+        hooks = self._hooks
+        cid = self.store.lookup_key(key)
+        if cid is None:
+            return ABSENT
+        for _ in range(RETRIES):
+            try:
+                mark = hooks.head_mark(cid)
+                folded = self._folded.get(cid)
+                if folded is None or folded.mark != mark:
+                    metas = [m.get("metadata") or {} for m in hooks.visible_messages(cid)]
+                    if not metas:
+                        return ABSENT
+                    folded = _fold(mark, metas)
+                positions = [p for _, p in _asked(folded.times, config)]
+                first = min(positions, default=folded.visible)
+                newest = hooks.visible_messages(cid, last=folded.visible - first, inline=True)
+                if hooks.head_mark(cid) != mark:
+                    continue  # written between the reads: read again
+            except ContextNotFoundError:
+                return ABSENT
+            self._folded[cid] = folded
+            events = [_stored_event_json(newest[p - first]) for p in positions]
+            return mark[0], dict(folded.state), folded.updated, events
+        return None
 
     def _list(self, app: str, user: str | None) -> ListSessionsResponse:
         """One listing of the app's (or the user's) session contexts, then each session's
@@ -317,9 +375,8 @@ class CtxStoreSessionService(BaseSessionService):
     def _metadata_of(self, cid: UUID) -> list[dict[str, Any]]:
         """Each visible message's metadata: from the stored JSON where the store offers it
         (no Message built), else from the visible context (over HTTP)."""
-        stored = getattr(self.store, "visible_messages", None)
-        if stored is not None:
-            return [m.get("metadata") or {} for m in stored(cid)]
+        if self._hooks is not None:
+            return [m.get("metadata") or {} for m in self._hooks.visible_messages(cid)]
         return [m.metadata for m in self.store.visible(cid).messages]
 
     def _delete(self, app: str, user: str, sid: str) -> None:
@@ -382,6 +439,33 @@ def _record(event: Event) -> dict[str, Any]:
     Gemini's pairing where ADK's flow allows it (a call answered later, after other turns:
     a long-running tool, a credential request). ADK's session is never refused an event."""
     return as_record({EVENT: json.loads(event.model_dump_json(exclude_none=True))})
+
+
+def _asked(kept: list[tuple[float, T]], config: GetSessionConfig | None) -> list[tuple[float, T]]:
+    """The events GetSessionConfig asks for, of a session's events in time order: after a
+    time, then the last N."""
+    if config is not None and config.after_timestamp:
+        kept = [k for k in kept if k[0] >= config.after_timestamp]
+    if config is not None and config.num_recent_events is not None:
+        recent = config.num_recent_events
+        kept = kept[-recent:] if recent else []
+    return kept
+
+
+def _fold(mark: tuple[int, int], metas: list[dict[str, Any]]) -> _Folded:
+    """`_scan` over stored metadata: the state, last update and event times by position."""
+    state, updated = _scan_state(metas)
+    times = [(float(m[EVENT]["timestamp"]), p) for p, m in enumerate(metas) if p and EVENT in m]
+    times.sort(key=lambda t: t[0])  # stable: equal times keep their append order
+    return _Folded(mark, len(metas), state, updated, times)
+
+
+def _stored_event_json(stored: dict[str, Any]) -> dict[str, Any]:
+    """`_event_json` of a stored message's JSON (no Message built)."""
+    kept = dict(stored["metadata"][EVENT])
+    if stored.get("native") is not None:
+        kept["content"] = stored["native"]
+    return kept
 
 
 def _event_json(m: Message) -> dict[str, Any]:

@@ -59,7 +59,7 @@ from ctxstore.adapters.integrations.agents_items import (
     native_message,
     summary_message,
 )
-from ctxstore.adapters.integrations.surface import faces
+from ctxstore.adapters.integrations.surface import faces, hooks_of
 from ctxstore.adapters.store.contract import ContextOperations, ReplyStream, StreamPolicy
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.adapters.store.results import VisibleContext
@@ -341,10 +341,12 @@ class CtxStoreSession(SessionABC):
 
     def _items(self, newest: int | None = None) -> list[Any]:
         """Every item, or at least the newest `newest` (each message holds one or more)."""
-        read = getattr(self.store, "visible_messages", None)
-        if read is None:  # over HTTP: the visible context
+        hooks = hooks_of(self.store)
+        if hooks is None:  # over HTTP: the visible context
             return self._items_of(self.store.visible(self.context_id, inline=True))
-        found = self._items_in(read(self.context_id, last=newest, inline=True), newest)
+        found = self._items_in(
+            hooks.visible_messages(self.context_id, last=newest, inline=True), newest
+        )
         return self._items() if found is None else found
 
     @staticmethod

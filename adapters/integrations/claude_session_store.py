@@ -26,7 +26,13 @@ from uuid import UUID
 
 from ctxstore.adapters.integrations.claude_calls import transcript_calls
 from ctxstore.adapters.integrations.sdk_messages import as_record
-from ctxstore.adapters.integrations.surface import LRU, AwaitedStore, faces, named_contexts
+from ctxstore.adapters.integrations.surface import (
+    LRU,
+    AwaitedStore,
+    faces,
+    hooks_of,
+    named_contexts,
+)
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.adapters.store.results import Written
@@ -256,12 +262,12 @@ class CtxStoreSessionStore:
         cid = self._id(key)
         if cid is None:
             return None
-        read = getattr(self.store, "visible_messages", None)
-        if read is None:
+        hooks = hooks_of(self.store)
+        if hooks is None:
             held = self._messages(cid)
             return None if held is None else [_entry(m) for m in held]
         try:
-            stored: list[dict[str, Any]] = read(cid, inline=True)
+            stored: list[dict[str, Any]] = hooks.visible_messages(cid, inline=True)
         except ContextNotFoundError:
             return None
         entries = []

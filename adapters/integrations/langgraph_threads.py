@@ -19,7 +19,7 @@ from langchain_core.messages import BaseMessage, message_to_dict
 from ctxstore.adapters.integrations.langchain_history import KEY as LANGCHAIN
 from ctxstore.adapters.integrations.langchain_history import from_openai, to_openai
 from ctxstore.adapters.integrations.langgraph_records import KEY, Thread, in_parts
-from ctxstore.adapters.integrations.surface import LRU, named_contexts
+from ctxstore.adapters.integrations.surface import LRU, hooks_of, named_contexts
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.domain.context_reads import new_message_id
 from ctxstore.domain.errors import (
@@ -106,8 +106,8 @@ class Threads:
             # A store answers its newest version and erasures cheaply (an erased thread made
             # again up to the same version is not the cached one); over HTTP a read is one
             # request either way.
-            head = getattr(self.store, "head_mark", None)
-            mark = None if head is None else head(cid)
+            hooks = hooks_of(self.store)
+            mark = None if hooks is None else hooks.head_mark(cid)
             if cached is not None and (cached.version, cached.erasures) == mark:
                 return cached
             seen = self.store.visible(cid, inline=True)

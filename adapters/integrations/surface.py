@@ -14,6 +14,7 @@ from uuid import UUID
 
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
+from ctxstore.adapters.store.hooks import StoreHooks
 from ctxstore.adapters.store.results import ContextSummary
 from ctxstore.adapters.threads.settled import settled, settled_await
 from ctxstore.domain.context import JSON
@@ -104,6 +105,14 @@ def faces(given: ContextOperations | AsyncContextOperations) -> Faces:
     return Faces(cast(ContextOperations, given), None)
 
 
+def hooks_of(store: ContextOperations) -> StoreHooks | None:
+    """The hooks of a surface that holds events itself (the store, the sharded store): its
+    cheap head mark and its stored messages without building the visible context. None
+    over HTTP, where an integration reads through the contract. (Asked of one attribute,
+    as `_awaited` is.)"""
+    return cast(StoreHooks, store) if hasattr(store, "head_mark") else None
+
+
 def listed_contexts(
     store: ContextOperations, search: str | None = None
 ) -> Iterator[ContextSummary]:
@@ -127,5 +136,6 @@ def named_contexts(store: ContextOperations, prefix: str) -> Iterator[ContextSum
 
 
 __all__ = [
-    "LRU", "PAGE", "AwaitedStore", "Faces", "faces", "listed_contexts", "named_contexts",
+    "LRU", "PAGE", "AwaitedStore", "Faces", "faces", "hooks_of", "listed_contexts",
+    "named_contexts",
 ]  # fmt: skip

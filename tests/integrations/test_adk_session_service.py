@@ -434,6 +434,39 @@ def test_racing_stale_writers_one_wins(ours: CtxStoreSessionService) -> None:
     run(case)
 
 
+def test_a_session_read_in_part_follows_other_writers_and_erasures(durable_url: str) -> None:
+    """get_session builds only the events asked for, from a fold it remembers by the
+    session's head: another service's append, or the session deleted and made again under
+    its id with as many events, is read, never the remembered fold."""
+
+    async def case() -> None:
+        with ContextStore.from_url(durable_url) as one, ContextStore.from_url(durable_url) as two:
+            reader, writer = CtxStoreSessionService(one), CtxStoreSessionService(two)
+            session = await writer.create_session(app_name=APP, user_id=USER, session_id="s")
+
+            async def recent() -> tuple[list[str | None], Any]:
+                got = await reader.get_session(app_name=APP, user_id=USER, session_id="s",
+                                               config=GetSessionConfig(num_recent_events=2))  # fmt: skip
+                assert got is not None
+                return [e.invocation_id for e in got.events], got.state
+
+            for i in range(3):
+                await writer.append_event(session, Event(invocation_id=f"a{i}", author="user",
+                                                         timestamp=i, actions=delta(n=i)))  # fmt: skip
+            assert await recent() == (["a1", "a2"], {"n": 2})
+            await writer.append_event(session, Event(invocation_id="a3", author="user",
+                                                     timestamp=3, actions=delta(n=3)))  # fmt: skip
+            assert await recent() == (["a2", "a3"], {"n": 3})
+            await writer.delete_session(app_name=APP, user_id=USER, session_id="s")
+            again = await writer.create_session(app_name=APP, user_id=USER, session_id="s")
+            for i in range(4):
+                await writer.append_event(again, Event(invocation_id=f"b{i}", author="user",
+                                                       timestamp=i, actions=delta(m=i)))  # fmt: skip
+            assert await recent() == (["b2", "b3"], {"m": 3})
+
+    run(case)
+
+
 def test_a_retried_append_is_a_no_op(ours: CtxStoreSessionService) -> None:
     async def case() -> None:
         session = await ours.create_session(app_name=APP, user_id=USER)

@@ -222,6 +222,7 @@ INTEGRATIONS_MAY_IMPORT = (
     "ctxstore.adapters.capture",  # what the model saw: itself on the contract and the domain
     "ctxstore.adapters.threads.settled",  # a thread's write awaited through cancellations
     "ctxstore.adapters.store.contract",
+    "ctxstore.adapters.store.hooks",  # the stores' hooks, where the surface has them
     "ctxstore.adapters.store.results",
     "ctxstore.adapters.integrations",
     "ctxstore.domain",
