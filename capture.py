@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxstore.adapters.capture.recorder import CallRecorder, CaptureStats, recorder_for
+from ctxstore.adapters.capture.recorder import CallRecorder, CaptureStats, recorder_for, stats_for
 from ctxstore.domain.captured import CapturedCall
 
 
@@ -75,8 +75,9 @@ def flush(store: Any, timeout: float | None = None) -> bool:
 
 
 def stats(store: Any) -> CaptureStats:
-    """What capture did for `store`: calls submitted, recorded, dropped, failed."""
-    return recorder_for(store).stats
+    """What capture did for `store`: calls submitted, recorded, dropped, failed (after
+    the store is closed too: what its close gave up is counted there)."""
+    return stats_for(store)
 
 
 __all__ = [

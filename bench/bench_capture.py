@@ -24,6 +24,9 @@ SQLite file of its own in a temp folder:
   =ctxstore, CTXSTORE_URL) and the same instrumentation without a hook (instrumented again
   between blocks), in one workflow with a conversation id. With a hook the util also
   captures the messages' content: that is part of what turning the hook on costs.
+- faults: LangChain's `ChatOpenAI.invoke` captured into PostgreSQL on a private cluster
+  that is up, then stopped, then frozen (SIGSTOP), against the same calls uncaptured: the
+  extra latency per call while the store is away (every call recorded once it is back).
 - claude: `CtxStoreSessionStore.append` of a [user, assistant] pair, the assistant's message
   with its usage (its call reconstructed and recorded in the append's commit) and without
   (no call recorded): the reconstructed calls' cost (a session per block).
@@ -428,12 +431,58 @@ async def bench_claude(tmp: Path, provider: FakeProvider, blocks: int, per_block
         assert (found[False], found[True]) == (0, expected), found
 
 
+# ---- the store away: down, frozen -----------------------------------------------------------
+
+
+async def bench_faults(tmp: Path, provider: FakeProvider, blocks: int, per_block: int) -> None:
+    """`ChatOpenAI.invoke` captured into PostgreSQL on a private cluster (bench/pg_cluster.py)
+    that is up, stopped (nothing listens) and frozen (SIGSTOP: connections open, nothing
+    answers), against the same calls uncaptured: what the store's absence costs the
+    application per call. Every call is recorded once the cluster is back."""
+    import pg_cluster
+    from langchain_openai import ChatOpenAI
+
+    if not pg_cluster.available():
+        print("faults: skipped (PostgreSQL 15's initdb and pg_ctl are not installed)")
+        return
+    model = ChatOpenAI(model="gpt-4o", base_url=provider.url + "/v1", api_key="x",
+                       max_retries=0)  # fmt: skip
+    with pg_cluster.private_cluster() as cluster:
+        store = ContextStore.from_url(cluster.url, Settings(actor="bench"))
+        configs: dict[bool, Any] = {
+            False: {}, True: {"callbacks": [ctxstore.capture.langchain(store)]}
+        }  # fmt: skip
+
+        async def invoke(on: bool) -> Any:
+            return model.invoke("Hello", config=configs[on])
+
+        try:
+            for state, away, back in (
+                ("up", None, None),
+                ("stopped", cluster.stop, cluster.start),
+                ("frozen", cluster.freeze, cluster.thaw),
+            ):
+                if away is not None:
+                    away()
+                try:
+                    report(f"ChatOpenAI.invoke, store {state}",
+                           *await alternate(invoke, blocks, per_block))  # fmt: skip
+                finally:
+                    if back is not None:
+                        back()
+                assert ctxstore.capture.flush(store, 120), f"faults: {state} not flushed"
+            counted("faults", store, captured(blocks, per_block) * 3)
+        finally:
+            store.close()
+
+
 # -------------------------------------------------------------------------------------------
 
 Section = Callable[[Path, FakeProvider, int, int], Awaitable[None]]
 SECTIONS: dict[str, Section] = {
     "agents": bench_agents, "langchain": bench_langchain, "adk": bench_adk,
     "llamaindex": bench_llamaindex, "otel": bench_otel, "claude": bench_claude,
+    "faults": bench_faults,
 }  # fmt: skip
 
 

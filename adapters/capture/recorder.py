@@ -16,7 +16,9 @@ import os
 import queue
 import threading
 import time
+import weakref
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
@@ -193,6 +195,9 @@ class CallRecorder:
 
 _recorders: dict[int, tuple[Any, CallRecorder]] = {}
 _lock = threading.Lock()
+# What each closed store's recorder did, kept after the recorder (and the store) are let
+# go: `ctxstore.capture.stats` still says what a close gave up. Keyed by the store, weakly.
+_closed_stats: weakref.WeakKeyDictionary[Any, CaptureStats] = weakref.WeakKeyDictionary()
 
 
 def recorder_for(store: Any) -> CallRecorder:
@@ -206,6 +211,21 @@ def recorder_for(store: Any) -> CallRecorder:
         return found[1]
 
 
+def stats_for(store: Any) -> CaptureStats:
+    """What capture did for this store: its recorder's figures, a closed one's too (none
+    is made here)."""
+    face = faces(store)[0]
+    with _lock:
+        found = _recorders.get(id(face))
+        if found is not None:
+            return found[1].stats
+    with suppress(TypeError):  # (a surface that takes no weak reference)
+        kept = _closed_stats.get(face)
+        if kept is not None:
+            return kept
+    return CaptureStats()
+
+
 def close_recorder(store: Any, timeout: float = FLUSH_SECONDS) -> None:
     """Record what was captured for this store (within `timeout`) and stop its recorder,
     if it has one: a store closes only after its captured calls (none is made here)."""
@@ -213,6 +233,8 @@ def close_recorder(store: Any, timeout: float = FLUSH_SECONDS) -> None:
         found = _recorders.pop(id(store), None)
     if found is not None:
         found[1].close(timeout)
+        with suppress(TypeError):
+            _closed_stats[store] = found[1].stats
 
 
 @atexit.register
