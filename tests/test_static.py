@@ -27,7 +27,7 @@ def test_mypy_strict():
     # mypy cannot follow the editable install; it reads a symlink view of the package.
     view = ROOT / ".typecheck" / "ctxstore"
     view.mkdir(parents=True, exist_ok=True)
-    for name in ("__init__.py", "capture.py", "domain", "projections", "adapters"):
+    for name in ("__init__.py", "capture.py", "domain", "projections", "adapters", "integrations"):
         link = view / name
         if not link.is_symlink():
             link.symlink_to(Path("..", "..", name))

@@ -6,7 +6,8 @@ and the audit refresher. Routes are thin: the `Owned` dependency gives the conte
 names, checked to be the caller's, and the route calls the store on the service's pool.
 Commands answer the `Written` result with `ETag: "<version>"`; `If-Match` (or
 `expected_version` in the body) makes a write conditional. The OpenAPI description is at
-/openapi.json.
+/openapi.json, and reads as pages at /docs (Swagger UI) and /redoc, whose scripts the
+service serves itself (fastapi-offline ships them): no CDN is needed at run time.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 from fastapi.telemetry import TelemetryConfig
+from fastapi_offline import FastAPIOffline
 from starlette.responses import Response as StarletteResponse
 from starlette.types import Scope
 
@@ -46,6 +48,7 @@ from ctxstore.adapters.http.routes import (
 from ctxstore.adapters.http.schemas import Health
 from ctxstore.adapters.http.tail import TailHub
 from ctxstore.adapters.settings import ServiceConfig, load_settings
+from ctxstore.adapters.store.contract import OPERATIONS
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.shards.store import ShardedStore
 from ctxstore.domain.errors import MissingExtraError
@@ -54,6 +57,8 @@ ROUTERS = (
     contexts.router, commands.router, streams.router, reads.router, transfer.router,
     audit.router, blobs.router, events.router, retention.router, search.router,
 )  # fmt: skip
+# The contract's operations by their routes: a route implementing one is named after it.
+OPERATION_OF_ROUTE = {(op.method, op.path): name for name, op in OPERATIONS.items() if op.route}
 NO_TELEMETRY: TelemetryConfig = {
     "tracing": False, "metrics": False, "logs": False, "operation_spans": False
 }  # fmt: skip
@@ -139,7 +144,8 @@ def create_app(
             if on_close is not None:
                 on_close()
 
-    app = FastAPI(
+    # The API's pages (/docs, /redoc) hold no data: open to all, like /openapi.json.
+    app = FastAPIOffline(
         title="ctxstore",
         version="1",
         summary="Event-sourced store for LLM conversation context",
@@ -147,8 +153,9 @@ def create_app(
             "Every change to a context is an event. Errors are application/problem+json. "
             "Authenticate with `Authorization: Bearer <token>` when the service has tokens."
         ),
-        docs_url=None,  # the interactive pages load scripts from a CDN; the JSON is enough
-        redoc_url=None,
+        docs_url="/docs",
+        redoc_url="/redoc",
+        static_url="/docs/static",  # their scripts, styles and icon
         lifespan=lifespan,
         # Operation ids are the operations' names (insert, visible), as the contract and
         # the Python client name them, not FastAPI's path-derived ones.
@@ -227,6 +234,9 @@ def _refresh_audit(store: Served, stop: threading.Event, every: float) -> None:
 
 
 def _operation_id(route: APIRoute) -> str:
-    """A route's OpenAPI operation id: its function's name (unique across the routes; a
-    test checks it)."""
+    """A route's OpenAPI operation id: the name of the contract's operation it implements
+    (spec.py), else its function's name (unique across the routes; a test checks it)."""
+    for method in sorted(route.methods or ()):
+        if (method, route.path) in OPERATION_OF_ROUTE:
+            return OPERATION_OF_ROUTE[method, route.path]
     return route.name

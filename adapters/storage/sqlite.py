@@ -54,6 +54,7 @@ from ctxstore.adapters.storage.notifications import Notifications, PollingNotifi
 from ctxstore.adapters.storage.retention_rows import RetentionRows, lifecycle_tables
 from ctxstore.adapters.storage.sqlite_audit import SQLiteAuditView, add_column, truncate_wal
 from ctxstore.adapters.storage.sqlite_blobs import SQLiteBlobRows
+from ctxstore.adapters.storage.sqlite_pool import is_read_only
 from ctxstore.adapters.storage.sqlite_recorder import ERASURES_INDEX, EVENT_IDS
 from ctxstore.adapters.storage.sqlite_search import (
     SQLiteSearchIndex,
@@ -170,8 +171,9 @@ class SQLiteTurns(Turns):
             return self._file, self._path
         with self._file_guard:
             if self._file is None:
-                if self._datastore.pool.is_sqlite_memory_mode:
-                    return None
+                pool = self._datastore.pool
+                if pool.is_sqlite_memory_mode or is_read_only(pool):
+                    return None  # (a read-only store takes no write: SQLite says why)
                 name = str(self._datastore.pool.db_name).removeprefix("file:").split("?", 1)[0]
                 self._path = str(Path(name + "-turns").resolve())
                 self._file = open_file(self._path)

@@ -5,6 +5,7 @@ replicas a URL names; and the URL as messages show it (no password)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from urllib.parse import parse_qs, parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
@@ -20,6 +21,7 @@ def redact(url: str) -> str:
 
 
 SYNCHRONOUS = "CTXSTORE_SQLITE_SYNCHRONOUS"  # the library environment's entry the pool reads
+READ_ONLY = "CTXSTORE_SQLITE_READ_ONLY"  # why the file can only be read (the pool opens it so)
 
 
 def library_env(
@@ -172,7 +174,7 @@ def _sqlite_env(url: str, *, create: bool) -> dict[str, str]:
                 "folder or CTXSTORE_URL to another store"
             ) from None
         path = str(file)
-    return {
+    env = {
         # The library's SQLite factory, its connections keeping their compiled statements.
         "PERSISTENCE_MODULE": "ctxstore.adapters.storage.sqlite_pool:SQLiteStoreFactory",
         "SQLITE_DBNAME": path,
@@ -180,3 +182,21 @@ def _sqlite_env(url: str, *, create: bool) -> dict[str, str]:
         # The library's recorder with a shorter path into its write transaction.
         "APPLICATION_RECORDER_TOPIC": "ctxstore.adapters.storage.sqlite_recorder:SQLiteEventsRecorder",
     }
+    why = read_only_reason(Path(path)) if path != ":memory:" else ""
+    if why:
+        env[READ_ONLY] = why
+    return env
+
+
+def read_only_reason(file: Path) -> str:
+    """Why an existing SQLite store can only be read ("" when it can be written or does not
+    exist): SQLite writes the file, and beside it the log (-wal) and its index (-shm)."""
+    if not file.is_file():
+        return ""
+    folder = os.access(file.parent, os.W_OK)
+    writable = os.access(file, os.W_OK)
+    if not folder and not writable:
+        return f"neither the file {file.name} nor its folder {file.parent} is writable"
+    if not folder:
+        return f"its folder {file.parent} is not writable"
+    return "" if writable else f"the file {file.name} is not writable"

@@ -113,7 +113,7 @@ def test_the_checker_would_catch_a_violation(tmp_path):
 
 def _module_names() -> list[str]:
     names = []
-    for layer in ("domain", "projections", "adapters"):
+    for layer in ("domain", "projections", "adapters", "integrations"):
         for path in sorted((ROOT / layer).rglob("*.py")):
             parts = path.relative_to(ROOT).with_suffix("").parts
             parts = parts[:-1] if parts[-1] == "__init__" else parts
@@ -248,6 +248,19 @@ def test_integrations_depend_on_the_contract_only():
                 )
 
 
+def test_the_short_integration_paths_only_re_export():
+    """`ctxstore.integrations` is the integrations' short import path, nothing more: its
+    modules import only `ctxstore.adapters.integrations` (so each loads one SDK, and no
+    code lives outside the layers)."""
+    files = sorted((ROOT / "integrations").glob("*.py"))
+    assert len(files) > 1
+    for path, found in parsed_imports(files).items():
+        for module, _, level, _ in found:
+            assert level == 0 and module.startswith("ctxstore.adapters.integrations."), (
+                f"{path} imports {module}"
+            )
+
+
 def test_adapters_has_a_handful_of_top_level_modules():
     modules = sorted(p.name for p in (ROOT / "adapters").glob("*.py"))
     assert modules == ["__init__.py", "settings.py"]
@@ -258,7 +271,7 @@ def import_graph() -> dict[str, set[str]]:
     (a function-local import counts: it only hides a cycle); imports for type checking
     only do not run and do not count. `from package import module` names the module."""
     modules: dict[str, Path] = {}
-    for folder in ("domain", "projections", "adapters"):
+    for folder in ("domain", "projections", "adapters", "integrations"):
         for path in (ROOT / folder).rglob("*.py"):
             parts = path.relative_to(ROOT).with_suffix("").parts
             name = ".".join(("ctxstore", *parts)).removesuffix(".__init__")

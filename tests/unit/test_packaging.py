@@ -30,7 +30,7 @@ def test_every_code_folder_is_a_listed_package():
         if rel.parts:
             on_disk.add("ctxstore." + ".".join(rel.parts))
     assert listed == on_disk
-    for folder in ("domain", "projections", "adapters"):
+    for folder in ("domain", "projections", "adapters", "integrations"):
         for sub in (ROOT / folder).rglob("*.py"):
             assert (sub.parent / "__init__.py").exists(), f"{sub.parent} lacks __init__.py"
 
