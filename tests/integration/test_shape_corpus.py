@@ -1,7 +1,7 @@
 """A corpus of provider payloads in the four shapes — the forms the providers document,
 in several languages, with images (lifted into the attachment store and put back), tool
 calls and their results, thinking and its signatures — stored on every backend and read
-back in its own shape exactly; Gemini's through its SDK's own types too."""
+back in its own shape exactly; Anthropic's and Gemini's through their SDKs' own types too."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import zlib
 from typing import Any
 
 import pytest
+from anthropic.types import ContentBlock
+from pydantic import TypeAdapter
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
@@ -152,3 +154,22 @@ def test_gemini_sdk_objects_round_trip_through_the_store(store):
     assert back == contents
     assert back[0].parts[1].inline_data.data == IMAGE
     assert back[1].parts[1].thought_signature == base64.b64decode(SIGNATURE)
+
+
+def test_anthropic_sdk_blocks_round_trip_through_the_store(store):
+    """The corpus's replies as the Anthropic SDK's own content blocks (the installed major's
+    types): stored, read back as the corpus, and validated back into the same blocks."""
+    blocks = TypeAdapter(list[ContentBlock])
+    replies = [blocks.validate_python(m["content"]) for m in ANTHROPIC if m["role"] == "assistant"]
+    given = iter(replies)
+    turns = [
+        {"role": "assistant", "content": next(given)} if m["role"] == "assistant" else m
+        for m in copy.deepcopy(ANTHROPIC)
+    ]
+    cid = store.create()
+    store.insert(cid, turns, format="anthropic")
+    found = read_back(store, cid, "anthropic")
+    assert found == ANTHROPIC
+    back = [blocks.validate_python(m["content"]) for m in found if m["role"] == "assistant"]
+    assert back == replies
+    assert [type(b).__name__ for b in back[0]] == ["ThinkingBlock", "ToolUseBlock"]

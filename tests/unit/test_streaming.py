@@ -5,11 +5,15 @@ replay, and the repair policy prompts apply to a reply that did not finish."""
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
+import anthropic
 import pytest
-from anthropic.lib.streaming._messages import accumulate_event
-from anthropic.types import RawMessageStreamEvent
+from anthropic.types import MessageParam, RawMessageStreamEvent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from openai.lib.streaming.chat._completions import ChatCompletionStreamState
@@ -112,15 +116,51 @@ def anthropic_events(text: str, thinking: str, args: str) -> list[dict]:
     return ev
 
 
+@contextmanager
+def answering(body: bytes) -> Iterator[str]:
+    """A loopback server answering every POST with these server-sent events; its root URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def anthropic_sdk_accumulates(raw: list[dict]) -> Any:
+    """The message the Anthropic SDK's public stream builds from these events, sent to its
+    client over HTTP (its accumulator's private signature, and the HTTP package it is built
+    on, change between majors; messages.stream does not)."""
+    body = "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in raw).encode()
+    hello: list[MessageParam] = [{"role": "user", "content": "When?"}]
+    with (
+        answering(body) as url,
+        anthropic.Anthropic(api_key="k", base_url=url) as client,
+        client.messages.stream(model="claude-sonnet-4-6", max_tokens=64, messages=hello) as s,
+    ):
+        return s.get_final_message()
+
+
 def test_anthropic_events_build_what_the_anthropic_sdk_accumulates():
     args = json.dumps({"query": "événement", "n": [1, 2]})
     raw = anthropic_events("Checking the calendar. ", "The user wants a date.", args)
     adapter: TypeAdapter = TypeAdapter(RawMessageStreamEvent)
     events = [adapter.validate_python(e) for e in raw]
-    snapshot = None
-    for e in events:
-        snapshot = accumulate_event(event=e, current_snapshot=snapshot)
-    assert snapshot is not None
+    snapshot = anthropic_sdk_accumulates(raw)
     sdk_blocks = [b.model_dump(mode="json", exclude_none=True) for b in snapshot.content]
 
     c = new_context("anthropic")
