@@ -20,6 +20,7 @@ from hypothesis import settings as hypothesis_settings
 
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.parts import parts_of
 
 # Hypothesis profiles: `ci` (the default: the whole suite, CI) runs every property test at
 # its full count; `dev` (`--hypothesis-profile=dev`, the fast tier) at a fifth.
@@ -265,7 +266,7 @@ def surface_over(kind: str, store: ContextStore) -> Iterator[Any]:
     elif kind == "async":
         from ctxstore.adapters.store.async_store import AsyncContextStore
 
-        events = store.parts.storage.async_events()
+        events = parts_of(store).storage.async_events()
         yield AsyncContextStore(store, events)
         events.discard()
     else:

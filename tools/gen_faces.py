@@ -3,9 +3,10 @@
 - `adapters/store/contract_async.py`: the contract (`adapters/store/contract.py`), awaited.
 - `adapters/store/async_offloaded.py`: the async store's operations that run on its worker
   threads, each the in-process store's (`ContextStore`) with the same parameters, awaited.
-- `adapters/store/shards/routed_commands.py` and `routed_reads.py`: the sharded store's
-  operations that name a context (the commands, which write, and the reads), each routed
-  to the server holding it, with the in-process store's parameters.
+- `adapters/store/shards/routed_commands.py`, `routed_reads.py` and `routed_hooks.py`: the
+  sharded store's operations that name a context (the commands, which write, and the
+  reads) and its hooks, each routed to the server holding it, with the in-process store's
+  parameters.
 - `adapters/http/web/js/event_types.js`: the event types the web view filters by.
 
 Which operations run on the async store's loop, which the sharded store routes and which
@@ -225,21 +226,37 @@ def async_offloaded() -> str:
 ROUTED = {
     "commands": ("RoutedCommands", "commands, which write a context's events"),
     "reads": ("RoutedReads", "reads of a context"),
+    "hooks": ("RoutedHooks", "hooks, which its service and the integrations take"),
 }  # fmt: skip
+
+
+SOURCE = {
+    "commands": "ContextStore (adapters/store/facade.py)",
+    "reads": "ContextStore (adapters/store/facade.py)",
+    "hooks": "Hooks (adapters/store/store_hooks.py)",
+}
+
+
+def _hook_methods() -> dict[str, Callable[..., Any]]:
+    from ctxstore.adapters.store.store_hooks import Hooks
+
+    return {n: inspect.unwrap(f) for n, f in vars(Hooks).items() if not n.startswith("_")}
 
 
 def shard_routed(kind: str) -> str:
     """The sharded store's operations that name a context, routed to its server: its
-    commands or its reads (`kind`), each a mixin of ShardedStore."""
-    methods = _store_methods()
+    commands or its reads (`kind`), each a mixin of ShardedStore, or its hooks."""
     operations, hooks = _spec()
+    methods, declared = (
+        (_hook_methods(), hooks) if kind == "hooks" else (_store_methods(), operations)
+    )
     chosen = {}
-    for n, op in sorted({**operations, **hooks}.items()):
-        if not op.routed or (op.kind == "command") != (kind == "commands"):
+    for n, op in sorted(declared.items()):
+        if not op.routed or (kind != "hooks" and (op.kind == "command") != (kind == "commands")):
             continue
         fn = methods.get(n)
         if fn is None:
-            raise SystemExit(f"gen_faces: ContextStore lacks {n!r}, which the sharded store routes")
+            raise SystemExit(f"gen_faces: the store lacks {n!r}, which the sharded store routes")
         if list(inspect.signature(fn).parameters)[1:2] != ["context_id"]:
             raise SystemExit(f"gen_faces: {n!r} is routed but its first parameter is no context")
         chosen[n] = fn
@@ -259,7 +276,7 @@ def shard_routed(kind: str) -> str:
     cls, what = ROUTED[kind]
     path = f"adapters/store/shards/routed_{kind}.py"
     text = (
-        HEADER.format(source="ContextStore (adapters/store/facade.py)")
+        HEADER.format(source=SOURCE[kind])
         + f'"""The sharded store\'s {what}.\n\nEach runs on the server holding the '
         "context, with the in-process store's parameters\n(adapters/store/shards/store.py "
         'writes what spans servers)."""\n\n'
@@ -291,6 +308,7 @@ FACES: dict[Path, Callable[[], str]] = {
     STORE / "async_offloaded.py": async_offloaded,
     STORE / "shards" / "routed_commands.py": lambda: shard_routed("commands"),
     STORE / "shards" / "routed_reads.py": lambda: shard_routed("reads"),
+    STORE / "shards" / "routed_hooks.py": lambda: shard_routed("hooks"),
 }
 
 

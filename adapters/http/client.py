@@ -28,7 +28,7 @@ from ctxstore.domain.captured import CapturedCall
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.messages import Message, is_one_message
 from ctxstore.domain.plain import as_plain
-from ctxstore.domain.prompt import sent_with
+from ctxstore.domain.prompt import Strategy, sent_with
 from ctxstore.domain.streaming import neutral_deltas
 
 
@@ -338,6 +338,18 @@ class CtxStoreClient(ServiceReads, ContextOperations):
             event = TailEvent.model_validate_json(data)
             assert event.version == event_id
             yield event
+
+    def recover_from_overflow(
+        self, context_id: UUID | str, budget: int, strategy: Strategy | None = None, *,
+        query: str | None = None, resources: Sequence[JSON] = (), safety: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> Prompt:  # fmt: skip
+        return self._post(
+            f"{self._ctx(context_id)}/recover",
+            {"budget": budget, "strategy": strategy, "query": query,
+             "resources": list(resources), "safety": safety},
+            Prompt, key=idempotency_key,
+        )  # fmt: skip
 
     def compact(
         self,

@@ -98,7 +98,7 @@ class Target:
             cid = self.store.context_uuid(self.context_id)
             tenant = self.who.tenant
             if tenant is None:
-                self.store.tenant_of(cid)  # raises ContextNotFoundError
+                self.store.hooks.tenant_of(cid)  # raises ContextNotFoundError
             elif not self._owns(cid):
                 # An id the tenant chose names the context created under it (see create).
                 scoped = tenant_scoped_id(tenant, cid)
@@ -110,7 +110,7 @@ class Target:
 
     def _owns(self, cid: UUID) -> bool:
         try:
-            return self.store.tenant_of(cid) == self.who.tenant
+            return self.store.hooks.tenant_of(cid) == self.who.tenant
         except ContextNotFoundError:
             return False
 

@@ -194,6 +194,14 @@ class PromptBody(Body):
     at_version: Version = None
 
 
+class RecoverBody(Body):
+    budget: int = Field(gt=0, le=LIMIT, description="the model's context window, in tokens")
+    strategy: Literal["full", "compressed", "adaptive", "semantic"] | None = None
+    query: str | None = None
+    resources: list[dict[str, Any]] = []
+    safety: float | None = None
+
+
 class CompactBody(Body):
     trigger: str = "manual"  # recorded in the compaction's stats (the store checks it)
     dry_run: bool = False

@@ -90,7 +90,7 @@ class TailHub:
         woken = asyncio.Event()
         outage = Outage(f"context {cid}")
         with _woken_by(store, woken, cid.hex):
-            at = start if start is not None else await run(store.tail_head, cid)
+            at = start if start is not None else await run(store.hooks.tail_head, cid)
             yield b"retry: 1000\n\n"
             while True:
                 woken.clear()
@@ -122,7 +122,7 @@ class TailHub:
         if shared is None:
 
             async def read() -> list[tuple[int, bytes]]:
-                page = await run(store.events_after, cid, at)
+                page = await run(store.hooks.events_after, cid, at)
                 return [(e.version, _event(e.version, e.type, e.model_dump_json())) for e in page]
 
             shared = asyncio.ensure_future(read())
@@ -253,7 +253,7 @@ class _woken_by:
                 self.loop.call_soon_threadsafe(self.woken.set)
 
     def __enter__(self) -> Self:
-        self.unsubscribe = self.store.watch(self._wake, self.hex_id)
+        self.unsubscribe = self.store.hooks.watch(self._wake, self.hex_id)
         return self
 
     def __exit__(self, *exc: object) -> None:

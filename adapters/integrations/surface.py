@@ -108,9 +108,8 @@ def faces(given: ContextOperations | AsyncContextOperations) -> Faces:
 def hooks_of(store: ContextOperations) -> StoreHooks | None:
     """The hooks of a surface that holds events itself (the store, the sharded store): its
     cheap head mark and its stored messages without building the visible context. None
-    over HTTP, where an integration reads through the contract. (Asked of one attribute,
-    as `_awaited` is.)"""
-    return cast(StoreHooks, store) if hasattr(store, "head_mark") else None
+    over HTTP, where an integration reads through the contract."""
+    return cast("StoreHooks | None", getattr(store, "hooks", None))
 
 
 def listed_contexts(

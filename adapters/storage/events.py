@@ -11,12 +11,12 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.domain import OriginatorVersionError
+from eventsourcing.domain import DomainEventProtocol, OriginatorVersionError
 from eventsourcing.persistence import (
     ApplicationRecorder,
     EventStore,
@@ -138,6 +138,21 @@ def unopened(url: str, exc: BaseException) -> StoreUnavailableError:
     return StoreUnavailableError(f"cannot open the store at {redact(url)}: {cause}{damaged}")
 
 
+class EventReader:
+    """A store's events, read only: every append goes through the writer, which links it
+    into the context's chain; the library's event store would append beside it."""
+
+    def __init__(self, events: EventStore[UUID]) -> None:
+        self._events = events
+
+    def get(
+        self, originator_id: UUID, *, gt: int | None = None, lte: int | None = None,
+        desc: bool = False, limit: int | None = None,
+    ) -> Iterator[DomainEventProtocol[UUID]]:  # fmt: skip
+        """The context's events after version `gt` up to `lte`, oldest first unless `desc`."""
+        return self._events.get(originator_id, gt=gt, lte=lte, desc=desc, limit=limit)
+
+
 class EventStorage:
     """What one store reads and appends through, on the backend its URL chose."""
 
@@ -149,7 +164,7 @@ class EventStorage:
         self._library = library
         self.recorder: ApplicationRecorder = library.recorder
         self.mapper = cast(ChainingMapper, library.mapper)
-        self.events: EventStore[UUID] = library.events
+        self.events = EventReader(library.events)  # (appends: the writer's, chained)
         assert isinstance(library.snapshots, SnapshotStore)
         self.snapshots: SnapshotStore = library.snapshots
         backend.bind(self.recorder)

@@ -243,6 +243,28 @@ class AsyncOffloaded:
             actor=actor,
         )
 
+    async def recover_from_overflow(
+        self,
+        context_id: UUID | str,
+        budget: int,
+        strategy: Strategy | None = None,
+        *,
+        query: str | None = None,
+        resources: Sequence[Resource | JSON] = (),
+        safety: float | None = None,
+        actor: str | None = None,
+    ) -> Prompt:
+        return await self._offload(
+            self._store.recover_from_overflow,
+            context_id,
+            budget,
+            strategy,
+            query=query,
+            resources=resources,
+            safety=safety,
+            actor=actor,
+        )
+
     async def build_prompt(
         self,
         context_id: UUID | str,

@@ -36,6 +36,7 @@ from ctxstore.adapters.store.commands import Planned
 from ctxstore.adapters.store.contract_async import AsyncContextOperations
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.faults import type_faults
+from ctxstore.adapters.store.parts import parts_of
 from ctxstore.adapters.store.reply_stream import StreamPolicy, opening_message
 from ctxstore.adapters.store.results import (
     TailEvent,
@@ -59,7 +60,7 @@ class AsyncContextStore(AsyncOffloaded, AsyncContextOperations):
 
     def __init__(self, store: ContextStore, events: AsyncEvents, threads: int = 4) -> None:
         self._store = store
-        self._parts = parts = store.parts
+        self._parts = parts = parts_of(store)
         self._core = parts.core
         self._commands = parts.commands
         self._events = events
@@ -80,7 +81,7 @@ class AsyncContextStore(AsyncOffloaded, AsyncContextOperations):
         )  # fmt: skip
         # The default encoding loaded now, off the loop (building one takes ~0.3 s).
         await loop.run_in_executor(None, store.tokenizers.counter, store.settings.encoding)
-        return cls(store, store.parts.storage.async_events())
+        return cls(store, parts_of(store).storage.async_events())
 
     @property
     def settings(self) -> Settings:
@@ -252,7 +253,7 @@ class AsyncContextStore(AsyncOffloaded, AsyncContextOperations):
             found = [json_copy(ctx.stored_message(i)) for i in order]
         if inline and any(has_references(m) for m in found):  # their data: read on a thread
             return await self._offload(
-                self._store.visible_messages, context_id, last=last, inline=True
+                self._store.hooks.visible_messages, context_id, last=last, inline=True
             )
         return found
 

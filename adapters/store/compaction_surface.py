@@ -1,19 +1,20 @@
-"""The facade's compaction half: summarize older rounds on demand (`compact`), when a
-threshold is crossed (`maybe_compact`), and after a model refused an overflowing prompt
-(`recover_from_overflow`). ContextStore inherits it; the work is in
-adapters/store/compaction.py."""
+"""The facade's compaction half: summarize older rounds on demand (`compact`), and after a
+model refused an overflowing prompt (`recover_from_overflow`). ContextStore inherits it;
+the work is in adapters/store/compaction.py (a threshold's compaction: store.hooks)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
 from uuid import UUID
 
-from ctxstore.adapters.store import compaction, reads
+from ctxstore.adapters.store import compaction
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.results import Compaction, Prompt
 from ctxstore.adapters.store.writer import Writer
+from ctxstore.domain.context import JSON
 from ctxstore.domain.errors import InvalidOperationError
+from ctxstore.domain.packing import Resource
 from ctxstore.domain.prompt import Strategy
 from ctxstore.domain.summarize import Summarizer
 
@@ -46,30 +47,15 @@ class CompactionSurface:
             dry_run=dry_run, summarizer=summarizer, actor=who,
         )  # fmt: skip
 
-    def maybe_compact(
-        self, context_id: UUID | str, *, actor: str | None = None
-    ) -> Compaction | None:
-        """Compact proactively if the visible context crossed a configured threshold."""
-        cid = self._core.id(context_id)
-        if not compaction.crossed(self._core, *reads.head_size(self._core, cid)):
-            return None
-        return compaction.compact_proactively(
-            self._core, self._writer, cid, self._core.actor(actor)
-        )
-
     def recover_from_overflow(
-        self,
-        context_id: UUID | str,
-        budget: int,
-        strategy: Strategy | None = None,
-        *,
-        actor: str | None = None,
-        **prompt: Any,
-    ) -> Prompt:
+        self, context_id: UUID | str, budget: int, strategy: Strategy | None = None, *,
+        query: str | None = None, resources: Sequence[Resource | JSON] = (),
+        safety: float | None = None, actor: str | None = None,
+    ) -> Prompt:  # fmt: skip
         """After a model request failed with a context overflow: compact, then the prompt to
         retry with (trigger overflow_retry), which always fits. Raises PromptDoesNotFitError
         when even the messages that must be sent do not fit."""
         return compaction.recover(
             self._core, self._writer, self._core.id(context_id), budget, strategy,
-            self._core.actor(actor), prompt,
+            self._core.actor(actor), {"query": query, "resources": resources, "safety": safety},
         )  # fmt: skip

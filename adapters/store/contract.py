@@ -165,6 +165,13 @@ class ContextOperations(Protocol):
         self, context_id: UUID | str, *, trigger: str = "manual", dry_run: bool = False
     ) -> Compaction: ...
 
+    @operation("command", f"POST {C}/recover", None,
+               reason="an SDK's model loop calls it after a provider refused a prompt")  # fmt: skip
+    def recover_from_overflow(
+        self, context_id: UUID | str, budget: int, strategy: Strategy | None = None, *,
+        query: str | None = None, resources: Sequence[JSON] = (), safety: float | None = None,
+    ) -> Prompt: ...  # fmt: skip
+
     # ---- streamed replies ----------------------------------------------------------------
     @operation("command", f"POST {C}/begin", "begin", on_loop=True)
     def begin(

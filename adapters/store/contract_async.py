@@ -170,6 +170,17 @@ class AsyncContextOperations(Protocol):
         self, context_id: UUID | str, *, trigger: str = "manual", dry_run: bool = False
     ) -> Compaction: ...
 
+    async def recover_from_overflow(
+        self,
+        context_id: UUID | str,
+        budget: int,
+        strategy: Strategy | None = None,
+        *,
+        query: str | None = None,
+        resources: Sequence[JSON] = (),
+        safety: float | None = None,
+    ) -> Prompt: ...
+
     async def begin(
         self,
         context_id: UUID | str,

@@ -37,6 +37,7 @@ from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.history_surface import HistorySurface
+from ctxstore.adapters.store.hooks import StoreHooks
 from ctxstore.adapters.store.parts import StoreParts
 from ctxstore.adapters.store.replicas import Replicas
 from ctxstore.adapters.store.results import (
@@ -50,6 +51,7 @@ from ctxstore.adapters.store.results import (
     VisibleContext,
     Written,
 )
+from ctxstore.adapters.store.store_hooks import Hooks
 from ctxstore.adapters.store.streaming import StreamingSurface
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import BlobRef, StoredBlob
@@ -83,6 +85,10 @@ class ContextStore(
         self._writer = Writer(self._core)
         self._attachments = Attachments(self._core)
         self._commands = Commands(self._core, self._attachments)
+        # What the service, the live tail and the integrations take beside the contract.
+        self.hooks: StoreHooks = Hooks(self._core, self._writer, self._attachments)
+        # (for the faces built on this store: adapters/store/parts.py's parts_of)
+        self._parts = StoreParts(self._core, self._writer, self._commands, storage)
         # What an operator does to the store (tokens, keys, retention, the audit index, the
         # schema): beside the store's own operations, not among them.
         self.admin = StoreAdmin(self._core, storage)
@@ -116,11 +122,6 @@ class ContextStore(
     @property
     def settings(self) -> Settings:
         return self._core.settings
-
-    @property
-    def parts(self) -> StoreParts:
-        """What this store is built from, for the faces built on it (the async store)."""
-        return StoreParts(self._core, self._writer, self._commands, self._storage)
 
     @property
     def url(self) -> str:
@@ -311,18 +312,6 @@ class ContextStore(
         )
         return seen.model_copy(update={"messages": messages})
 
-    def visible_messages(
-        self, context_id: UUID | str, *, last: int | None = None, inline: bool = False
-    ) -> list[JSON]:
-        """The visible messages as stored JSON (copies), or only the newest `last`: a
-        session's latest items without building the whole visible context."""
-        cid = self._core.id(context_id)
-        found = reads.visible_messages(self._core, cid, last)
-        if not inline:
-            return found
-        tenant = self._core.tenant_of(cid)
-        return [self._attachments.inline_json(tenant, m) for m in found]
-
     def put_blob(self, data: bytes, media_type: str, *, tenant: str | None = None) -> BlobRef:
         """Store an attachment (once per tenant, by its sha256) for messages to refer to by
         its reference (`ref.uri()`); raises LimitExceededError over CTXSTORE_MAX_BLOB_BYTES."""
@@ -414,7 +403,7 @@ class ContextStore(
                     name=key if name is None else name, metadata=metadata, actor=actor,
                     tenant=tenant, context_id=cid,
                 )  # fmt: skip
-        if self.tenant_of(cid) != tenant:  # someone chose this id on purpose: never share it
+        if self._core.tenant_of(cid) != tenant:  # someone chose this id on purpose: never share it
             raise ContextExistsError(f"the context of key {key!r} was taken by another owner")
         return cid
 
@@ -424,7 +413,7 @@ class ContextStore(
         cid = key_context_id(key, tenant)
         if not self._core.knows(cid) and not self._core.exists(cid):
             return None
-        return cid if self.tenant_of(cid) == tenant else None
+        return cid if self._core.tenant_of(cid) == tenant else None
 
     def contexts(
         self, *, limit: int = 1000, tenant: str | None = None, search: str | None = None,
@@ -458,10 +447,6 @@ class ContextStore(
             self._core, query, tenant=tenant, context_ids=context_ids, roles=roles,
             since=since, until=until, include_hidden=include_hidden, limit=limit, cursor=cursor,
         )  # fmt: skip
-
-    def tenant_of(self, context_id: UUID | str) -> str | None:
-        """The tenant that owns a context (None: no tenant); raises ContextNotFoundError."""
-        return self._core.tenant_of(context_id)
 
     @staticmethod
     def context_uuid(context_id: UUID | str) -> UUID:

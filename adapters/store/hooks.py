@@ -9,19 +9,18 @@ so the generated faces route and offload them by the same declaration.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 from uuid import UUID
 
 from ctxstore.adapters.storage.notifications import Wake
-from ctxstore.adapters.store.results import Compaction, Prompt, TailEvent
+from ctxstore.adapters.store.results import Compaction, TailEvent
 from ctxstore.adapters.store.spec import Operation, operation, operations_of
 from ctxstore.domain.context import JSON
-from ctxstore.domain.prompt import Strategy
 
 TAIL = "the live tail's own paging (GET .../events serves it)"
 HEAD = "the live tail's and the checkpointers' cheap head read"
 INTEGRATIONS = "a session's newest items without building the visible context"
-COMPACTION = "compaction as an SDK's model loop drives it (compact is the operation)"
+COMPACTION = "a threshold's compaction, as an SDK's model loop drives it (compact is the operation)"
 
 
 class StoreHooks(Protocol):
@@ -53,12 +52,6 @@ class StoreHooks(Protocol):
     def maybe_compact(
         self, context_id: UUID | str, *, actor: str | None = None
     ) -> Compaction | None: ...
-
-    @operation("command", None, None, reason=COMPACTION)
-    def recover_from_overflow(
-        self, context_id: UUID | str, budget: int, strategy: Strategy | None = None, *,
-        actor: str | None = None, **prompt: Any,
-    ) -> Prompt: ...  # fmt: skip
 
 
 HOOKS: Mapping[str, Operation] = operations_of(StoreHooks)

@@ -5,11 +5,10 @@ and the live tail: `follow()` and what the HTTP service's event streams read
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
-from ctxstore.adapters.storage.notifications import Wake
 from ctxstore.adapters.store import tail
 from ctxstore.adapters.store.commands import Commands
 from ctxstore.adapters.store.core import StoreCore
@@ -104,30 +103,3 @@ class StreamingSurface:
         ones) as they are written, by this process or any other; ends after `idle` seconds
         without one (if given), and raises ContextNotFoundError when it is erased."""
         return tail.follow(self._core, self._core.id(context_id), after, idle=idle)
-
-    def events_after(
-        self, context_id: UUID | str, after: int, limit: int = tail.PAGE
-    ) -> list[TailEvent]:
-        """One page of the context's stored events after version `after` (what each one
-        recorded, as the live tail delivers it)."""
-        return tail.events_after(self._core, self._core.id(context_id), after, limit)
-
-    def tail_head(self, context_id: UUID | str) -> int:
-        """The context's newest version (where a follower starts by default)."""
-        return tail.head_version(self._core, self._core.id(context_id))
-
-    def head_mark(self, context_id: UUID | str) -> tuple[int, int]:
-        """The context's newest version and how many times its id had been erased before:
-        the pair changes whenever what the id holds may have, so a cache kept by it cannot
-        outlive an erasure and a new context made under the same id (a caller's own key
-        names the same id again) up to the same version."""
-        cid = self._core.id(context_id)
-        version = tail.head_version(self._core, cid)  # first: an erasure after it shows
-        return version, self._core.storage.erasures_of(cid)
-
-    def watch(self, wake: Wake, context_id: UUID | str | None = None) -> Callable[[], None]:
-        """Call `wake(context hex or None)` whenever events are stored (by any process the
-        backend can see) until the returned function is called; `wake` must be quick.
-        With `context_id`, only that context's events need to wake it."""
-        followed = None if context_id is None else self._core.id(context_id).hex
-        return self._core.storage.notifications.subscribe(wake, followed)

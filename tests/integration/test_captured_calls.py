@@ -12,6 +12,7 @@ import pytest
 import ctxstore
 from ctxstore import InvalidOperationError
 from ctxstore.adapters.http.client import CtxStoreClient
+from ctxstore.adapters.store.parts import parts_of
 from ctxstore.capture import CallRecorder, CapturedCall
 
 REQUEST = {
@@ -114,7 +115,7 @@ def test_the_recorder_drops_past_its_queue_and_counts(tmp_path):
     store = ctxstore.open(f"sqlite:///{tmp_path / 's.db'}")
     cid = store.create()
     recorder = CallRecorder(store, maxsize=2)
-    with store.parts.core.cache.held(cid).lock:  # the writer waits on the context meanwhile
+    with parts_of(store).core.cache.held(cid).lock:  # the writer waits on the context meanwhile
         for _ in range(10):
             recorder.submit(cid, CapturedCall(request=REQUEST, response=RESPONSE))
     assert recorder.flush(10)

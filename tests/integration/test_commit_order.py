@@ -221,7 +221,7 @@ def test_writes_notify_only_contexts_someone_follows(tmp_path, request) -> None:
         assert _notified(url, append(followed)) == []
         with ContextStore.from_url(url, Settings(actor="b")) as follower:
             woken: list[str | None] = []
-            stop = follower.watch(woken.append, followed)
+            stop = follower.hooks.watch(woken.append, followed)
             try:
                 assert _notified(url, append(other)) == []
                 assert _notified(url, append(followed)) == [str(followed)]

@@ -229,6 +229,7 @@ def script(face: Any) -> list[tuple[str, Any]]:
     summary = face.visible(cid).messages[0].id
     step("expand", lambda: face.expand(cid, summary))
     step("compact", lambda: face.compact(cid, trigger="manual", dry_run=True))
+    step("recover_from_overflow", lambda: face.recover_from_overflow(cid, 2000))
     step("history", lambda: face.history(cid))
     step("diff", lambda: face.diff(cid, 1, 3), lambda d: type(d).__name__)
     step("token_series", lambda: face.token_series(cid), lambda t: len(t.points))

@@ -14,6 +14,7 @@ import pytest
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.storage.sqlite_pool import StatementCachingPool
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.parts import parts_of
 
 
 def test_every_connection_of_a_sqlite_store_comes_from_the_caching_pool(tmp_path: Path) -> None:
@@ -21,7 +22,7 @@ def test_every_connection_of_a_sqlite_store_comes_from_the_caching_pool(tmp_path
         cid = store.create()
         store.insert(cid, {"role": "user", "content": "hi"})
         assert store.visible(cid).messages[0].content == "hi"
-        recorder: Any = store.parts.storage.recorder
+        recorder: Any = parts_of(store).storage.recorder
         pool = recorder.datastore.pool
         assert isinstance(pool, StatementCachingPool)
         conn = pool.get_connection(is_writer=True)
@@ -37,7 +38,7 @@ def test_the_postgres_pool_hands_out_the_connection_returned_last(pg_template: A
     try:
         with ContextStore.from_url(url, Settings(actor="t")) as store:
             store.insert(store.create(), {"role": "user", "content": "hi"})  # the pool fills
-            recorder: Any = store.parts.storage.recorder
+            recorder: Any = parts_of(store).storage.recorder
             pool = recorder.datastore.pool
             pool.wait()
             first, second = pool.getconn(), pool.getconn()

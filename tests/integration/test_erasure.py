@@ -18,6 +18,7 @@ from ctxstore import ContextNotFoundError, InvalidOperationError
 from ctxstore.adapters.http import create_app
 from ctxstore.adapters.settings import ServiceConfig, Settings
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.parts import parts_of
 
 from ..conftest import make_url
 from .test_at_rest import raw_bytes
@@ -31,7 +32,7 @@ def held_bytes(url: str, store: ContextStore) -> bytes:
     its storage's objects reach (recorders, audit index, keys, blobs, erasure records)."""
     if not url.startswith("memory"):
         return raw_bytes(url, store)
-    found, seen, todo = [], set(), [store.parts.storage]
+    found, seen, todo = [], set(), [parts_of(store).storage]
     while todo:
         obj = todo.pop()
         if id(obj) in seen or isinstance(obj, NOT_DATA):  # code, not what it stored
@@ -66,7 +67,7 @@ def test_erasing_a_context_leaves_no_content_and_a_record(store_url):
                                    headers={"Idempotency-Key": "p1"})  # fmt: skip
 
         assert SECRET in prompt().text
-        snapshots = store.parts.storage.snapshots.recorder
+        snapshots = parts_of(store).storage.snapshots.recorder
         assert snapshots.select_events(gone)  # (compressed: the byte scans cannot see into them)
         assert SECRET.encode() in held_bytes(store_url, store)
 
@@ -236,7 +237,7 @@ def test_a_process_still_holding_an_erased_context_cannot_write_to_it(durable_ur
         if awaited:
 
             async def append() -> None:
-                events = mine.parts.storage.async_events()
+                events = parts_of(mine).storage.async_events()
                 try:
                     await AsyncContextStore(mine, events).insert(
                         cid, [{"role": "user", "content": SECRET}]
@@ -289,7 +290,7 @@ def test_a_process_holding_a_context_erased_and_made_again_appends_to_the_new_on
         if awaited:
 
             async def append() -> None:
-                events = mine.parts.storage.async_events()
+                events = parts_of(mine).storage.async_events()
                 try:
                     await AsyncContextStore(mine, events).insert(cid, [late])
                 finally:
@@ -316,7 +317,7 @@ def test_an_append_racing_an_erasure_is_refused_not_stored_on_nothing(
     with ContextStore.from_url(store_url) as store:
         cid = store.create(name="erased mid-append")
         store.insert(cid, [{"role": "user", "content": "old"}])
-        recorder = store.parts.storage.recorder
+        recorder = parts_of(store).storage.recorder
         real = recorder.insert_events
 
         def erased_first(stored, **kwargs):

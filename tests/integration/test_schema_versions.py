@@ -114,7 +114,7 @@ def test_an_audit_index_from_before_tenants_gains_the_column(durable_url):
         store.insert(mine, [{"role": "user", "content": "hello"}])
         assert [e.context_id for e in store.audit(tenant="acme").entries] == [mine, mine]
         assert {e.context_id for e in store.audit().entries} == {old, mine}
-        assert store.tenant_of(old) is None and store.tenant_of(mine) == "acme"
+        assert store.hooks.tenant_of(old) is None and store.hooks.tenant_of(mine) == "acme"
 
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -143,7 +143,7 @@ def test_a_store_written_by_the_first_release_replays_the_same(tmp_path):
         assert history == expected["history"]
         at_9 = [m.model_dump(mode="json") for m in store.visible(cid, at_version=9).messages]
         assert at_9 == with_added_fields({"messages": expected["visible_at_9"]})["messages"]
-        assert store.tenant_of(cid) is None
+        assert store.hooks.tenant_of(cid) is None
         assert store.call(cid, 1).whole_context  # usage v1: the whole context was sent
         assert len(store.audit(limit=1000).entries) == 13  # indexed now, from the old events
         result = store.verify()

@@ -25,6 +25,7 @@ from eventsourcing.persistence import OperationalError
 from ctxstore.adapters.settings import Settings
 from ctxstore.adapters.store.async_store import AsyncContextStore
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.parts import parts_of
 from ctxstore.domain.errors import OutcomeUnknownError
 
 LOST = "server closed the connection unexpectedly"
@@ -229,7 +230,7 @@ def _run(store: ContextStore, surface: str, case: Case, cid: UUID, prepared: Any
         return case.run(store, cid, prepared)
 
     async def awaited() -> Any:
-        astore = AsyncContextStore(store, store.parts.storage.async_events())
+        astore = AsyncContextStore(store, parts_of(store).storage.async_events())
         try:
             return await case.run(astore, cid, prepared)
         finally:  # (the sync store it shares is closed by its owner)

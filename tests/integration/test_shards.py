@@ -84,7 +84,7 @@ def test_operations_route_by_context(sharded: ShardedStore) -> None:
     w = sharded.insert(cid, [user("a"), user("b"), user("c")])
     sharded.replace(cid, w.ids[0], user("a, edited"))
     sharded.compress(cid, w.ids[:2], "a and b")
-    assert [m["content"] for m in sharded.visible_messages(cid)][-1] == "c"
+    assert [m["content"] for m in sharded.hooks.visible_messages(cid)][-1] == "c"
     assert [h.type for h in sharded.history(cid)] == ["create", "insert", "replace", "compress"]
     assert sharded.diff(cid, 2, 4).removed
     assert sharded.verify(cid).ok
@@ -133,7 +133,7 @@ def test_a_fork_lands_on_its_own_server_with_its_attachments(sharded: ShardedSto
             for m in sharded.visible(fork).messages] == source_seen  # fmt: skip
     target = sharded.store_of(fork)
     assert target.blob(ref.sha256, tenant="acme").data == PNG
-    assert sharded.tenant_of(fork) == "acme"
+    assert sharded.hooks.tenant_of(fork) == "acme"
 
 
 def test_moving_a_context_pauses_only_its_own_writers(sharded: ShardedStore) -> None:

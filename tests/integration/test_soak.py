@@ -1,7 +1,9 @@
 """The soak's short form (bench/soak.py): a minute of mixed traffic from writer
 processes on PostgreSQL (a primary and a synchronous standby of its own) and on SQLite,
-while writers are killed, backends terminated, the primary frozen and failed over, and the
-SQLite filesystem filled. Everything the soak checks must hold."""
+with model calls captured (Agents SDK, OpenTelemetry), the projections' workers, searches
+and an MCP client reading beside them, while processes are killed, backends terminated,
+the primary frozen and failed over, and the SQLite filesystem filled. Everything the soak
+checks must hold."""
 
 from __future__ import annotations
 
@@ -37,3 +39,10 @@ def test_a_minute_of_mixed_traffic_and_chaos_lose_and_double_nothing() -> None:
     assert found["audit"]["read"] > 0
     resumed = found["resumed after failover s"]
     assert len(resumed) == 1 and not math.isnan(resumed[0]), "no write went through afterwards"
+    # the processes beside the writers did their work (what they did wrong: `held`)
+    assert found["capture"]["calls made"] > 0 and found["capture"]["calls captured"] > 0
+    assert found["search"]["queries"] > 0
+    reads = found["reads"]
+    for done in ("work-pg refresh ok", "work-lite refresh ok", "search-pg search ok",
+                 "search-lite search ok", "mcp-pg read_context ok", "mcp-pg search ok"):  # fmt: skip
+        assert reads[done] > 0, (done, reads)

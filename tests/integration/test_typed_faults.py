@@ -20,6 +20,7 @@ from ctxstore.adapters.store.admin import StoreAdmin
 from ctxstore.adapters.store.async_store import AsyncContextStore
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.faults import public_methods
+from ctxstore.adapters.store.parts import parts_of
 from ctxstore.domain.errors import CtxStoreError, StoreUnavailableError
 
 from ..conftest import free_port
@@ -87,7 +88,7 @@ def test_every_store_method_is_typed_when_the_tables_are_gone(tmp_path):
         cid = store.create()
         store.insert(cid, [USER])
         gone_tables(db)
-        store.parts.core.cache.drop(cid)
+        parts_of(store).core.cache.drop(cid)
         raw = {name: untyped(call) for name, call in calls_of(ContextStore, store, cid)}
         admin = {name: untyped(call) for name, call in calls_of(StoreAdmin, store.admin, cid)}
     assert {n: e for n, e in raw.items() if e} == {}
@@ -111,7 +112,7 @@ def test_every_async_store_method_is_typed_when_the_tables_are_gone(tmp_path):
             cid = await s.create()
             await s.insert(cid, [USER])
             gone_tables(db)
-            s.sync.parts.core.cache.drop(cid)
+            parts_of(s.sync).core.cache.drop(cid)
             raw: dict[str, str | None] = {}
             for name, call in calls_of(AsyncContextStore, s, cid):
                 try:

@@ -30,9 +30,9 @@ def test_each_event_says_what_it_did():
         other = store.begin(cid).ids[0]
         store.abandon(cid, other, reason="user left")
         store.delete(cid, [reply])
-        lines = [e.what for e in store.events_after(cid, 0)]
+        lines = [e.what for e in store.hooks.events_after(cid, 0)]
         fork = store.fork(cid, at_version=3)
-        forked = store.events_after(fork, 0)[-1].what
+        forked = store.hooks.events_after(fork, 0)[-1].what
     assert lines[0] == "created “support”"
     assert lines[1] == "system: Be terse. (+1 more)"
     assert lines[2] == f"{ids[1]} → Where is order 1042?"

@@ -18,6 +18,7 @@ import ctxstore.capture
 from ctxstore.adapters.integrations.claude_session_store import CtxStoreSessionStore
 from ctxstore.adapters.store.async_store import AsyncContextStore
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.parts import parts_of
 
 from ..conftest import surface_over
 
@@ -33,7 +34,7 @@ def over(request: pytest.FixtureRequest) -> Iterator[Callable[[ContextStore], An
             if request.param == "sync":
                 return store
             if request.param == "async":
-                return AsyncContextStore(store, store.parts.storage.async_events())
+                return AsyncContextStore(store, parts_of(store).storage.async_events())
             return stack.enter_context(surface_over("http", store))
 
         yield wrap

@@ -15,6 +15,7 @@ from claude_agent_sdk.testing import run_session_store_conformance
 from ctxstore.adapters.integrations.claude_session_store import CtxStoreSessionStore
 from ctxstore.adapters.store.async_store import AsyncContextStore
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.parts import parts_of
 
 from ..conftest import SURFACES, surface_over
 
@@ -27,7 +28,7 @@ def over(request: pytest.FixtureRequest):
     def wrap(store: ContextStore):
         if request.param == "sync":
             return store
-        return AsyncContextStore(store, store.parts.storage.async_events())
+        return AsyncContextStore(store, parts_of(store).storage.async_events())
 
     return wrap
 

@@ -377,7 +377,7 @@ def test_sdk_integrations_work_through_the_client(service):
     assert asyncio.run(session.get_items()) == [USER, USER]
     # The same session id under another tenant is another context.
     assert asyncio.run(CtxStoreSession("s-1", globex).get_items()) == []
-    assert service.store.tenant_of(session.context_id) == "acme"
+    assert service.store.hooks.tenant_of(session.context_id) == "acme"
     history = CtxStoreChatMessageHistory("t-1", acme)
     sent = [HumanMessage("hi", id="1"), AIMessage("hello", id="2")]
     history.add_messages(sent)

@@ -128,7 +128,7 @@ def test_a_service_over_shards_serves_every_surface_of_them(
         assert done.status_code < 300, done.text
     with ShardedStore.from_urls(shard_urls, Settings(actor="t")) as sharded:
         assert len({sharded.shard_of(c) for c in ids}) == 2  # both servers hold contexts
-        assert sharded.tenant_of(ids[0]) == "acme"
+        assert sharded.hooks.tenant_of(ids[0]) == "acme"
         for store in sharded.stores.values():
             policies = store.admin.retention_policies()
             assert [(p.scope, p.expire_after) for p in policies] == [("tenant:acme", 86400)]

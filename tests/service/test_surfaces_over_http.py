@@ -45,7 +45,7 @@ def test_transfer_replay_calls_usage_and_erasure_over_http(service):
         assert acme.call(cid, -1) == store.call(cid, -1)
         assert acme.usage_report() == store.usage_report(tenant="acme")
         imported = acme.import_transcript('[{"role": "user", "content": "hi"}]', name="legacy")
-        assert store.tenant_of(imported) == "acme"
+        assert store.hooks.tenant_of(imported) == "acme"
         record = acme.erase(copy, reason="test")
         assert record.context_id == copy and [e.context_id for e in acme.erasures()] == [copy]
         with pytest.raises(ContextNotFoundError):

@@ -14,11 +14,12 @@ from ctxstore.adapters.http.schemas import (
     DeleteBody,
     ExpandBody,
     InsertBody,
+    RecoverBody,
     ReplaceBody,
     ResponseBody,
     UsageBody,
 )
-from ctxstore.adapters.store.results import Compaction, Written
+from ctxstore.adapters.store.results import Compaction, Prompt, Written
 from ctxstore.domain.captured import CapturedCall
 
 router = APIRouter(prefix=f"{API}/contexts/{{context_id}}", tags=["commands"])
@@ -123,6 +124,17 @@ def record_call(ctx: Owned, body: CapturedCall) -> Response:
     or the error, usage and timing. Nothing is inserted; the same `call_id` again is a
     no-op."""
     return written(ctx.store.record_call(ctx.cid, body, actor=ctx.who.actor))
+
+
+@router.post("/recover", response_model=Prompt)
+@pooled
+def recover_from_overflow(ctx: Owned, body: RecoverBody) -> Prompt:
+    """After a provider refused an overflowing prompt: compact as needed, then the prompt to
+    retry with, which fits."""
+    return ctx.store.recover_from_overflow(
+        ctx.cid, body.budget, body.strategy, query=body.query, resources=body.resources,
+        safety=body.safety, actor=ctx.who.actor,
+    )  # fmt: skip
 
 
 @router.post("/compact", response_model=Compaction)

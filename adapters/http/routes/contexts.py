@@ -43,7 +43,7 @@ def create(body: CreateBody, ctx: Requester, response: Response) -> Created:
 def _owner(ctx: Requester, cid: UUID) -> str | None:
     """The tenant whose context `cid` is, or None when there is no such context."""
     try:
-        return ctx.store.tenant_of(cid)
+        return ctx.store.hooks.tenant_of(cid)
     except ContextNotFoundError:
         return None
 

@@ -152,13 +152,16 @@ def stored_events(
     (the messages inserted, the deltas appended, ...) and a line saying what it did, as the
     live tail delivers them; with `versions`, those events (a filtered list's)."""
     if versions is None:
-        found = ctx.store.events_after(ctx.cid, after, limit)
+        found = ctx.store.hooks.events_after(ctx.cid, after, limit)
     else:
         if any(not 1 <= v <= 2**62 for v in versions):
             raise InvalidOperationError("versions are 1 .. 2**62")
         picked = sorted(set(versions))
         found = [
-            e for v in picked for e in ctx.store.events_after(ctx.cid, v - 1, 1) if e.version == v
+            e
+            for v in picked
+            for e in ctx.store.hooks.events_after(ctx.cid, v - 1, 1)
+            if e.version == v
         ]
     if not payload:
         return [e.model_copy(update={"payload": {}}) for e in found]

@@ -139,7 +139,7 @@ def sweeps(ctx: Requester, limit: Annotated[int, Query(ge=1, le=1000)] = 100) ->
                 owners[key] = erased[key] == tenant
             else:
                 try:
-                    owners[key] = ctx.store.tenant_of(key) == tenant
+                    owners[key] = ctx.store.hooks.tenant_of(key) == tenant
                 except ContextNotFoundError:
                     owners[key] = False
         return owners[key]

@@ -20,12 +20,17 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresDatastore
 from psycopg.sql import SQL, Identifier
 
 from ctxstore.adapters.storage.postgres_schema import ARRIVALS_TABLE
+from ctxstore.adapters.store.parts import parts_of
+
+if TYPE_CHECKING:
+    from ctxstore.adapters.store.facade import ContextStore
 
 Seen = dict[str, dict[int, int]]  # server -> version -> audit position there
 
@@ -42,8 +47,15 @@ class Arrival:
         return any(version in at for at in self.seen.values())
 
 
-def _table(store: Any) -> Any:
-    schema = store.parts.storage.backend.schema
+def postgres_of(store: ContextStore) -> tuple[str, PostgresDatastore]:
+    """The schema and connections of a server's store (a shard is a PostgreSQL store:
+    ShardedStore refuses any other), where the sharded store keeps its own tables."""
+    recorder = cast(PostgresApplicationRecorder, parts_of(store).storage.recorder)
+    return recorder.datastore.schema, recorder.datastore
+
+
+def _table(store: ContextStore) -> Any:
+    schema = postgres_of(store)[0]
     return SQL("{0}.{1}").format(Identifier(schema), Identifier(ARRIVALS_TABLE))
 
 
@@ -52,13 +64,12 @@ def _parsed(raw: Any) -> Seen:
     return {s: {int(v): int(p) for v, p in at.items()} for s, at in found.items()}
 
 
-def arrivals(store: Any, ids: Iterable[UUID]) -> dict[UUID, Arrival]:
+def arrivals(store: ContextStore, ids: Iterable[UUID]) -> dict[UUID, Arrival]:
     """The arrival rows of these contexts on this server."""
     wanted = list(set(ids))
     if not wanted:
         return {}
-    recorder = store.parts.storage.recorder
-    with recorder.datastore.transaction(commit=False) as c:
+    with postgres_of(store)[1].transaction(commit=False) as c:
         c.execute(
             SQL("SELECT context_id, seen, complete FROM {0} WHERE context_id = ANY(%s)").format(
                 _table(store)
@@ -73,9 +84,9 @@ def _tuples(rows: list[Any]) -> list[tuple[Any, ...]]:
     return [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in rows]
 
 
-def begin(store: Any, cid: UUID) -> None:
+def begin(store: ContextStore, cid: UUID) -> None:
     """A pending arrival: the copy about to be written is not yet the context."""
-    with store.parts.storage.recorder.datastore.transaction(commit=True) as c:
+    with postgres_of(store)[1].transaction(commit=True) as c:
         c.execute(
             SQL(
                 "INSERT INTO {0} (context_id, seen, complete) VALUES (%s, '{{}}', false) "
@@ -86,10 +97,10 @@ def begin(store: Any, cid: UUID) -> None:
         )
 
 
-def complete(store: Any, cid: UUID, seen: Seen) -> None:
+def complete(store: ContextStore, cid: UUID, seen: Seen) -> None:
     """The move is done: the copy is the context, its events seen before are `seen`."""
     payload = json.dumps({s: {str(v): p for v, p in at.items()} for s, at in seen.items()})
-    with store.parts.storage.recorder.datastore.transaction(commit=True) as c:
+    with postgres_of(store)[1].transaction(commit=True) as c:
         c.execute(
             SQL("UPDATE {0} SET seen = %s::jsonb, complete = true WHERE context_id = %s").format(
                 _table(store)
@@ -98,12 +109,12 @@ def complete(store: Any, cid: UUID, seen: Seen) -> None:
         )
 
 
-def departed(c: Any, store: Any, cid: UUID, server: str) -> Seen:
+def departed(c: Any, store: ContextStore, cid: UUID, server: str) -> Seen:
     """In the transaction removing a context's events from `server`: where its events are
     shown (the audit positions of its versions there, and where it was before it came,
     from its arrival row, deleted). The audit index is locked against writes first, so no
     row of the context is indexed after this reads them."""
-    schema = Identifier(store.parts.storage.backend.schema)
+    schema = Identifier(postgres_of(store)[0])
     c.execute(SQL("LOCK TABLE {0}.ctxstore_audit IN SHARE MODE").format(schema))
     c.execute(
         SQL("SELECT version, min(position) FROM {0}.ctxstore_audit WHERE context_id = %s "
@@ -124,16 +135,16 @@ def departed(c: Any, store: Any, cid: UUID, server: str) -> Seen:
     return seen
 
 
-def servers_of(store: Any, cid: UUID) -> set[str]:
+def servers_of(store: ContextStore, cid: UUID) -> set[str]:
     """The servers a context's events are shown on besides this one (where it is now)."""
     found = arrivals(store, [cid]).get(cid)
     return set() if found is None else set(found.seen)
 
 
-def forget(store: Any, cid: UUID) -> None:
+def forget(store: ContextStore, cid: UUID) -> None:
     """Erase a context's audit rows left on a server it moved away from."""
-    schema = Identifier(store.parts.storage.backend.schema)
-    with store.parts.storage.recorder.datastore.transaction(commit=True) as c:
+    schema = Identifier(postgres_of(store)[0])
+    with postgres_of(store)[1].transaction(commit=True) as c:
         c.execute(
             SQL("DELETE FROM {0}.ctxstore_audit WHERE context_id = %s").format(schema),
             (cid.hex,),

@@ -25,18 +25,21 @@ copy does not match) is removed from the target and the context stays on its sou
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 from uuid import UUID
 
+from eventsourcing.postgres import PostgresAggregateRecorder, PostgresApplicationRecorder
 from psycopg.sql import SQL, Identifier
 
 from ctxstore.adapters.keys.cipher import key_name
 from ctxstore.adapters.storage.postgres_schema import MOVED_TABLE
 from ctxstore.adapters.storage.retention_rows import CHECKPOINTS_TABLE, RETENTION_TABLE
+from ctxstore.adapters.store.parts import parts_of
 from ctxstore.adapters.store.shards import arrivals
 from ctxstore.domain.errors import DamagedContextError, StoreUnavailableError
 
 if TYPE_CHECKING:
+    from ctxstore.adapters.store.facade import ContextStore
     from ctxstore.adapters.store.shards.store import ShardedStore
 
 log = logging.getLogger(__name__)
@@ -54,7 +57,7 @@ def move(sharded: ShardedStore, cid: UUID, to: str) -> str:
     if source_name == to:
         return source_name
     source, target = sharded.stores[source_name], sharded.stores[to]
-    with source.parts.storage.turns.turn(cid, True) as turn:
+    with parts_of(source).storage.turns.turn(cid, True) as turn:
         if turn is None:
             raise StoreUnavailableError(f"context {cid}: its writers did not let it move in time")
         lines = list(source.export_events(cid))
@@ -72,27 +75,27 @@ def move(sharded: ShardedStore, cid: UUID, to: str) -> str:
             raise
         seen = _remove(source, cid, to, source_name)
         arrivals.complete(target, cid, seen)
-        keys = source.parts.storage.keys
+        keys = parts_of(source).storage.keys
         if keys is not None and sharded.settings.key_vault is None:
             # Each server keeps its own vault: the source's copy of the context's data key
             # would still open its old rows in that server's WAL and backups.
             keys.keys.destroy([key_name(cid)])
         sharded.directory.place(cid, to)
-    source.parts.core.cache.drop(cid)
+    parts_of(source).core.cache.drop(cid)
     log.info("context %s moved from server %s to %s", cid, source_name, to)
     return source_name
 
 
-def _tables(store: object) -> tuple[Identifier, object]:
-    schema = store.parts.storage.backend.schema  # type: ignore[attr-defined]
-    return Identifier(schema), store.parts.storage.recorder  # type: ignore[attr-defined]
+def _tables(store: ContextStore) -> tuple[Identifier, PostgresApplicationRecorder]:
+    schema, _ = arrivals.postgres_of(store)
+    return Identifier(schema), cast(PostgresApplicationRecorder, parts_of(store).storage.recorder)
 
 
-def _carry_policy(source: object, target: object, cid: UUID) -> None:
+def _carry_policy(source: ContextStore, target: ContextStore, cid: UUID) -> None:
     """The context's own retention policy goes with it (the source's row goes with the
     rest of its rows, below)."""
-    rows = source.parts.storage.retention  # type: ignore[attr-defined]
-    there = target.parts.storage.retention  # type: ignore[attr-defined]
+    rows = parts_of(source).storage.retention
+    there = parts_of(target).storage.retention
     if rows is None or there is None:
         return
     scope = f"context:{cid.hex}"
@@ -101,10 +104,10 @@ def _carry_policy(source: object, target: object, cid: UUID) -> None:
             there.set(scope, expire_after, keep_latest, actor)
 
 
-def _clear_tombstone(store: object, cid: UUID) -> None:
+def _clear_tombstone(store: ContextStore, cid: UUID) -> None:
     """A context moved away from this server before may come back."""
     schema, recorder = _tables(store)
-    with recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+    with recorder.datastore.transaction(commit=True) as c:
         c.execute(
             SQL("DELETE FROM {0}.{1} WHERE context_id = %s").format(
                 schema, Identifier(MOVED_TABLE)
@@ -113,13 +116,13 @@ def _clear_tombstone(store: object, cid: UUID) -> None:
         )
 
 
-def _remove(store: object, cid: UUID, to: str | None, name: str = "") -> arrivals.Seen:
+def _remove(store: ContextStore, cid: UUID, to: str | None, name: str = "") -> arrivals.Seen:
     """Tombstone (naming server `to`; none for a failed copy's removal) and remove the
     context's rows on the server it leaves, in one transaction; returns where its events
     were seen (arrivals.py)."""
     schema, recorder = _tables(store)
-    snapshots = store.parts.storage.snapshots.recorder  # type: ignore[attr-defined]
-    with recorder.datastore.transaction(commit=True) as c:  # type: ignore[attr-defined]
+    snapshots = cast(PostgresAggregateRecorder, parts_of(store).storage.snapshots.recorder)
+    with recorder.datastore.transaction(commit=True) as c:
         if to is not None:
             c.execute(
                 SQL("INSERT INTO {0}.{1} (context_id, shard) VALUES (%s, %s) ON CONFLICT "
@@ -127,7 +130,7 @@ def _remove(store: object, cid: UUID, to: str | None, name: str = "") -> arrival
                 .format(schema, Identifier(MOVED_TABLE)), (cid, to),
             )  # fmt: skip
         seen = arrivals.departed(c, store, cid, name)
-        for table in (recorder.events_table_name, snapshots.events_table_name):  # type: ignore[attr-defined]
+        for table in (recorder.events_table_name, snapshots.events_table_name):
             c.execute(
                 SQL("DELETE FROM {0}.{1} WHERE originator_id = %s").format(
                     schema, Identifier(table)

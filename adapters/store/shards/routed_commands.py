@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from ctxstore.domain.captured import CapturedCall
     from ctxstore.domain.context import JSON, MessageRef
     from ctxstore.domain.messages import Message
+    from ctxstore.domain.packing import Resource
     from ctxstore.domain.prompt import Strategy
     from ctxstore.domain.summarize import Summarizer
 
@@ -249,11 +250,6 @@ class RoutedCommands:
             ),
         )
 
-    def maybe_compact(
-        self, context_id: UUID | str, *, actor: str | None = None
-    ) -> Compaction | None:
-        return cast("Compaction | None", self._route("maybe_compact", context_id, actor=actor))
-
     def record_call(
         self, context_id: UUID | str, call: CapturedCall | JSON, *, actor: str | None = None
     ) -> Written:
@@ -317,13 +313,22 @@ class RoutedCommands:
         budget: int,
         strategy: Strategy | None = None,
         *,
+        query: str | None = None,
+        resources: Sequence[Resource | JSON] = (),
+        safety: float | None = None,
         actor: str | None = None,
-        prompt: Any,
     ) -> Prompt:
         return cast(
             "Prompt",
             self._route(
-                "recover_from_overflow", context_id, budget, strategy, actor=actor, prompt=prompt
+                "recover_from_overflow",
+                context_id,
+                budget,
+                strategy,
+                query=query,
+                resources=resources,
+                safety=safety,
+                actor=actor,
             ),
         )
 

@@ -78,9 +78,6 @@ class RoutedReads:
     def diff(self, context_id: UUID | str, from_version: int, to_version: int) -> Diff:
         return cast("Diff", self._route("diff", context_id, from_version, to_version))
 
-    def events_after(self, context_id: UUID | str, after: int, limit: int = 500) -> list[TailEvent]:
-        return cast("list[TailEvent]", self._route("events_after", context_id, after, limit))
-
     def export_events(self, context_id: UUID | str) -> Iterator[str]:
         return cast("Iterator[str]", self._route("export_events", context_id))
 
@@ -90,9 +87,6 @@ class RoutedReads:
         return cast(
             "Iterator[TailEvent]", self._route("follow", context_id, after=after, idle=idle)
         )
-
-    def head_mark(self, context_id: UUID | str) -> tuple[int, int]:
-        return cast("tuple[int, int]", self._route("head_mark", context_id))
 
     def history(
         self,
@@ -125,12 +119,6 @@ class RoutedReads:
             self._route("replay", context_id, from_version=from_version, to_version=to_version),
         )
 
-    def tail_head(self, context_id: UUID | str) -> int:
-        return cast("int", self._route("tail_head", context_id))
-
-    def tenant_of(self, context_id: UUID | str) -> str | None:
-        return cast("str | None", self._route("tenant_of", context_id))
-
     def token_series(self, context_id: UUID | str, *, points: int = 500) -> TokenSeries:
         return cast("TokenSeries", self._route("token_series", context_id, points=points))
 
@@ -153,11 +141,4 @@ class RoutedReads:
                 inline=inline,
                 files=files,
             ),
-        )
-
-    def visible_messages(
-        self, context_id: UUID | str, *, last: int | None = None, inline: bool = False
-    ) -> list[JSON]:
-        return cast(
-            "list[JSON]", self._route("visible_messages", context_id, last=last, inline=inline)
         )

@@ -20,16 +20,18 @@ from uuid import UUID, uuid4
 
 from ctxstore.adapters.llm.tokenizer import Tokenizers
 from ctxstore.adapters.settings import Settings, load_settings
-from ctxstore.adapters.storage.notifications import Wake
 from ctxstore.adapters.store import usage
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.facade import ContextStore
 from ctxstore.adapters.store.faults import type_faults
+from ctxstore.adapters.store.hooks import StoreHooks
+from ctxstore.adapters.store.parts import parts_of
 from ctxstore.adapters.store.results import ContextSummary, Erasure, SearchPage
 from ctxstore.adapters.store.search import MAX_LIMIT
 from ctxstore.adapters.store.shards import arrivals
 from ctxstore.adapters.store.shards import move as moving
 from ctxstore.adapters.store.shards.admin import ShardedAdmin
+from ctxstore.adapters.store.shards.hooks import ShardedHooks
 from ctxstore.adapters.store.shards.merged_audit import MergedAuditPage, merged_page
 from ctxstore.adapters.store.shards.merged_search import merged_search
 from ctxstore.adapters.store.shards.placement import Directory, rendezvous, server_name
@@ -59,7 +61,7 @@ def _exported_id(lines: Sequence[str]) -> UUID | None:
 
 
 def _connector(store: ContextStore) -> Callable[[], Any]:
-    return store.parts.storage.recorder.datastore.get_connection  # type: ignore[attr-defined,no-any-return]
+    return arrivals.postgres_of(store)[1].get_connection
 
 
 @type_faults
@@ -70,18 +72,20 @@ class ShardedStore(RoutedCommands, RoutedReads, ContextOperations):
         if not stores:
             raise ConfigurationError("a sharded store needs at least one server")
         for s in stores:
-            if s.parts.storage.backend.name != "postgresql":
+            if parts_of(s).storage.backend.name != "postgresql":
                 raise ConfigurationError(f"shards are PostgreSQL servers, not {s.url!r}")
         self.settings = settings
         self.stores: dict[str, ContextStore] = {}
         for s in stores:
-            name = server_name(_connector(s), s.parts.storage.backend.schema)  # type: ignore[attr-defined]
+            name = server_name(_connector(s), arrivals.postgres_of(s)[0])
             if name in self.stores:
                 raise ConfigurationError(f"{s.url!r} is the same server as another shard")
             self.stores[name] = s
         self.names = list(self.stores)
         first = stores[0]
-        self.directory = Directory(_connector(first), first.parts.storage.backend.schema)  # type: ignore[attr-defined]
+        self.directory = Directory(_connector(first), arrivals.postgres_of(first)[0])
+        # What the service and the integrations take beside the contract, routed alike.
+        self.hooks: StoreHooks = ShardedHooks(self)
 
     # ---- what the HTTP service and the command line need of a store ---------------------
 
@@ -99,19 +103,6 @@ class ShardedStore(RoutedCommands, RoutedReads, ContextOperations):
         return self.stores[self.names[0]].tokenizers
 
     context_uuid = staticmethod(ContextStore.context_uuid)
-
-    def watch(self, wake: Wake, context_id: UUID | str | None = None) -> Callable[[], None]:
-        """Call `wake` whenever events are stored on any server (or on the server holding
-        `context_id`, for its events) until the returned function is called."""
-        if context_id is not None:
-            return self.store_of(context_id).watch(wake, context_id)
-        stops = [s.watch(wake) for s in self.stores.values()]
-
-        def stop() -> None:
-            for each in stops:
-                each()
-
-        return stop
 
     @classmethod
     def from_urls(cls, urls: Sequence[str], settings: Settings | None = None) -> ShardedStore:
@@ -152,7 +143,7 @@ class ShardedStore(RoutedCommands, RoutedReads, ContextOperations):
         if found is not None and found in self.stores:
             return found
         for name, store in self.stores.items():  # not placed (written before sharding)
-            if store.parts.core.exists(cid):
+            if parts_of(store).core.exists(cid):
                 self.directory.place(cid, name)
                 return name
         raise ContextNotFoundError(f"no context with id {cid}")
@@ -162,16 +153,23 @@ class ShardedStore(RoutedCommands, RoutedReads, ContextOperations):
 
     def _route(self, name: str, context_id: UUID | str, *args: Any, **kwargs: Any) -> Any:
         """Run the store's operation `name` on the server holding the context."""
+        return self._on_holder(context_id, lambda s: getattr(s, name), *args, **kwargs)
+
+    def _on_holder(
+        self, context_id: UUID | str, pick: Callable[[ContextStore], Callable[..., Any]],
+        *args: Any, **kwargs: Any,
+    ) -> Any:  # fmt: skip
+        """`pick(store)(context, ...)` on the store of the server holding the context."""
         cid = ContextStore.context_uuid(context_id)
         try:
-            return getattr(self.store_of(cid), name)(cid, *args, **kwargs)
+            return pick(self.store_of(cid))(cid, *args, **kwargs)
         except (ContextNotFoundError, ContextMovedError):
             # A placement cached before a move: read it again and go there once.
             self.directory.forget(cid)
             fresh = self.directory.shard_of(cid, fresh=True)
             if fresh is None or fresh not in self.stores:
                 raise
-            return getattr(self.stores[fresh], name)(cid, *args, **kwargs)
+            return pick(self.stores[fresh])(cid, *args, **kwargs)
 
     # ---- across servers --------------------------------------------------------------
 
@@ -239,7 +237,7 @@ class ShardedStore(RoutedCommands, RoutedReads, ContextOperations):
         events = [
             e
             for s in self.stores.values()
-            for e in usage.usage_events(s.parts.core, None, model, tenant)
+            for e in usage.usage_events(parts_of(s).core, None, model, tenant)
         ]
         return usage_by_model(events)
 
@@ -368,7 +366,7 @@ class ShardedStore(RoutedCommands, RoutedReads, ContextOperations):
         visible context (at a version); the attachments it shows go with it."""
         cid = ContextStore.context_uuid(context_id)
         source = self.store_of(cid)
-        core = source.parts.core
+        core = parts_of(source).core
         ctx = core.context_at(cid, at_version) if at_version is not None else core.head(cid)
         who = core.actor(actor)
         forked = Context.start(
@@ -383,9 +381,9 @@ class ShardedStore(RoutedCommands, RoutedReads, ContextOperations):
         for sha in refs:  # the attachments travel with the fork
             blob = source.blob(sha, tenant=ctx.tenant)
             target.put_blob(blob.data, blob.ref.media_type, tenant=ctx.tenant)
-        target.parts.writer.store_new(forked)
+        parts_of(target).writer.store_new(forked)
         if refs:
-            target.parts.core.storage.blobs.keep(ctx.tenant, forked.id, [], refs)
+            parts_of(target).core.storage.blobs.keep(ctx.tenant, forked.id, [], refs)
         self.directory.place(forked.id, shard)
         return forked.id
 

@@ -11,6 +11,7 @@ from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 from ctxstore.adapters.integrations.agents_session import CtxStoreSession
 from ctxstore.adapters.store.async_store import AsyncContextStore
 from ctxstore.adapters.store.facade import ContextStore
+from ctxstore.adapters.store.parts import parts_of
 
 
 def get_text_message(content: str) -> ResponseOutputMessage:
@@ -43,7 +44,7 @@ class SQLiteSession(CtxStoreSession):
         self._events: Any = None
         self._service: Any = None
         if BACKEND["mode"] == "async":
-            self._events = self._own_store.parts.storage.async_events()
+            self._events = parts_of(self._own_store).storage.async_events()
             store = AsyncContextStore(self._own_store, self._events)
         elif BACKEND["mode"] == "http":  # a tenant's client of a service over the store
             from ctxstore.adapters.http.client import CtxStoreClient
