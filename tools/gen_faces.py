@@ -150,7 +150,7 @@ def _imports_for(
                 names.add(node.id)
     where: dict[str, str] = {}
     for mod in module:
-        for node in ast.parse(inspect.getsource(mod)).body:
+        for node in ast.walk(ast.parse(inspect.getsource(mod))):  # (TYPE_CHECKING's too)
             if isinstance(node, ast.ImportFrom) and node.module:
                 for alias in node.names:
                     where.setdefault(alias.asname or alias.name, node.module)

@@ -1,6 +1,7 @@
 """The facade's compaction half: summarize older rounds on demand (`compact`), and after a
-model refused an overflowing prompt (`recover_from_overflow`). ContextStore inherits it;
-the work is in adapters/store/compaction.py (a threshold's compaction: store.hooks)."""
+model refused an overflowing prompt (`recover_from_overflow`). A part of ContextStore, which
+offers its methods as its own; the work is in adapters/store/compaction.py (a threshold's
+compaction: store.hooks)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from uuid import UUID
 
 from ctxstore.adapters.store import compaction
 from ctxstore.adapters.store.core import StoreCore
-from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.results import Compaction, Prompt
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.context import JSON
@@ -21,12 +21,12 @@ from ctxstore.domain.summarize import Summarizer
 MAX_TRIGGER = 64  # what a compaction's trigger may be called
 
 
-@type_faults
 class CompactionSurface:
     """What ContextStore offers to keep a context inside a model's window (see the module)."""
 
-    _core: StoreCore
-    _writer: Writer
+    def __init__(self, core: StoreCore, writer: Writer) -> None:
+        self._core = core
+        self._writer = writer
 
     def compact(
         self, context_id: UUID | str, *, trigger: str = "manual", dry_run: bool = False,

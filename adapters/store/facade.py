@@ -11,66 +11,86 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import suppress
 from datetime import datetime
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 from uuid import UUID
 
 from ctxstore.adapters.capture.spans import traced
-from ctxstore.adapters.llm.tokenizer import Tokenizers, check_encoding_name, encoding_for_model
 from ctxstore.adapters.settings import Settings, load_settings
 from ctxstore.adapters.storage.events import EventStorage
-from ctxstore.adapters.storage.migrations import Migration
 from ctxstore.adapters.storage.urls import replica_urls
-from ctxstore.adapters.store import (
-    captured,
-    compaction,
-    reads,
-    responses,
-    sweeping,
-    usage,
-)
-from ctxstore.adapters.store import search as searching
+from ctxstore.adapters.store import reads, sweeping
 from ctxstore.adapters.store.admin import StoreAdmin
 from ctxstore.adapters.store.attachments import Attachments
 from ctxstore.adapters.store.commands import Commands
 from ctxstore.adapters.store.compaction_surface import CompactionSurface
 from ctxstore.adapters.store.contract import ContextOperations
 from ctxstore.adapters.store.core import StoreCore
+from ctxstore.adapters.store.delegation import delegated
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.history_surface import HistorySurface
 from ctxstore.adapters.store.hooks import StoreHooks
 from ctxstore.adapters.store.parts import StoreParts
 from ctxstore.adapters.store.replicas import Replicas
-from ctxstore.adapters.store.results import (
-    BatchFrame,
-    ContextSummary,
-    HistoryEntry,
-    ModelUsage,
-    Prompt,
-    SearchPage,
-    TokenSeries,
-    VisibleContext,
-    Written,
-)
 from ctxstore.adapters.store.store_hooks import Hooks
 from ctxstore.adapters.store.streaming import StreamingSurface
 from ctxstore.adapters.store.writer import Writer
-from ctxstore.domain.blobs import BlobRef, StoredBlob
-from ctxstore.domain.captured import CapturedCall
 from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import BlobNotFoundError, ContextExistsError
 from ctxstore.domain.limits import check_page, chosen_id, key_context_id
-from ctxstore.domain.messages import Message
-from ctxstore.domain.packing import Resource
-from ctxstore.domain.prompt import Similarity, Strategy
 from ctxstore.projections.listing import list_contexts
+
+# Annotations only; and what one operation alone uses (recording a call, compacting, search,
+# usage, the tokenizer's model table) is imported where it is used: a command line that runs
+# one read loads neither (ctxstore contexts, show, log: see bench/bench_cli.py).
+if TYPE_CHECKING:
+    from ctxstore.adapters.llm.tokenizer import Tokenizers
+    from ctxstore.adapters.storage.migrations import Migration
+    from ctxstore.adapters.store.results import (
+        BatchFrame,
+        ContextSummary,
+        HistoryEntry,
+        ModelUsage,
+        Prompt,
+        SearchPage,
+        TokenSeries,
+        VisibleContext,
+        Written,
+    )
+    from ctxstore.domain.blobs import BlobRef, StoredBlob
+    from ctxstore.domain.captured import CapturedCall
+    from ctxstore.domain.messages import Message
+    from ctxstore.domain.packing import Resource
+    from ctxstore.domain.prompt import Similarity, Strategy
 
 
 @traced("insert", "delete", "erase", "search")  # spans, when a tracer provider is configured
 @type_faults
-class ContextStore(
-    HistorySurface, StreamingSurface, CompactionSurface, ContextOperations,
-):  # fmt: skip
-    """Stores contexts as event streams; every public method is one command or one read."""
+class ContextStore:
+    """Stores contexts as event streams; every public method is one command or one read
+    (the contract, ContextOperations: checked below, as a Protocol is, by its shape)."""
+
+    # Operations its parts hold (history, streamed replies, compaction), offered as its own.
+    audit = delegated("_history", HistorySurface.audit)
+    verify = delegated("_history", HistorySurface.verify)
+    diff = delegated("_history", HistorySurface.diff)
+    replay = delegated("_history", HistorySurface.replay)
+    calls = delegated("_history", HistorySurface.calls)
+    call = delegated("_history", HistorySurface.call)
+    call_diff = delegated("_history", HistorySurface.call_diff)
+    fork = delegated("_history", HistorySurface.fork)
+    export_events = delegated("_history", HistorySurface.export_events)
+    import_events = delegated("_history", HistorySurface.import_events)
+    import_transcript = delegated("_history", HistorySurface.import_transcript)
+    erase = delegated("_history", HistorySurface.erase)
+    erasures = delegated("_history", HistorySurface.erasures)
+    begin = delegated("_streaming", StreamingSurface.begin)
+    append = delegated("_streaming", StreamingSurface.append)
+    finish = delegated("_streaming", StreamingSurface.finish)
+    abandon = delegated("_streaming", StreamingSurface.abandon)
+    stream = delegated("_streaming", StreamingSurface.stream)
+    follow = delegated("_streaming", StreamingSurface.follow)
+    compact = delegated("_compaction", CompactionSurface.compact)
+    recover_from_overflow = delegated("_compaction", CompactionSurface.recover_from_overflow)
 
     def __init__(
         self, storage: EventStorage, settings: Settings, *, url: str = "",
@@ -85,6 +105,11 @@ class ContextStore(
         self._writer = Writer(self._core)
         self._attachments = Attachments(self._core)
         self._commands = Commands(self._core, self._attachments)
+        self._history = HistorySurface(self._core, self._writer, self._replicas)
+        self._streaming = StreamingSurface(
+            self._core, self._writer, self._commands, self._compacting, self
+        )
+        self._compaction = CompactionSurface(self._core, self._writer)
         # What the service, the live tail and the integrations take beside the contract.
         self.hooks: StoreHooks = Hooks(self._core, self._writer, self._attachments)
         # (for the faces built on this store: adapters/store/parts.py's parts_of)
@@ -146,6 +171,8 @@ class ContextStore(
         may choose the id (e.g. derived from its own session key); raises ContextExistsError
         when that id is taken.
         """
+        from ctxstore.adapters.llm.tokenizer import check_encoding_name, encoding_for_model
+
         ctx = Context.start(
             name=name, metadata=metadata, actor=self._core.actor(actor), tenant=tenant,
             encoding=check_encoding_name(
@@ -179,6 +206,8 @@ class ContextStore(
 
     def _compacting(self, written: Written, actor: str | None) -> Written:
         """After an insert or a finish: compact proactively when a threshold is crossed."""
+        from ctxstore.adapters.store import compaction
+
         if self.settings.compaction.auto and compaction.crossed(
             self._core, written.tokens, written.messages
         ):
@@ -257,6 +286,8 @@ class ContextStore(
         whole visible context counts as sent. `version` defaults to the prompt's, else the
         head; `counted_tokens` to the prompt's total, else ctxstore's count of the context.
         """
+        from ctxstore.adapters.store import usage
+
         return usage.record(
             self._writer, self._core.id(context_id), model=model, prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens, version=version, counted_tokens=counted_tokens,
@@ -274,6 +305,8 @@ class ContextStore(
         call was made with — one write. With the `request` (its `messages` or `input`, and
         `system`), `call()` shows exactly what the model saw; with `latency`, the call's
         seconds as you measured them."""
+        from ctxstore.adapters.store import responses
+
         return responses.record_response(
             self._writer, self._core.id(context_id), response, request=request,
             actor=self._core.actor(actor), max_message_bytes=self.settings.max_message_bytes,
@@ -289,6 +322,8 @@ class ContextStore(
         inserted: the SDK's own session or saver writes the messages. A call recorded again
         under the same `call_id` (a retry after a lost reply) is not recorded twice. The
         integrations' capture (ctxstore.capture) calls this off the application's path."""
+        from ctxstore.adapters.store import captured
+
         return captured.record_call(
             self._writer, self._core.id(context_id), call, actor=self._core.actor(actor)
         )
@@ -304,7 +339,7 @@ class ContextStore(
         that provider's file ids where one was recorded (`record_file_id`); with `inline`
         (the rest) as the data they were given as (a data: URL or base64)."""
         cid = self._core.id(context_id)
-        seen = self._read(cid, lambda core: reads.visible(core, cid, at_version, at_time))
+        seen = self._history.read(cid, lambda core: reads.visible(core, cid, at_version, at_time))
         if not inline and files is None:
             return seen
         messages = self._attachments.readable(
@@ -369,7 +404,7 @@ class ContextStore(
         With `changes`, each entry also says what it changed in the visible context.
         """
         cid = self._core.id(context_id)
-        return self._read(cid, lambda core: reads.history(
+        return self._history.read(cid, lambda core: reads.history(
             core, cid, types=types, actor=actor,
             from_version=from_version, to_version=to_version, changes=changes,
         ))  # fmt: skip
@@ -378,7 +413,7 @@ class ContextStore(
         """Visible tokens over every version (thinned to at most `points`), with the
         compactions and rollbacks marked: what a chart of the context's size needs."""
         cid = self._core.id(context_id)
-        return self._read(cid, lambda core: reads.tokens_over_versions(core, cid, points))
+        return self._history.read(cid, lambda core: reads.tokens_over_versions(core, cid, points))
 
     def usage_report(
         self, *, model: str | None = None, context_id: UUID | str | None = None,
@@ -387,6 +422,8 @@ class ContextStore(
         """Per model: the provider's prompt tokens against ctxstore's counts, across contexts
         (or one context's, or one tenant's)."""
         cid = None if context_id is None else self._core.id(context_id)
+        from ctxstore.adapters.store import usage
+
         return usage.report(self._core, cid, model, tenant)
 
     def context_for_key(
@@ -443,6 +480,8 @@ class ContextStore(
         context shows now, unless `include_hidden` (deleted, replaced, compressed and rolled
         back messages too: `visible=False`). Raises InvalidOperationError for an empty
         query, a bad filter or a cursor of another search."""
+        from ctxstore.adapters.store import search as searching
+
         return searching.search(
             self._core, query, tenant=tenant, context_ids=context_ids, roles=roles,
             since=since, until=until, include_hidden=include_hidden, limit=limit, cursor=cursor,
@@ -473,3 +512,9 @@ class ContextStore(
         if self._replicas is not None:
             self._replicas.close()
         self._core.close()
+
+
+if TYPE_CHECKING:  # the type checker fails here when the facade and the contract part
+
+    def _offers_the_contract(store: ContextStore) -> ContextOperations:
+        return store

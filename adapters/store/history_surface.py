@@ -1,7 +1,8 @@
 """The auditor's and the debugger's half of the facade: who changed what and when (audit,
 the index behind it, verify), what a context went through (diff, replay, model calls),
-copies of it (fork, export, import) and its erasure. ContextStore inherits it; the work is
-in adapters/store/audit.py, debug.py, transfer.py and erasure.py."""
+copies of it (fork, export, import) and its erasure. A part of ContextStore, which offers
+its methods as its own; the work is in adapters/store/audit.py, debug.py, transfer.py and
+erasure.py."""
 
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from ctxstore.adapters.store import (
     transfer,
 )
 from ctxstore.adapters.store.core import StoreCore
-from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.replicas import Replicas
 from ctxstore.adapters.store.results import (
     AuditPage,
@@ -38,21 +38,21 @@ from ctxstore.projections.calls import prompt_diff
 T = TypeVar("T")
 
 
-@type_faults
 class HistorySurface:
     """What ContextStore offers over a context's history (see the module)."""
 
-    _core: StoreCore
-    _writer: Writer
-    _replicas: Replicas | None
+    def __init__(self, core: StoreCore, writer: Writer, replicas: Replicas | None) -> None:
+        self._core = core
+        self._writer = writer
+        self._replicas = replicas
 
-    def _read(self, cid: UUID | None, read: Callable[[StoreCore], T]) -> T:
+    def read(self, cid: UUID | None, read: Callable[[StoreCore], T]) -> T:
         """A read that only looks: on a replica that has this store's writes, if any."""
         if self._replicas is None:
             return read(self._core)
         return self._replicas.read(cid, read)
 
-    def _audit_read(self, read: Callable[[StoreCore], T]) -> T:
+    def audit_read(self, read: Callable[[StoreCore], T]) -> T:
         if self._replicas is None:
             return read(self._core)
         return self._replicas.audit(read)
@@ -71,7 +71,7 @@ class HistorySurface:
         page's `cursor` back as `after` for the next page, or later to follow new events.
         Raises InvalidOperationError.
         """
-        return self._audit_read(lambda core: audit.audit_page(
+        return self.audit_read(lambda core: audit.audit_page(
             core, since=since, until=until, types=types, actor=actor,
             context_id=context_id, tenant=tenant, after=after, limit=limit,
             from_version=from_version, to_version=to_version, index=core is self._core,
@@ -80,12 +80,12 @@ class HistorySurface:
     def verify(self, context_id: UUID | str | None = None) -> Verification:
         """Check the hash chain of one context, or of all; names each first broken link."""
         if context_id is None:
-            return self._read(None, lambda core: audit.verify(core, None))
-        return self._read(self._core.id(context_id), lambda core: audit.verify(core, context_id))
+            return self.read(None, lambda core: audit.verify(core, None))
+        return self.read(self._core.id(context_id), lambda core: audit.verify(core, context_id))
 
     def diff(self, context_id: UUID | str, from_version: int, to_version: int) -> Diff:
         """Messages added, removed and changed between two versions, and the token delta."""
-        return self._read(
+        return self.read(
             self._core.id(context_id),
             lambda core: debug.diff(core, context_id, from_version, to_version),
         )
@@ -94,7 +94,7 @@ class HistorySurface:
         self, context_id: UUID | str, *, from_version: int = 1, to_version: int | None = None
     ) -> Iterator[ReplayStep]:
         """(event, visible context after it, calls that sent it) for each event in the range."""
-        return self._read(
+        return self.read(
             self._core.id(context_id),
             lambda core: debug.replay(
                 core, context_id, from_version=from_version, to_version=to_version
@@ -104,7 +104,7 @@ class HistorySurface:
     def calls(self, context_id: UUID | str) -> list[ModelCall]:
         """The model calls recorded against a context, in order (numbered from 1), with
         their cost where the price table (Settings.prices) names the model."""
-        found = self._audit_read(
+        found = self.audit_read(
             lambda core: calls.model_calls(core, context_id, index=core is self._core)
         )
         return [self._priced(c) for c in found]
@@ -113,7 +113,7 @@ class HistorySurface:
         """Recorded call `number` (1 the first, -1 the last) with exactly the messages sent
         and the response written for it."""
         return self._priced(
-            self._audit_read(
+            self.audit_read(
                 lambda core: calls.model_call_numbered(
                     core, context_id, number, index=core is self._core
                 )
@@ -123,7 +123,7 @@ class HistorySurface:
     def call_diff(self, context_id: UUID | str, number: int) -> PromptDiff:
         """What call `number` (-1 the last) sent against what the call before it sent:
         the messages added, removed and changed between two calls."""
-        call, before = self._audit_read(
+        call, before = self.audit_read(
             lambda core: calls.call_with_previous(
                 core, context_id, number, index=core is self._core
             )
@@ -155,7 +155,7 @@ class HistorySurface:
 
     def export_events(self, context_id: UUID | str) -> Iterator[str]:
         """The context's events as JSON lines (ids, versions, timestamps and chains kept)."""
-        return self._read(
+        return self.read(
             self._core.id(context_id), lambda core: transfer.export_lines(core, context_id)
         )
 

@@ -1,36 +1,41 @@
 """The facade's streamed replies: begin, append, finish, abandon (domain/streaming.py),
 `stream()`, the handle that batches deltas into few events (adapters/store/reply_stream.py),
-and the live tail: `follow()` and what the HTTP service's event streams read
-(adapters/store/tail.py). ContextStore inherits it."""
+and the live tail: `follow()` (adapters/store/tail.py). A part of ContextStore, which
+offers its methods as its own."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any
 from uuid import UUID
 
 from ctxstore.adapters.store import tail
 from ctxstore.adapters.store.commands import Commands
 from ctxstore.adapters.store.core import StoreCore
-from ctxstore.adapters.store.faults import type_faults
-from ctxstore.adapters.store.reply_stream import ReplyStream, StreamPolicy, opening_message
+from ctxstore.adapters.store.reply_stream import (
+    ReplyStream,
+    StreamOps,
+    StreamPolicy,
+    opening_message,
+)
 from ctxstore.adapters.store.results import TailEvent, Written
 from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.context import JSON, MessageRef
 from ctxstore.domain.messages import Message
 
 
-@type_faults
 class StreamingSurface:
     """What ContextStore offers for a reply that is stored while it streams."""
 
-    _core: StoreCore
-    _writer: Writer
-    _commands: Commands
-
-    if TYPE_CHECKING:  # ContextStore's
-
-        def _compacting(self, written: Written, actor: str | None) -> Written: ...
+    def __init__(
+        self, core: StoreCore, writer: Writer, commands: Commands,
+        compacting: Callable[[Written, str | None], Written], store: StreamOps,
+    ) -> None:  # fmt: skip
+        self._core = core
+        self._writer = writer
+        self._commands = commands
+        self._compacting = compacting  # the store's proactive compaction after a write
+        self._store = store  # what a stream's handle writes through (faults typed)
 
     def begin(
         self, context_id: UUID | str, message: Message | JSON | None = None, *,
@@ -90,7 +95,7 @@ class StreamingSurface:
         batches (`policy`), then finishes it, or abandons it when the block it opens
         raises."""
         return ReplyStream.begin(
-            self, context_id, message, after=after, format=format, policy=policy,
+            self._store, context_id, message, after=after, format=format, policy=policy,
             extra={"actor": self._core.actor(actor)},
         )  # fmt: skip
 
