@@ -59,3 +59,18 @@ def test_the_pages_python_client_session_runs_as_written(sqlite_service, capsys)
     assert visible == str([{"role": "user", "content": "Where is my order?"}])
     assert types.startswith("['create', 'insert', 'batch_start'"), types
     assert "/docs" in page.read_text()
+
+
+def test_every_operation_taking_a_body_lists_the_refusal_of_a_bad_one(sqlite_service):
+    """A client generated from the description learns of the 422 each body route sends
+    (POST /v1/blobs too: bytes its declared media type contradicts)."""
+    paths = httpx.get(f"{sqlite_service.url}/openapi.json").json()["paths"]
+    missing = [
+        f"{method.upper()} {path}"
+        for path, methods in paths.items()
+        for method, op in methods.items()
+        if path.startswith("/v1") and method in ("post", "put", "patch")
+        and "422" not in op.get("responses", {})
+    ]  # fmt: skip
+    assert not missing, missing
+    assert "422" in paths["/v1/blobs"]["post"]["responses"]
