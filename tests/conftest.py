@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import queue
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -573,3 +576,31 @@ def fake_provider():
     provider = FakeProvider()
     yield provider
     provider.close()
+
+
+# ---- a user who cannot write a store (read-only media, for real) ---------------------------
+
+NOBODY = 65534
+
+
+@pytest.fixture
+def shared_folder() -> Iterator[Path]:
+    """A folder any user can reach (pytest's tmp_path is its owner's alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="ctxstore-ro-"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        for path in (folder, *folder.iterdir()):
+            path.chmod(0o755)
+        shutil.rmtree(folder)
+
+
+def as_reader(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A command run by a user who may not write the store: this one, or (as root) nobody."""
+    drop = [] if os.geteuid() != 0 else ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
+                                         "--clear-groups"]  # fmt: skip
+    return subprocess.run(
+        [*drop, sys.executable, *args], capture_output=True, text=True, timeout=120,
+        check=False, env=env,
+    )  # fmt: skip

@@ -24,6 +24,9 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from ctxstore.adapters.storage.sqlite_pool import read_only_uri
+from ctxstore.adapters.storage.urls import read_only_reason
+
 WrappedRow = tuple[str, int, str, bytes]  # name, generation, kek id, wrapped key
 TABLE = "ctxstore_keys"
 DDL = (
@@ -208,6 +211,11 @@ class SQLiteVault(SQLKeyVault):
         self._readers: list[sqlite3.Connection] = []
         self._readers_lock = threading.Lock()
         self.where = f"the key file {path}"
+        # A key file on read-only media (as its store) is read as it is: every key it
+        # holds opens; a write is refused by SQLite.
+        self.read_only = read_only_reason(path)
+        if self.read_only:
+            return
         with self._connect() as c:
             c.execute(ddl(TABLE, "BLOB"))
         conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
@@ -220,8 +228,10 @@ class SQLiteVault(SQLKeyVault):
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(
-                self.path, timeout=10, isolation_level=None, check_same_thread=False
-            )
+                read_only_uri(str(self.path)) if self.read_only else self.path,
+                timeout=10, isolation_level=None, check_same_thread=False,
+                uri=bool(self.read_only),
+            )  # fmt: skip
             self._local.conn = conn
             with self._readers_lock:
                 self._readers.append(conn)

@@ -12,10 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import subprocess
-import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,8 +21,9 @@ import ctxstore
 from ctxstore.adapters.cli.app import app
 from ctxstore.adapters.storage.sqlite_pool import read_only_uri
 
+from ..conftest import as_reader
+
 HELLO = {"role": "user", "content": "hello from before"}
-NOBODY = 65534
 
 
 def make_store(folder: Path) -> tuple[str, str]:
@@ -133,29 +130,6 @@ def test_a_writable_store_opens_as_before(tmp_path):
 
 
 # ---- for real: a user who cannot write the folder ------------------------------------------
-
-
-@pytest.fixture
-def shared_folder() -> Iterator[Path]:
-    """A folder any user can reach (pytest's tmp_path is its owner's alone)."""
-    folder = Path(tempfile.mkdtemp(prefix="ctxstore-ro-"))
-    folder.chmod(0o755)
-    try:
-        yield folder
-    finally:
-        for path in (folder, *folder.iterdir()):
-            path.chmod(0o755)
-        shutil.rmtree(folder)
-
-
-def as_reader(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """A command run by a user who may not write the store: this one, or (as root) nobody."""
-    drop = [] if os.geteuid() != 0 else ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}",
-                                         "--clear-groups"]  # fmt: skip
-    return subprocess.run(
-        [*drop, sys.executable, *args], capture_output=True, text=True, timeout=120,
-        check=False, env=env,
-    )  # fmt: skip
 
 
 def test_the_command_line_as_a_user_who_cannot_write_the_store(shared_folder):
