@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import html
 import inspect
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -25,18 +26,204 @@ def cli_page() -> str:
     import typer.main
     from typer.cli import get_docs_for_click
 
-    from ctxstore.adapters.cli.app import app
+    from ctxstore.adapters.cli.app import PURPOSES, app
 
     command = typer.main.get_command(app)
-    body = get_docs_for_click(obj=command, ctx=typer.Context(command), name="ctxstore")
+    ctx = typer.Context(command)
+    root = get_docs_for_click(obj=command, ctx=ctx, name="ctxstore")
+    root = html.unescape(root).split("**Commands**:", 1)[0].rstrip()
+    _, usage = root.split("\n", 1)
     intro = (
-        "Every command, as `ctxstore COMMAND --help` prints it. Global options (`--url`,"
-        " `--actor`) go before the command. Errors print one line on stderr and exit with"
-        " the code [Troubleshooting](../troubleshooting.md) lists."
+        "Every command, as `ctxstore COMMAND --help` prints it, grouped by what it is for;"
+        " each group opens with an example and what it printed, run against a scratch"
+        " store when this page was generated (ids and times differ on yours). Global"
+        " options (`--url`, `--actor`) go before the command. Errors print one line on"
+        " stderr and exit with the code [Troubleshooting](../troubleshooting.md) lists."
     )
-    body = html.unescape(body).replace("# `ctxstore`", "# Command line", 1)
-    title, rest = body.split("\n", 1)
-    return f"{title}\n\n{GENERATED}\n\n{intro}\n{rest}"
+    lines = ["# Command line", "", GENERATED, "", intro, "", usage.strip(), ""]
+    sessions = cli_examples()
+    for purpose, names in PURPOSES.items():
+        lines += [f"## {purpose}", "", "| command | what it does |", "|---|---|"]
+        for name in names:
+            found = command.get_command(ctx, name)  # type: ignore[attr-defined]
+            anchor = f"ctxstore-{name}"
+            lines.append(f"| [`{name}`](#{anchor}) | {summary(found.help or '')} |")
+        lines += ["", f"Example: {EXAMPLES[purpose][0]}", "", "```console", sessions[purpose],
+                  "```", ""]  # fmt: skip
+        for name in names:
+            found = command.get_command(ctx, name)  # type: ignore[attr-defined]
+            body = get_docs_for_click(
+                obj=found, ctx=typer.Context(found), indent=2, name=name, call_prefix="ctxstore"
+            )
+            lines.append(_whole_summaries(html.unescape(body), found).rstrip() + "\n")
+    return "\n".join(lines)
+
+
+def summary(help_text: str) -> str:
+    """The first sentence of a command's help, whole (Typer's short help cuts it at 45
+    characters); a period inside parentheses or backticks does not end it."""
+    paragraph = " ".join(help_text.strip().split("\n\n")[0].split())
+    depth, quoted = 0, False
+    for at, char in enumerate(paragraph):
+        if char == "`":
+            quoted = not quoted
+        elif not quoted and char in "([":
+            depth += 1
+        elif not quoted and char in ")]":
+            depth -= 1
+        elif (
+            not quoted and depth == 0 and char in ".!?" and paragraph[at + 1 : at + 2] in ("", " ")
+        ):
+            return paragraph[: at + 1]
+    return paragraph
+
+
+def _whole_summaries(body: str, group: Any) -> str:
+    """A command group's list of its commands, each with its whole first sentence."""
+    for name in getattr(group, "commands", {}):
+        said = summary(group.commands[name].help or "").replace("\\", "\\\\")
+        body = re.sub(rf"^\* `{re.escape(name)}`: .*$", f"* `{name}`: {said}", body, count=1,
+                      flags=re.MULTILINE)  # fmt: skip
+    return body
+
+
+# One example per group: (what it shows, its steps). A step is a command line as shown;
+# `X=$(ctxstore ...)` keeps the output in $X, `export NAME=$(ctxstore ...)` sets a variable
+# for the steps after it, `printf '...' | ctxstore ...` gives the command input.
+EXAMPLES: dict[str, tuple[str, list[str]]] = {
+    "Contexts": ("create a context, add two messages, show what a model would be sent.", [
+        "C=$(ctxstore create --name support)",
+        "ctxstore insert $C --content 'My order has not arrived.'",
+        "ctxstore insert $C --role assistant --content 'Sorry to hear that: which order?'",
+        "ctxstore show $C",
+    ]),
+    "Streaming replies": ("a reply stored as it streams in, from deltas on stdin.", [
+        "C=$(ctxstore create)",
+        (
+            "printf '{\"content\": \"Your order \"}\\n{\"content\": \"ships today.\"}\\n'"
+            " | ctxstore stream $C"
+        ),
+        "ctxstore show $C",
+    ]),
+    "Model calls and usage": ("the provider's usage of a call, against ctxstore's count.", [
+        "C=$(ctxstore create)",
+        "ctxstore insert $C --content 'Where is my order?'",
+        "ctxstore usage $C --model gpt-4o --prompt-tokens 14 --completion-tokens 9",
+        "ctxstore usage-report",
+    ]),
+    "Debugging": ("a message deleted, and the history that keeps it.", [
+        "C=$(ctxstore create)",
+        "ctxstore insert $C --content 'My card number is 4111 1111 1111 1111'",
+        "ctxstore delete $C '#0'",
+        "ctxstore log $C",
+    ]),
+    "Data and retention": ("a context erased for good; the record of it stays.", [
+        "C=$(ctxstore create)",
+        "ctxstore insert $C --content 'Please forget me.'",
+        "ctxstore erase $C --reason 'the customer asked' --yes",
+        "ctxstore erasures",
+    ]),
+    "Operations": ("the schema brought to this release, and every hash chain checked.", [
+        "ctxstore migrate",
+        "C=$(ctxstore create)",
+        "ctxstore insert $C --content 'hello'",
+        "ctxstore verify",
+    ]),
+    "Keys": ("a new store encrypted at rest, and where its keys are.", [
+        "export CTXSTORE_ENCRYPTION_KEY=$(ctxstore keygen)",
+        "C=$(ctxstore create)",
+        "ctxstore insert $C --content 'hello'",
+        "ctxstore keys status",
+    ]),
+}  # fmt: skip
+
+
+def cli_examples() -> dict[str, str]:
+    """Each group's example run against its own scratch store, as a console session (ids,
+    times, keys and the scratch folder made the same on every run)."""
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    with tempfile.TemporaryDirectory() as scratch, ThreadPoolExecutor(2) as pool:
+        runs = {
+            purpose: pool.submit(_session, steps, Path(scratch) / str(n))
+            for n, (purpose, (_, steps)) in enumerate(EXAMPLES.items())
+        }
+        return {purpose: run.result() for purpose, run in runs.items()}
+
+
+def _session(steps: list[str], folder: Path) -> str:
+    import os
+    import shlex
+    import subprocess
+
+    folder.mkdir(parents=True)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("CTXSTORE_") and k not in ("FORCE_COLOR", "NO_COLOR", "COLUMNS")
+    }
+    env |= {"CTXSTORE_URL": f"sqlite:///{folder / 'ctxstore.db'}", "CTXSTORE_ACTOR": "docs"}
+    said: list[str] = []
+    kept: dict[str, str] = {}
+    for step in steps:
+        said.append(f"$ {step}")
+        keep = re.match(r"(export )?(\w+)=\$\((.*)\)$", step)
+        line = keep.group(3) if keep else step
+        given = None
+        if " | " in line:
+            feed, line = line.split(" | ", 1)
+            given = shlex.split(feed)[1].encode().decode("unicode_escape")
+        argv = [kept.get(a[1:], a) if a.startswith("$") else a for a in shlex.split(line)]
+        assert argv[0] == "ctxstore", step
+        # What $(...) keeps is stdout; stderr reaches the terminal, as it would.
+        done = subprocess.run(
+            [sys.executable, "-m", "ctxstore", *argv[1:]], input=given, cwd=folder, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE if keep else subprocess.STDOUT,
+            text=True, timeout=120, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"example step failed: {step}\n{done.stdout}{done.stderr}")
+        shown = (done.stderr or "") if keep else done.stdout
+        if keep:
+            kept[keep.group(2)] = done.stdout.strip()
+            if keep.group(1):
+                env[keep.group(2)] = done.stdout.strip()
+        if shown.strip():
+            said.append(shown.rstrip())
+    return _steady("\n".join(said), folder, kept)
+
+
+def _steady(text: str, folder: Path, kept: dict[str, str]) -> str:
+    """The session as it reads on every run: each id, time, key and the scratch folder
+    replaced by a fixed one of the same length (tables keep their widths)."""
+    text = text.replace(str(folder), "/data")
+    for name, value in kept.items():
+        text = text.replace(value, f"<{name.lower()}>") if not _UUID.fullmatch(value) else text
+
+    def numbered(pattern: re.Pattern[str], make: Any) -> None:
+        nonlocal text
+        for n, found in enumerate(dict.fromkeys(pattern.findall(text)), start=1):
+            text = text.replace(found, make(n))
+
+    numbered(_UUID, lambda n: f"{n:08d}-0000-4000-8000-000000000000")
+    numbered(re.compile(r"msg_[0-9a-f]{24}"), lambda n: f"msg_{n:024d}")
+    numbered(re.compile(r"\b[0-9a-f]{16}\b"), lambda n: f"{n:016d}")
+    text = re.sub(
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:\d\d)?",
+        lambda m: (
+            "2025-01-01T12:00:00"
+            + re.sub(r"\d", "0", m.group(1) or "")
+            + ("+00:00" if m.group(2) else "")
+        ),
+        text,
+    )
+    text = re.sub(r"\b\d\d:\d\d:\d\d\b", "12:00:00", text)
+    text = re.sub(r"\([\d,.]+ events/s\)", "(N events/s)", text)  # 1,234 when fast
+    return "\n".join(line.rstrip() for line in text.splitlines())
+
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def http_page() -> str:
