@@ -80,6 +80,12 @@ class StoreUnavailableError(CtxStoreError):
     """The database behind the store cannot be reached or opened."""
 
 
+class IndexBehindError(StoreUnavailableError):
+    """An index (the audit's, search's) is behind the store's events and the store can only
+    be read: catching it up is a write, and an answer from it would leave out what it lacks.
+    Open the store once where it can be written, or copy it somewhere writable."""
+
+
 class OutcomeUnknownError(StoreUnavailableError):
     """A write reached the database but whether it was committed cannot be told now (the
     store cannot be read). Its events carry `command_id`: once the store answers, the

@@ -25,6 +25,7 @@ from ctxstore.adapters.storage.search_index import (
     TABLE,
     After,
     Found,
+    Read,
     SearchFilter,
     SearchIndex,
     SearchRow,
@@ -162,16 +163,25 @@ class PostgresSearchIndex(SearchIndex):
         visible: dict[str, str],
         head: int,
         only: set[str] | None = None,
-    ) -> None:
+        read: Read | None = None,
+    ) -> bool:
         with self.datastore.transaction(commit=True) as c:
             c.execute("SELECT pg_advisory_xact_lock_shared(%s)", (DELETION_LOCK,))
+            # One catch-up at a time stores a context's rows: the checks below hold until
+            # this transaction ends.
+            c.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                (f"ctxstore_search/{context_hex}",),
+            )
             c.execute(
                 SQL("SELECT 1 FROM {0} WHERE originator_id = %s LIMIT 1").format(self.events),
                 (context_hex,),
             )
             if c.fetchone() is None:  # erased since its events were read
                 erase_rows(c, self.schema, context_hex)
-                return
+                return True
+            if read is not None and not self._unchanged(c, context_hex, head, read):
+                return False
             if rows:
                 c.executemany(
                     SQL(
@@ -227,6 +237,21 @@ class PostgresSearchIndex(SearchIndex):
             c.execute(
                 SQL("DELETE FROM {w} WHERE context_id = %s").format(**self.named), (context_hex,)
             )
+        return True
+
+    def _unchanged(self, c: Any, context_hex: str, head: int, read: Read) -> bool:
+        """Whether the index still holds the version the reader started from, and every
+        event it read is still stored."""
+        c.execute(
+            SQL(
+                "SELECT (SELECT version FROM {h} WHERE context_id = %s) AS held, "
+                "(SELECT count(*) FROM {e} WHERE originator_id = %s AND originator_version > %s "
+                "AND originator_version <= %s) AS events"
+            ).format(e=self.events, **self.named),
+            (context_hex, context_hex, read.since, head),
+        )
+        found = c.fetchone()
+        return int(found["held"] or 0) == read.since and int(found["events"]) == read.events
 
     def forget(self, context_hex: str) -> None:
         with self.datastore.transaction(commit=True) as c:

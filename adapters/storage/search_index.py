@@ -66,6 +66,18 @@ class Found:
 
 
 @dataclass(frozen=True)
+class Read:
+    """What the rows to store were read from: the version the index held (`since`) and
+    how many of the context's events after it. Stored only while both still hold: a
+    history bound removed events read (or rows below them: the head went), or another
+    catch-up stored a newer version first (storing this older view would show what the
+    context showed before, under the newer head)."""
+
+    since: int
+    events: int
+
+
+@dataclass(frozen=True)
 class After:
     """Where the previous page ended: its last hit's score and key."""
 
@@ -128,12 +140,14 @@ class SearchIndex(ABC):
     @abstractmethod
     def store(
         self, context_hex: str, rows: Sequence[SearchRow], visible: dict[str, str], head: int,
-        only: set[str] | None = None,
-    ) -> None:  # fmt: skip
+        only: set[str] | None = None, read: Read | None = None,
+    ) -> bool:  # fmt: skip
         """In one transaction: add the rows (each once), make visible exactly the newest row
         of each message whose digest `visible` maps it to (of the messages in `only`, when
-        given: the others keep what they were), and hold `head` as the version reached (and the context no longer pending). A context whose events are gone
-        (erased meanwhile) gets no rows."""
+        given: the others keep what they were), and hold `head` as the version reached (and
+        the context no longer pending). A context whose events are gone (erased meanwhile)
+        gets no rows. With `read`: nothing is stored, and False returned, when the context
+        changed under the reader (see Read)."""
 
     @abstractmethod
     def forget(self, context_hex: str) -> None:
@@ -201,13 +215,16 @@ class MemorySearchIndex(SearchIndex):
 
     def store(
         self, context_hex: str, rows: Sequence[SearchRow], visible: dict[str, str], head: int,
-        only: set[str] | None = None,
-    ) -> None:  # fmt: skip
+        only: set[str] | None = None, read: Read | None = None,
+    ) -> bool:  # fmt: skip
         with self.guard:
-            if self.exists(context_hex):
-                self._store(context_hex, rows, visible, head, only)
-            else:
+            if not self.exists(context_hex):
                 self._forget(context_hex)
+            elif read is not None and self.heads.get(context_hex, 0) != read.since:
+                return False
+            else:
+                self._store(context_hex, rows, visible, head, only)
+            return True
 
     def _store(
         self, context_hex: str, rows: Sequence[SearchRow], visible: dict[str, str], head: int,
@@ -277,6 +294,6 @@ def _admits(where: SearchFilter, r: SearchRow, visible: bool) -> bool:
 
 
 __all__ = [
-    "HEADS", "PENDING", "POSITION", "TABLE", "After", "Found", "MemorySearchIndex", "SearchFilter",
-    "SearchIndex", "SearchRow", "sql_filter",
+    "HEADS", "PENDING", "POSITION", "TABLE", "After", "Found", "MemorySearchIndex", "Read",
+    "SearchFilter", "SearchIndex", "SearchRow", "sql_filter",
 ]  # fmt: skip

@@ -21,6 +21,7 @@ from ctxstore.adapters.storage.search_index import (
     TABLE,
     After,
     Found,
+    Read,
     SearchFilter,
     SearchIndex,
     SearchRow,
@@ -152,15 +153,21 @@ class SQLiteSearchIndex(SearchIndex):
 
     def store(
         self, context_hex: str, rows: Sequence[SearchRow], visible: dict[str, str], head: int,
-        only: set[str] | None = None,
-    ) -> None:  # fmt: skip
+        only: set[str] | None = None, read: Read | None = None,
+    ) -> bool:  # fmt: skip
         with self.datastore.transaction(commit=True) as c:
+            # A write first: the file's write lock, so no erasure or history bound commits
+            # between the checks below and the rows (a read first would be refused the lock
+            # later, "busy", when one did).
+            c.execute(f"DELETE FROM {PENDING} WHERE 0")
             c.execute(
                 f"SELECT 1 FROM {self.events_table} WHERE originator_id = ? LIMIT 1", (context_hex,)
             )
             if c.fetchone() is None:  # erased since its events were read
                 erase_rows(c, context_hex)
-                return
+                return True
+            if read is not None and not self._unchanged(c, context_hex, head, read):
+                return False
             for r in rows:
                 c.execute(
                     f"INSERT INTO {TABLE} (context_id, message_id, version, role, ts, tenant, "
@@ -197,6 +204,19 @@ class SQLiteSearchIndex(SearchIndex):
                 (context_hex, head),
             )
             c.execute(f"DELETE FROM {PENDING} WHERE context_id = ?", (context_hex,))
+        return True
+
+    def _unchanged(self, c: Any, context_hex: str, head: int, read: Read) -> bool:
+        """Whether the index still holds the version the reader started from, and every
+        event it read is still stored."""
+        c.execute(f"SELECT version FROM {HEADS} WHERE context_id = ?", (context_hex,))
+        found = c.fetchone()
+        c.execute(
+            f"SELECT count(*) FROM {self.events_table} WHERE originator_id = ? "
+            "AND originator_version > ? AND originator_version <= ?",
+            (context_hex, read.since, head),
+        )
+        return (int(found[0]) if found else 0) == read.since and c.fetchone()[0] == read.events
 
     def forget(self, context_hex: str) -> None:
         with self.datastore.transaction(commit=True) as c:

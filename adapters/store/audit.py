@@ -15,9 +15,10 @@ from eventsourcing.persistence import IntegrityError
 from ctxstore.adapters.keys.cipher import KeyDestroyedError
 from ctxstore.adapters.storage.audit_index import AuditFilter
 from ctxstore.adapters.storage.codec.chain import ChainWalker, Verification
+from ctxstore.adapters.storage.sqlite_pool import is_read_only
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.domain.context import Context
-from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
+from ctxstore.domain.errors import ContextNotFoundError, IndexBehindError, InvalidOperationError
 from ctxstore.domain.limits import check_text, strict_int
 from ctxstore.projections.audit import AuditPage, audit_entry, audit_row, revert_of, to_micros
 from ctxstore.projections.history import event_type_filter
@@ -27,8 +28,24 @@ VERIFY_PAGE = 5000  # events read per query while verifying
 MAX_PAGE = 1000  # the largest audit page a caller may ask for
 
 
+def read_only(core: StoreCore) -> str:
+    """Why the store can only be read ("": it can be written)."""
+    datastore = getattr(core.storage.recorder, "datastore", None)
+    pool = getattr(datastore, "pool", None)
+    return pool.read_only if pool is not None and is_read_only(pool) else ""
+
+
+def behind(core: StoreCore, index: str) -> IndexBehindError:
+    return IndexBehindError(
+        f"the {index} index is behind the store's events and the store is read-only (as "
+        f"{read_only(core)}): open it once where it can be written, which brings the index "
+        "up to date, or copy it somewhere writable"
+    )
+
+
 def catch_up(core: StoreCore) -> int:
-    """Bring the audit index up to the newest event; returns the position reached."""
+    """Bring the audit index up to the newest event; returns the position reached. On a
+    store that can only be read, an index behind raises IndexBehindError."""
     view = core.storage.audit_index
     position = view.position()
     while True:
@@ -50,6 +67,8 @@ def _index_page(core: StoreCore, position: int) -> int:
     page = view.unindexed(core.storage.recorder, position, PROJECT_PAGE)
     if not page.entries:
         return position
+    if read_only(core):
+        raise behind(core, "audit")
     rows, reverts, ids = [], [], []
     shredded: set[UUID] = set()  # erased since the page was read: asked once a context
     for at, n in page.entries:

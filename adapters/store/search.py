@@ -23,6 +23,7 @@ from ctxstore.adapters.storage.audit_index import AuditFilter
 from ctxstore.adapters.storage.search_index import (
     After,
     Found,
+    Read,
     SearchFilter,
     SearchIndex,
     SearchRow,
@@ -30,7 +31,11 @@ from ctxstore.adapters.storage.search_index import (
 from ctxstore.adapters.store import audit, sweeping
 from ctxstore.adapters.store.core import StoreCore
 from ctxstore.domain.context import Context
-from ctxstore.domain.errors import ContextNotFoundError, InvalidOperationError
+from ctxstore.domain.errors import (
+    ContextNotFoundError,
+    InvalidOperationError,
+    StoreUnavailableError,
+)
 from ctxstore.domain.limits import check_int, check_text
 from ctxstore.domain.search.query import Query, parse_query
 from ctxstore.domain.search.snippet import snippet
@@ -39,6 +44,7 @@ from ctxstore.projections.audit import to_micros
 from ctxstore.projections.search import SearchHit, SearchPage
 
 PAGE = 1000  # audit rows read per step of a catch-up
+ATTEMPTS = 5  # reads of a context that changed under each (a bound, another catch-up)
 T = TypeVar("T")
 MAX_LIMIT = 100  # hits a page may ask for
 OFF = "search is turned off on this store (CTXSTORE_SEARCH__ENABLED=false)"
@@ -59,9 +65,11 @@ def catch_up(core: StoreCore) -> int:
     if newest >= 0 and newest == index.seen_newest and not pending:
         return index.position()  # nothing stored since the last catch-up
     reached = audit.catch_up(core)
+    position = index.position()
+    if (pending or position < reached) and audit.read_only(core):
+        raise audit.behind(core, "search")
     for hex_id in pending:  # bounded histories: indexed anew from what they kept
         index_context(core, UUID(hex_id))
-    position = index.position()
     view = core.storage.audit_index
     while position < reached:
         page = view.query(AuditFilter(), position, PAGE)
@@ -76,19 +84,32 @@ def catch_up(core: StoreCore) -> int:
 
 
 def index_context(core: StoreCore, cid: UUID) -> None:
-    """Bring one context's rows up to its newest version, and which are visible."""
-    index = index_of(core)
-    hex_id = cid.hex
+    """Bring one context's rows up to its newest version, and which are visible: read
+    again when the context changed under the read (a history bound removed events read,
+    another catch-up stored first)."""
     if not indexed(core):
         return
+    for _ in range(ATTEMPTS):
+        if _index_once(core, cid):
+            return
+    raise StoreUnavailableError(
+        f"the search index could not be brought up to date for context {cid}: it changed "
+        f"under each of {ATTEMPTS} reads (retry)"
+    )
+
+
+def _index_once(core: StoreCore, cid: UUID) -> bool:
+    """One read of the context's new events and one store of their rows; whether stored."""
+    index = index_of(core)
+    hex_id = cid.hex
     head = index.head(hex_id)
     try:
         version = _read(core, cid, lambda ctx: ctx.version)
     except ContextNotFoundError:
         index.forget(hex_id)
-        return
+        return True
     if head >= version:
-        return
+        return True
     events = list(cast(Iterable[Context.Event], core.storage.events.get(cid, gt=head, lte=version)))
     touched: set[str] | None = set()  # the messages whose visibility may have changed
     expected, gap = head + 1, False
@@ -114,8 +135,9 @@ def index_context(core: StoreCore, cid: UUID) -> None:
         rows, visible = _read(core, cid, rows_and_visible)
     except ContextNotFoundError:
         index.forget(hex_id)
-        return
-    index.store(hex_id, rows, visible, version, only=None if whole else touched)
+        return True
+    read = Read(since=head, events=len(events))
+    return index.store(hex_id, rows, visible, version, only=None if whole else touched, read=read)
 
 
 def _read(core: StoreCore, cid: UUID, read: Callable[[Context], T]) -> T:
