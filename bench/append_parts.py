@@ -57,7 +57,7 @@ def measure(store: ContextStore, append: Callable[[int], None], n: int) -> tuple
     with ExitStack() as stack:
         for owner, name, label in (
             (store._commands, "insert", "checks before the write"),  # actor, attachments, sizes
-            (context_commands, "parse_batch", "parse"),
+            (context_commands, "stored_batch", "parse"),
             (context_commands, "check_placement", "transcript check"),
             (context_commands, "message_cost", "token count"),
             (Context, "trigger_event", "event made and applied"),

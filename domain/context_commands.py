@@ -19,7 +19,7 @@ from ctxstore.domain.errors import (
     UnknownBatchError,
 )
 from ctxstore.domain.limits import check_latency, check_usage, strict_int
-from ctxstore.domain.messages import Message, parse_batch, parse_json_object, parse_message
+from ctxstore.domain.messages import Message, parse_json_object, parse_message, stored_batch
 from ctxstore.domain.plain import is_record
 from ctxstore.domain.streaming import (
     STREAMING,
@@ -47,16 +47,15 @@ class ContextCommands(ContextTriggers):
         """Append messages, or place them after a visible message; returns their ids.
         `format` names their shape (openai-chat, openai-responses, anthropic); by default
         each message's is detected (domain/shapes/detection.py)."""
-        parsed = parse_batch(messages, format)
+        payload = stored_batch(messages, format)  # each message's stored form
         after_id = None if after is None else self.resolve(after)
-        payload: list[JSON] = []
-        for m in parsed:
-            msg_id = m.id or new_message_id()
-            if self._id_in_use(msg_id) or any(p["id"] == msg_id for p in payload):
+        taken: set[str] = set()
+        for p in payload:
+            msg_id = p["id"] or new_message_id()
+            if self._id_in_use(msg_id) or msg_id in taken:
                 raise InvalidOperationError(f"message id {msg_id!r} is already in use")
-            dumped = m.stored()
-            dumped["id"] = msg_id
-            payload.append(dumped)
+            taken.add(msg_id)
+            p["id"] = msg_id
         if self.checks_transcript and not all(is_record(p) for p in payload):
             # (records sit anywhere: a batch of them alone is not checked, nor the context's
             # tail read, which may be every record it holds)

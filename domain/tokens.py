@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from ctxstore.domain.plain import is_record
 from ctxstore.domain.shapes import stored_shape
+from ctxstore.domain.shapes.base import JSON, Shape
 
 PER_MESSAGE = 3
 PER_NAME = 1
@@ -131,18 +132,24 @@ def message_cost(message: dict[str, Any], counter: TextCounter) -> tuple[int, bo
     extra, estimated = shape.parts_cost(payload)
     # Anthropic and Google publish no tokenizer: their texts are counted as estimates.
     estimated = estimated or not shape.tokenizer_published
-    return message_tokens(message, counter) + extra, estimated or not counter.exact
+    tokens = _text_tokens(message, shape, payload, counter)
+    return tokens + extra, estimated or not counter.exact
 
 
 def message_tokens(message: dict[str, Any], counter: TextCounter) -> int:
     """Tokens one message's text costs in a prompt, by the formula above (message_cost
     adds its non-text parts)."""
+    return _text_tokens(message, *stored_shape(message), counter)
+
+
+def _text_tokens(message: dict[str, Any], shape: Shape, payload: JSON, counter: TextCounter) -> int:
     framing = PER_MESSAGE
-    if message.get("native") is not None:
-        return framing + sum(counter.count(t) for t in message_texts(message) if t)
-    if message.get("name"):
-        framing += PER_NAME
-    framing += PER_TOOL_CALL * (
-        len(message.get("tool_calls") or []) + bool(message.get("function_call"))
-    )
-    return framing + sum(counter.count(t) for t in message_texts(message) if t)
+    if message.get("native") is None:
+        if message.get("name"):
+            framing += PER_NAME
+        framing += PER_TOOL_CALL * (
+            len(message.get("tool_calls") or []) + bool(message.get("function_call"))
+        )
+    role, count = message["role"], counter.count
+    texts = shape.texts(payload)
+    return framing + (count(role) if role else 0) + sum(count(t) for t in texts if t)

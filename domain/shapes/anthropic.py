@@ -19,7 +19,7 @@ from ctxstore.domain.shapes.anthropic_conversion import (
     anthropic_to_responses,
     to_anthropic,
 )
-from ctxstore.domain.shapes.base import JSON, Native, Shape, Source
+from ctxstore.domain.shapes.base import JSON, Native, Shape, Source, plain_native
 from ctxstore.domain.shapes.names import ANTHROPIC
 from ctxstore.domain.shapes.payloads import check_id, content_cost, payload_texts
 
@@ -46,7 +46,7 @@ def read_message(message: JSON) -> Native:
         )
     content = message.get("content")
     if isinstance(content, str):
-        return Native(ANTHROPIC, role, (), (), False)
+        return plain_native(ANTHROPIC, role)
     if not isinstance(content, list) or not content:
         raise InvalidMessageError("an Anthropic message needs content: a string or blocks")
     calls: list[str] = []

@@ -37,6 +37,21 @@ class Native:
     reasoning: bool  # a reasoning item, or an assistant turn carrying thinking blocks
 
 
+_PLAIN: dict[tuple[str, str], Native] = {}
+
+
+def plain_native(format: str, role: str) -> Native:
+    """Native(format, role, (), (), False): a message that makes and answers no call (most
+    of them), one shared instance per (format, role) (a frozen dataclass is slow to make,
+    and the transcript checks read every message they pair)."""
+    found = _PLAIN.get((format, role)) if type(role) is str else None
+    if found is None:
+        found = Native(format, role, (), (), False)
+        if type(role) is str and len(_PLAIN) < 64:  # (roles are few: an odd one is not kept)
+            _PLAIN[(format, role)] = found
+    return found
+
+
 class Shape(ABC):
     """One shape of messages (see the module)."""
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ctxstore.domain.conversion_losses import Conversion
 from ctxstore.domain.images import price_openai_url
 from ctxstore.domain.shapes import chat_stream
-from ctxstore.domain.shapes.base import JSON, Native, Shape, Source
+from ctxstore.domain.shapes.base import JSON, Native, Shape, Source, plain_native
 from ctxstore.domain.shapes.chat_conversion import modern, to_chat
 from ctxstore.domain.shapes.names import CHAT
 
@@ -79,7 +79,7 @@ class ChatShape(Shape):
             return Native(CHAT, role, calls, (payload["tool_call_id"],), False)
         if role == "function":
             return Native(CHAT, role, calls, (LEGACY_CALL + payload["name"],), False)
-        return Native(CHAT, role, calls, (), False)
+        return Native(CHAT, role, calls, (), False) if calls else plain_native(CHAT, role)
 
     def texts(self, payload: JSON) -> list[str]:
         texts: list[str] = []

@@ -14,6 +14,15 @@ from ctxstore.domain.shapes.responses import RESPONSES_TYPES
 def detect(data: dict[str, Any]) -> str:
     """The shape of a message dict (see the module); raises InvalidMessageError for an item
     type no shape has."""
+    if "type" not in data and "parts" not in data and type(data.get("content")) is str:
+        # No shape's mark can be there (a native shape is told by its `type`, a Gemini
+        # Content by its `parts`, an Anthropic message by blocks in a list): most messages.
+        return CHAT
+    return by_marks(data)
+
+
+def by_marks(data: dict[str, Any]) -> str:
+    """detect's answer from each shape's own marks, in READ_ORDER."""
     for shape in READ_ORDER:
         if shape.by_type(data):
             return shape.name

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ctxstore.domain.conversion_losses import Conversion
 from ctxstore.domain.errors import InvalidMessageError
 from ctxstore.domain.shapes import responses_stream
-from ctxstore.domain.shapes.base import JSON, Native, Shape, Source
+from ctxstore.domain.shapes.base import JSON, Native, Shape, Source, plain_native
 from ctxstore.domain.shapes.names import RESPONSES
 from ctxstore.domain.shapes.payloads import check_id, content_cost, payload_texts
 from ctxstore.domain.shapes.responses_conversion import responses_to_chat, to_responses
@@ -68,7 +68,7 @@ def read_item(item: JSON) -> Native:
         role = item["role"]
         if role not in ROLES:
             raise InvalidMessageError(f"Responses message role must be one of {ROLES}: {role!r}")
-        return Native(RESPONSES, role, (), (), False)
+        return plain_native(RESPONSES, role)
     if kind in RESPONSES_CALLS:
         call = item.get(RESPONSES_CALLS[kind])
         check_id(call, f"Responses {kind} item's {RESPONSES_CALLS[kind]}")
