@@ -4,11 +4,15 @@ Each writer process works on contexts of its own: inserts, replaces, deletes, ba
 and rolled back, compactions, forks, streamed replies, usage records, erasures, and an
 OpenAI Agents SDK session through its integration. It notes each command in a journal
 before it runs and its outcome after: acknowledged, refused as not stored, or unknown (a
-writer killed in between). An audit reader follows the whole store with one cursor. The writers run on a PostgreSQL primary with a
-synchronous standby (clusters of the soak's own, through the multi-host URL) and on a
-SQLite file on a small filesystem of its own. Meanwhile the chaos loop:
+writer killed in between). An audit reader follows the whole store with one cursor.
+Beside them (soak_apps.py): model calls captured through the Agents SDK (on PostgreSQL) and
+an OpenTelemetry-instrumented OpenAI client (on SQLite) against a local fake provider; the
+projections' worker of each store; a searcher of each; an MCP client reading through
+`ctxstore mcp`. Everything runs on a PostgreSQL primary with a synchronous standby (clusters
+of the soak's own, through the multi-host URL) and on a SQLite file on a small filesystem
+of its own. Meanwhile the chaos loop:
 
-- SIGKILLs a writer and starts it again;
+- SIGKILLs a writer, a capturing application or a worker, and starts it again;
 - terminates every backend of the primary (what a restart does to clients);
 - freezes the primary (SIGSTOP) for two seconds;
 - fills the SQLite filesystem for two seconds;
@@ -17,9 +21,11 @@ SQLite file on a small filesystem of its own. Meanwhile the chaos loop:
 
 At the end: every chain verifies, every acknowledged command is stored exactly once, every
 refused one is absent, every unknown one is there at most once, every erased context is
-unreadable on both servers, the audit reader saw every event once, and the writers' memory
-and open files did not grow without bound (soak_check.py). A table of what it did and what
-held is printed.
+unreadable on both servers, the audit reader saw every event once, every captured call is
+recorded at most once and none is lost, the search index answers as its rebuild and as the
+visible messages do, and nothing answered with an untyped error (soak_check.py,
+soak_check_apps.py). A table of what it did and what held is printed, with each process's
+peak memory over the run.
 
     python bench/soak.py [--seconds 1800] [--writers 4]
 """
@@ -37,14 +43,19 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
 import pg_cluster
+import soak_machine as machine
 from soak_check import Chaos, check, held, print_table
 
 HERE = Path(__file__).resolve().parent
+# The processes beside the writers (soak_apps.py), by name: "-pg" or "-lite" names the store.
+APPS = {"agents-pg": "capture", "otel-lite": "capture", "work-pg": "worker",
+        "work-lite": "worker", "search-pg": "searcher", "search-lite": "searcher",
+        "mcp-pg": "mcp"}  # fmt: skip
 
 
 # ---- a writer process ------------------------------------------------------------------
@@ -153,7 +164,13 @@ def auditor(url: str, journal: Path, stop: Path) -> None:
 
     out = journal.open("a", encoding="utf-8")
     cursor: Any = 0
-    with ContextStore.from_url(url, Settings(connect_timeout=2, statement_timeout=5)) as store:
+    while True:  # opening meets the same terminations as reading: a typed refusal, retried
+        try:
+            opened = ContextStore.from_url(url, Settings(connect_timeout=2, statement_timeout=5))
+            break
+        except StoreUnavailableError:
+            time.sleep(0.5)
+    with opened as store:
         last_look = False
         while True:
             try:
@@ -179,65 +196,16 @@ def auditor(url: str, journal: Path, stop: Path) -> None:
 # ---- the run ----------------------------------------------------------------------------
 
 
-def _spawn(log: Path, *args: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), *sys.path])}
-    with log.open("ab") as err:
-        return subprocess.Popen(
-            [sys.executable, str(Path(__file__)), *args], env=env,
-            stdout=subprocess.DEVNULL, stderr=err,
-        )  # fmt: skip
-
-
-@contextmanager
-def small_disk(folder: Path, megabytes: int = 64) -> Any:
-    """A filesystem of its own (tmpfs, as root) that the chaos loop can fill; else a plain
-    folder (the disk is then never filled)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    mounted = os.geteuid() == 0 and subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(folder)],
-        check=False, capture_output=True,
-    ).returncode == 0  # fmt: skip
-    try:
-        yield mounted
-    finally:
-        if mounted:
-            subprocess.run(["umount", "-l", str(folder)], check=False, capture_output=True)
-
-
-def _fill(folder: Path) -> None:
-    with suppress(OSError), (folder / "ballast").open("wb") as f:
-        while True:
-            f.write(b"\0" * (1 << 20))
-            f.flush()
-
-
-def _terminate_backends(url: str) -> None:
-    import psycopg
-
-    with suppress(psycopg.Error), psycopg.connect(url, autocommit=True, connect_timeout=2) as c:
-        c.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"
-        )
-
-
-def _sample(pid: int) -> tuple[int, int] | None:
-    """(resident kB, open files) of a process, or None once it is gone."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-        fds = len(os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return None
-    rss = [int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS")]
-    return (rss[0], fds) if rss else None  # (a process that ended has none)
-
-
 def soak(seconds: float, writers: int = 4, *, failover_at: float = 0.5) -> dict[str, Any]:
     """Run the soak; the figures of what held (also printed as a table)."""
     root = Path(tempfile.mkdtemp(prefix="ctxstore-soak-"))
     pg_folder = pg_cluster.private_folder()
     primary = pg_cluster.Cluster(pg_folder)
     primary.init()
+    with (primary.data / "postgresql.conf").open("a") as conf:  # (its standbys copy it)
+        # Some ten processes with pools of their own reconnect at once to a promoted standby:
+        # the default 100 left the soak's own connection none (the peak is in the table).
+        conf.write("max_connections = 300\n")
     primary.start()
     clusters = [primary]
     try:
@@ -245,7 +213,7 @@ def soak(seconds: float, writers: int = 4, *, failover_at: float = 0.5) -> dict[
         standby.start()
         clusters.append(standby)
         primary.require_sync_standby()
-        with small_disk(root / "disk") as disk_of_its_own:
+        with machine.small_disk(root / "disk") as disk_of_its_own:
             return _soak(root, seconds, writers, clusters, disk_of_its_own, failover_at)
     finally:
         for c in clusters:
@@ -271,34 +239,58 @@ def _soak(
     journals = root / "journals"
     journals.mkdir()
     stop = root / "stop"
+    apps = root / "apps"  # the journals of the processes beside the writers (soak_apps.py)
+    apps.mkdir()
     urls = {f"pg{i}": pg_url for i in range(max(count - 1, 1))} | {"lite": sqlite_url}
+    roles = {name: "writer" for name in urls} | APPS
+    urls |= {name: sqlite_url if name.endswith("-lite") else pg_url for name in APPS}
     started = time.monotonic()
     end = started + seconds
     procs: dict[str, subprocess.Popen[bytes]] = {}
     samples: dict[int, list[tuple[float, int, int]]] = defaultdict(list)
+    memory: dict[str, list[tuple[float, int]]] = defaultdict(list)  # by process name
+    connections: list[int] = []  # the primary's client backends, at each sample
     seed = 0
 
     def start(name: str) -> None:
         nonlocal seed
         seed += 1
-        left = max(end - time.monotonic(), 1.0)
-        procs[name] = _spawn(root / f"{name}.log", "writer", urls[name], str(journals / f"{name}.jsonl"), name,
-                             str(left), str(seed))  # fmt: skip
+        left = str(max(end - time.monotonic(), 1.0))
+        log, role = root / f"{name}.log", roles[name]
+        if role == "writer":
+            journal = str(journals / f"{name}.jsonl")
+            procs[name] = machine.spawn(log, role, urls[name], journal, name, left, str(seed))
+        else:
+            journal = str(apps / f"{name}.jsonl")
+            procs[name] = machine.spawn(log, role, urls[name], journal, name, left, str(seed),
+                                        str(journals), script=HERE / "soak_apps.py")  # fmt: skip
 
-    for name in urls:
+    for name in roles:
         start(name)
-    audit = _spawn(root / "auditor.log", "auditor", pg_url, str(root / "audit.txt"), str(stop))
+    audit = machine.spawn(
+        root / "auditor.log", "auditor", pg_url, str(root / "audit.txt"), str(stop)
+    )
+    killable = [n for n in roles if roles[n] in ("writer", "capture", "worker")]
     try:
         chaos = Chaos()
+        acts = (root / "chaos.jsonl").open("a", encoding="utf-8")  # when each act was done
         failed_over = False
         rng = random.Random(7)
         while time.monotonic() < end:
             time.sleep(rng.uniform(1.0, 3.0))
             now = time.monotonic()
-            for p in procs.values():
-                got = _sample(p.pid)
-                if got is not None:
-                    samples[p.pid].append((now - started, *got))
+            watched = {**procs, "auditor": audit}
+            connections.append(machine.connections(primary.url))
+            for name, p in watched.items():
+                for pid, who in [
+                    (p.pid, name),
+                    *((c, f"{name} server") for c in machine.children(p.pid)),
+                ]:
+                    got = machine.sample(pid)
+                    if got is not None:
+                        memory[who].append((now - started, got[0]))
+                        if roles.get(name) == "writer" and who == name:
+                            samples[pid].append((now - started, *got))
             if now >= end:
                 break
             if not failed_over and now - started >= seconds * failover_at:
@@ -313,30 +305,32 @@ def _soak(
                 )
                 old.start()
                 clusters.append(old)
-                standby.require_sync_standby()
+                machine.retried(standby.require_sync_standby)
                 primary, standby = standby, old
                 continue
             act = rng.choice(["kill", "terminate", "freeze", "fill"])
             if act == "kill":
-                name = rng.choice(sorted(procs))
+                name = rng.choice(killable)
                 procs[name].send_signal(signal.SIGKILL)
                 procs[name].wait()
                 start(name)
             elif act == "terminate":
-                _terminate_backends(primary.url)
+                machine.terminate_backends(primary.url)
             elif act == "freeze":
                 primary.freeze()
                 time.sleep(2.0)
                 primary.thaw()
             elif act == "fill" and disk:
-                _fill(root / "disk")
+                machine.fill(root / "disk")
                 time.sleep(2.0)
                 (root / "disk" / "ballast").unlink(missing_ok=True)
             else:
                 continue
             chaos.done[act] += 1
+            acts.write(json.dumps({"t": time.time(), "act": act}) + "\n")
+            acts.flush()
         for p in procs.values():
-            p.wait(timeout=120)
+            p.wait(timeout=300)  # (capture flushes what it holds: up to 120 s)
         stop.touch()
         audit.wait(timeout=120)
     except BaseException:
@@ -344,26 +338,21 @@ def _soak(
             with suppress(ProcessLookupError):
                 p.kill()
         raise
-    found = check(journals, root / "audit.txt", primary.url, standby.url, sqlite_url, chaos)
-    if audit.returncode:  # the auditor died: say why, beside what it then missed
-        said = (root / "auditor.log").read_text(errors="replace").strip().splitlines()
-        found["untyped errors"].append(f"auditor: {said[-1] if said else audit.returncode}")
+    if os.environ.get("CTXSTORE_SOAK_KEEP"):  # the SQLite file as the run left it
+        for f in (root / "disk").glob("soak.db*"):
+            shutil.copy(f, root / f.name)
+    found = check(journals, apps, root / "audit.txt", primary.url, standby.url, sqlite_url, chaos)
+    for name, p in {**procs, "auditor": audit}.items():  # one died: say why
+        if p.returncode:
+            said = (root / f"{name}.log").read_text(errors="replace").strip().splitlines()
+            found["untyped errors"].append(f"{name}: {said[-1] if said else p.returncode}")
     found["seconds"] = seconds
-    found["memory"] = _growth(samples)
+    found["memory"] = machine.growth(samples)
+    found["memory over time"] = machine.peaks(memory, seconds)
+    found["primary's client connections (peak)"] = max(connections, default=0)
     found["disk filled"] = chaos.done["fill"] if disk else "no filesystem of its own (not root)"
     print_table(found)
     return found
-
-
-def _growth(samples: dict[int, list[tuple[float, int, int]]]) -> dict[str, Any]:
-    """The longest-lived writer's resident memory and open files: first sample after
-    warming up, peak, last."""
-    pid, rows = max(samples.items(), key=lambda kv: kv[1][-1][0] - kv[1][0][0])
-    warm = rows[min(2, len(rows) - 1)]
-    return {"writer pid": pid, "lived s": round(rows[-1][0] - rows[0][0]),
-            "rss MB (warm, peak, last)": [round(warm[1] / 1024), round(max(r[1] for r in rows)
-                                          / 1024), round(rows[-1][1] / 1024)],
-            "open files (warm, peak, last)": [warm[2], max(r[2] for r in rows), rows[-1][2]]}  # fmt: skip
 
 
 def main() -> None:
