@@ -4,7 +4,8 @@ table (`ctxstore_search_fts`, ranked by bm25), beside the events in the store's 
 The FTS table holds words, not text: a row's words are written from its text
 (domain/search/text.py) and deleted the same way, so the text itself is kept once. FTS5
 keeps a deleted row's words in its segments until they merge: erasure merges them
-('optimize') in its transaction, with `secure_delete` zeroing the pages it frees.
+('optimize') in its transaction, with `secure_delete` zeroing the pages it frees. Each
+merge deepens the table's structure (keep_words_sound keeps it within FTS5's bound).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ def terms(text: str) -> str:
 
 def erase_rows(c: Any, context_hex: str) -> int:
     """Delete a context's rows and their words (in the caller's transaction); how many."""
+    keep_words_sound(c)  # (an unreadable FTS table would refuse the erasure)
     c.execute(f"SELECT id, body FROM {TABLE} WHERE context_id = ?", (context_hex,))
     found = c.fetchall()
     _drop(c, found)
@@ -82,12 +84,59 @@ def _drop(c: Any, found: Sequence[Any]) -> None:
 def purge_words(c: Any) -> None:
     """Merge the FTS segments, so words of deleted rows leave the file (after an erasure)."""
     c.execute(f"INSERT INTO {FTS} ({FTS}) VALUES ('optimize')")
+    keep_words_sound(c)
+
+
+# FTS5 before SQLite 3.45 puts each 'optimize' that merges anything one level deeper, and
+# reads a structure of about 2,000 levels as corrupt ("database disk image is malformed",
+# then "vtable constructor failed"): even erasure, which deletes words, is then refused.
+# Past this many levels the words are written anew from the rows (one level again).
+LEVELS = 32
+MAX_LEVELS = 64  # FTS5's own bound: past it the structure is already unreadable
+EMPTY = ((1, b""), (10, bytes(7)))  # a new FTS5 table's records: averages, structure
+
+
+def levels(c: Any) -> int:
+    """How many levels the FTS table's structure record declares (after its 4-byte cookie,
+    a varint)."""
+    c.execute(f"SELECT block FROM {FTS}_data WHERE id = 10")
+    found = c.fetchone()
+    block = bytes(found[0]) if found else b""
+    count = 0
+    for i, byte in enumerate(block[4:13]):
+        if i == 8:
+            return (count << 8) | byte
+        count = (count << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return count
+    return count
+
+
+def keep_words_sound(c: Any) -> bool:
+    """Write the words anew from the rows (in the caller's transaction) when the FTS table's
+    structure is deeper than LEVELS, or unreadable already; whether it did."""
+    deep = levels(c)
+    if deep <= LEVELS:
+        return False
+    if deep > MAX_LEVELS:  # unreadable: FTS5 cannot even open it, so its own records go
+        for table in ("data", "idx", "docsize"):
+            c.execute(f"DELETE FROM {FTS}_{table}")
+        c.executemany(f"INSERT INTO {FTS}_data (id, block) VALUES (?, ?)", EMPTY)
+    else:
+        c.execute(f"INSERT INTO {FTS} ({FTS}) VALUES ('delete-all')")
+    c.execute(f"SELECT id, body FROM {TABLE}")
+    rows = c.fetchall()
+    c.executemany(
+        f"INSERT INTO {FTS} (rowid, terms) VALUES (?, ?)", [(i, terms(b)) for i, b in rows]
+    )
+    return True
 
 
 def erase_history_rows(c: Any, context_hex: str, through: int) -> None:
     """A history bound removed versions 2..through: their rows go, and the context is
     indexed anew from what it kept (its head forgotten: the next catch-up indexes the
     checkpoint's visible messages)."""
+    keep_words_sound(c)
     c.execute(
         f"SELECT id, body FROM {TABLE} WHERE context_id = ? AND version > 1 AND version <= ?",
         (context_hex, through),
@@ -168,6 +217,7 @@ class SQLiteSearchIndex(SearchIndex):
                 return True
             if read is not None and not self._unchanged(c, context_hex, head, read):
                 return False
+            keep_words_sound(c)
             for r in rows:
                 c.execute(
                     f"INSERT INTO {TABLE} (context_id, message_id, version, role, ts, tenant, "
@@ -237,12 +287,18 @@ class SQLiteSearchIndex(SearchIndex):
             "ORDER BY score DESC, id LIMIT ?"
         )
         with self.datastore.transaction(commit=False) as c:
+            deep = levels(c)
+        if deep > LEVELS:  # (left so by a version before the bound: written anew first)
+            with self.datastore.transaction(commit=True) as c:
+                keep_words_sound(c)
+        with self.datastore.transaction(commit=False) as c:
             c.execute(sql, (query.fts5(), *params, limit))
             return [_found(r) for r in c.fetchall()]
 
     def reset(self) -> None:
         with self.datastore.transaction(commit=True) as c:
             c.execute(f"DELETE FROM {TABLE}")
+            keep_words_sound(c)  # (an unreadable table's records are replaced first)
             c.execute(f"INSERT INTO {FTS} ({FTS}) VALUES ('delete-all')")
             c.execute(f"DELETE FROM {HEADS}")
             c.execute(f"DELETE FROM {PENDING}")
