@@ -1,14 +1,20 @@
-"""SQLite's search index stays readable through any number of erasures: FTS5 (before
+"""The search index stays sound where the databases' own rules could break it.
+
+SQLite's stays readable through any number of erasures: FTS5 (before
 SQLite 3.45) puts each merge that purges an erased context's words one level deeper, and
 reads a structure of about 2,000 levels as corrupt, which refused every later search and
 every erasure of an indexed context (found by the soak). The words are written anew from
-the rows past a bound, and a table left unreadable by an earlier version is mended."""
+the rows past a bound, and a table left unreadable by an earlier version is mended.
+PostgreSQL's catch-up never skips an event committed after a newer one (ids are taken at
+insert, not at commit)."""
 
 from __future__ import annotations
 
 import random
 import sqlite3
 from typing import Any
+
+import psycopg
 
 from ctxstore.adapters.storage import sqlite_search
 from ctxstore.adapters.storage.search_index import TABLE
@@ -81,3 +87,19 @@ def test_a_store_whose_index_was_left_unreadable_searches_and_erases_again(tmp_p
         store.erase(gone, reason="asked")
         hits = store.search("weather").hits
         assert [h.context_id for h in hits] == [kept]
+
+
+def test_a_search_never_trusts_the_newest_id_while_a_transaction_is_in_progress(pg_url):
+    """PostgreSQL takes an event's id when it is inserted, not when it commits: while any
+    transaction is in progress, one may still commit an id below the newest, so the
+    catch-up's shortcut ("no event since the last one") is not taken (-1)."""
+    with ContextStore.from_url(pg_url) as store:
+        cid = store.create(name="s")
+        store.insert(cid, [{"role": "user", "content": "the weather in Lisbon"}])
+        index = store._core.storage.search_index
+        assert index is not None and index.newest_event() > 0
+        with psycopg.connect(pg_url) as other:
+            other.execute("SELECT pg_current_xact_id()")  # a transaction holding an id
+            assert index.newest_event() == -1
+            other.rollback()
+        assert index.newest_event() > 0
