@@ -185,21 +185,18 @@ class ForkBody(Body):
     metadata: dict[str, Any] | None = None
 
 
-class PromptBody(Body):
-    budget: int = Field(gt=0, le=LIMIT, description="the model's context window, in tokens")
-    strategy: Literal["full", "compressed", "adaptive", "semantic"] | None = None
-    query: str | None = None
-    resources: list[dict[str, Any]] = []
-    safety: float | None = None
-    at_version: Version = None
-
-
 class RecoverBody(Body):
+    """What a prompt is built with (after an overflow: of the head, once compacted)."""
+
     budget: int = Field(gt=0, le=LIMIT, description="the model's context window, in tokens")
     strategy: Literal["full", "compressed", "adaptive", "semantic"] | None = None
     query: str | None = None
     resources: list[dict[str, Any]] = []
     safety: float | None = None
+
+
+class PromptBody(RecoverBody):
+    at_version: Version = None
 
 
 class CompactBody(Body):

@@ -30,6 +30,7 @@ from ctxstore.adapters.settings import ServiceConfig, TokenGrant
 from ctxstore.adapters.store.facade import ContextStore
 
 from ..conftest import free_port, served
+from .test_mcp import SECRET, _said, _seed
 
 TOKENS: dict[str, Any] = {
     "token-acme": "acme",  # every scope
@@ -39,7 +40,6 @@ TOKENS: dict[str, Any] = {
     "token-acme-admin": TokenGrant(tenant="acme", scopes=["read", "admin"]),
     "token-globex-admin": TokenGrant(tenant="globex", scopes=["read", "admin"]),
 }
-SECRET = "kumquat"
 HOSTILE = [
     'NEAR("a" b)', '"unbalanced', "col:x ^y *", "AND OR NOT", "(((", "'; DROP TABLE x; --",
     "a\x00b", "\ud800 lone", "会议记录没有空格", "x" * 1000, "   ",
@@ -50,17 +50,6 @@ LONE = "\ud800 lone"  # a lone surrogate: no UTF-8 encodes it, JSON escapes it
 # What a database's own error says (never what a caller may see).
 ENGINE_ERRORS = ("Traceback", "OperationalError", "sqlite3", "psycopg", "fts5", "syntax error",
                  "tsquery", "StoreUnavailableError")  # fmt: skip
-
-
-def _seed(store: ContextStore, tenant: str, name: str) -> uuid.UUID:
-    cid = store.create(name=name, tenant=tenant)
-    store.insert(cid, {"role": "user", "content": f"{name}: the {SECRET} order is late"})
-    store.insert(cid, {"role": "assistant", "content": "It ships tomorrow."})
-    return cid
-
-
-def _said(result: Any) -> str:
-    return " ".join(block.text for block in result.content)
 
 
 @asynccontextmanager
