@@ -35,7 +35,7 @@ from ctxstore.domain.errors import (
     InvalidOperationError,
 )
 from ctxstore.domain.limits import check_name, check_tenant
-from ctxstore.domain.messages import parse_json_object
+from ctxstore.domain.message_input import parse_json_object
 from ctxstore.domain.streaming import (
     ABANDONED,
     apply_deltas,

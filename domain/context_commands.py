@@ -19,7 +19,8 @@ from ctxstore.domain.errors import (
     UnknownBatchError,
 )
 from ctxstore.domain.limits import check_latency, check_usage, strict_int
-from ctxstore.domain.messages import Message, parse_json_object, parse_message, stored_batch
+from ctxstore.domain.message_input import parse_json_object, parse_message, stored_batch
+from ctxstore.domain.messages import Message
 from ctxstore.domain.plain import is_record
 from ctxstore.domain.streaming import (
     STREAMING,

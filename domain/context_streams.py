@@ -9,7 +9,8 @@ from __future__ import annotations
 from ctxstore.domain.context_reads import JSON, MessageRef, new_message_id
 from ctxstore.domain.context_triggers import ContextTriggers
 from ctxstore.domain.errors import InvalidOperationError, MalformedTranscriptError
-from ctxstore.domain.messages import Message, parse_batch, parse_message
+from ctxstore.domain.message_input import parse_batch, parse_message
+from ctxstore.domain.messages import Message
 from ctxstore.domain.streaming import STREAMING, apply_deltas, finalized, incomplete_state, marked
 from ctxstore.domain.tokens import ESTIMATE, TextCounter, message_cost
 from ctxstore.domain.transcript import check_placement, check_transcript, pairing_closure_violation

@@ -17,7 +17,8 @@ from ctxstore.domain.errors import (
     MalformedTranscriptError,
     UnknownMessageError,
 )
-from ctxstore.domain.messages import Message, parse_message
+from ctxstore.domain.message_input import parse_message
+from ctxstore.domain.messages import Message
 from ctxstore.domain.shapes import RESULT_ROLES
 from ctxstore.domain.transcript import check_transcript, pairing_closure_violation
 

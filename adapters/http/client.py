@@ -26,7 +26,8 @@ from ctxstore.adapters.store.transfer import transcript_messages
 from ctxstore.domain.blobs import SIZE_HEADER, BlobRef, StoredBlob, parse_ref
 from ctxstore.domain.captured import CapturedCall
 from ctxstore.domain.context import JSON, MessageRef
-from ctxstore.domain.messages import Message, is_one_message
+from ctxstore.domain.message_input import is_one_message
+from ctxstore.domain.messages import Message
 from ctxstore.domain.plain import as_plain
 from ctxstore.domain.prompt import Strategy, sent_with
 from ctxstore.domain.streaming import neutral_deltas

@@ -28,8 +28,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any
 from uuid import UUID
 
 from ctxstore.domain.errors import MissingExtraError
@@ -50,6 +49,21 @@ try:
 except ModuleNotFoundError as exc:  # the extra is not installed: say which
     raise MissingExtraError("the Google ADK session service", "adk") from exc
 
+from ctxstore.adapters.integrations.adk_events import (
+    CREATED,
+    EVENT,
+    STATE,
+    Folded,
+    asked,
+    event_json,
+    event_message,
+    event_record,
+    fold,
+    kept_under,
+    scan,
+    scan_state,
+    stored_event_json,
+)
 from ctxstore.adapters.integrations.sdk_messages import (
     as_record,
     insert_or_record,
@@ -69,13 +83,8 @@ from ctxstore.domain.errors import (
     MalformedTranscriptError,
     VersionConflictError,
 )
-from ctxstore.domain.gemini import GEMINI
 from ctxstore.domain.messages import Message
-from ctxstore.domain.shapes import read_native
 
-EVENT = "adk_event"  # metadata: the ADK event, as its JSON
-CREATED = "adk_session"  # metadata of the first record: the state given and when
-STATE = "adk_state"  # metadata of an app's or a user's state record
 AS_GIVEN = {"ctxstore": {"transcript": "as-given"}}  # ADK owns its history's validity
 REASON = "deleted through Google ADK's BaseSessionService.delete_session"
 STALE = (
@@ -88,19 +97,7 @@ RETRIES = 20  # rounds of read-merge-write for an app's or a user's state under 
 # anything else the insert refuses (an attachment it cannot keep) ADK hears, as before.
 UNPAIRED = (MalformedTranscriptError,)
 ABSENT = object()  # a read's answer when the session does not exist
-T = TypeVar("T")
 FOLDED = 256  # sessions whose folded state and event times are remembered
-
-
-class _Folded(NamedTuple):
-    """A session's own state, last update and event times, folded from its stored
-    messages' metadata at one head mark (any write or erasure changes the mark)."""
-
-    mark: tuple[int, int]
-    visible: int  # messages visible
-    state: dict[str, Any]
-    updated: float
-    times: list[tuple[float, int]]  # (event time, position among the visible), time order
 
 
 class CtxStoreSessionService(BaseSessionService):
@@ -117,7 +114,7 @@ class CtxStoreSessionService(BaseSessionService):
         # Where the surface holds events (not over HTTP): get_session builds only the
         # events asked for, from a fold remembered by the session's head mark.
         self._hooks = hooks_of(self.store)
-        self._folded: LRU[UUID, _Folded] = LRU(FOLDED)
+        self._folded: LRU[UUID, Folded] = LRU(FOLDED)
 
     # ---- the protocol -------------------------------------------------------------------
 
@@ -170,12 +167,14 @@ class CtxStoreSessionService(BaseSessionService):
         expected = self._expected(session, seen.version, seen.messages)
         try:
             written = await insert_or_record_awaited(
-                store, cid, _message(event), lambda: _record(event), expected_version=expected,
+                store, cid, event_message(event), lambda: event_record(event), expected_version=expected,
                 refused=UNPAIRED,
             )  # fmt: skip
         except VersionConflictError:
             again = (await store.visible(cid)).messages
-            if any(_kept(m, EVENT).get("id") == event.id for m in again if EVENT in m.metadata):
+            if any(
+                kept_under(m, EVENT).get("id") == event.id for m in again if EVENT in m.metadata
+            ):
                 return  # our own earlier attempt landed (a lost reply)
             raise StaleSessionError(STALE) from None
         delta = event.actions.state_delta or {}
@@ -221,7 +220,7 @@ class CtxStoreSessionService(BaseSessionService):
 
     def _state_of(self, key: str) -> dict[str, Any]:
         held = self._held(key)
-        return dict(_kept(held[2][-1], STATE)) if held else {}
+        return dict(kept_under(held[2][-1], STATE)) if held else {}
 
     def _merge_into(self, key: str, delta: dict[str, Any]) -> None:
         """dict.update of an app's or a user's state: one replace, retried on a race."""
@@ -229,7 +228,7 @@ class CtxStoreSessionService(BaseSessionService):
         for _ in range(RETRIES):
             seen = self.store.visible(cid, inline=True)
             last = seen.messages[-1] if seen.messages else None
-            state = {**(_kept(last, STATE) if last else {}), **delta}
+            state = {**(kept_under(last, STATE) if last else {}), **delta}
             record = as_record({STATE: state})
             try:
                 if last is None:
@@ -293,9 +292,9 @@ class CtxStoreSessionService(BaseSessionService):
             if held is None:
                 return None
             _, version, messages = held
-            own, kept, updated = _scan(messages)
+            own, kept, updated = scan(messages)
             # Only the events asked for are built (GetSessionConfig: after a time, the last N).
-            events = [_event_json(m) for _, m in _asked(kept, config)]
+            events = [event_json(m) for _, m in asked(kept, config)]
         elif read is ABSENT:
             return None
         else:
@@ -326,8 +325,8 @@ class CtxStoreSessionService(BaseSessionService):
                     metas = [m.get("metadata") or {} for m in hooks.visible_messages(cid)]
                     if not metas:
                         return ABSENT
-                    folded = _fold(mark, metas)
-                positions = [p for _, p in _asked(folded.times, config)]
+                    folded = fold(mark, metas)
+                positions = [p for _, p in asked(folded.times, config)]
                 first = min(positions, default=folded.visible)
                 newest = hooks.visible_messages(cid, last=folded.visible - first, inline=True)
                 if hooks.head_mark(cid) != mark:
@@ -335,7 +334,7 @@ class CtxStoreSessionService(BaseSessionService):
             except ContextNotFoundError:
                 return ABSENT
             self._folded[cid] = folded
-            events = [_stored_event_json(newest[p - first]) for p in positions]
+            events = [stored_event_json(newest[p - first]) for p in positions]
             return mark[0], dict(folded.state), folded.updated, events
         return None
 
@@ -359,7 +358,7 @@ class CtxStoreSessionService(BaseSessionService):
                 continue
             if not metas or CREATED not in metas[0]:
                 continue
-            own, updated = _scan_state(metas)
+            own, updated = scan_state(metas)
             if user_id not in user_states:
                 user_states[user_id] = self._state_of(self._user_key(app, user_id))
             state = {State.APP_PREFIX + k: v for k, v in app_state.items()}
@@ -393,7 +392,7 @@ class CtxStoreSessionService(BaseSessionService):
         expected = self._expected(session, version, messages)
         try:
             written = insert_or_record(
-                self.store, cid, _message(event), lambda: _record(event), expected_version=expected,
+                self.store, cid, event_message(event), lambda: event_record(event), expected_version=expected,
                 refused=UNPAIRED,
             )  # fmt: skip
         except VersionConflictError:
@@ -411,98 +410,12 @@ class CtxStoreSessionService(BaseSessionService):
             return int(marker)
         # A session not read through this service (no marker): current when its events are
         # storage's, or when storage has not moved past it (ADK's database service's rule).
-        stored = [_kept(m, EVENT)["id"] for m in messages if EVENT in m.metadata]
-        updated = _scan_state([m.metadata for m in messages])[1]
+        stored = [kept_under(m, EVENT)["id"] for m in messages if EVENT in m.metadata]
+        updated = scan_state([m.metadata for m in messages])[1]
         if updated > session.last_update_time and stored != [e.id for e in session.events]:
             raise StaleSessionError(STALE)
         return version
 
     def _stored(self, cid: UUID, event_id: str) -> bool:
         seen = self.store.visible(cid).messages
-        return any(_kept(m, EVENT).get("id") == event_id for m in seen if EVENT in m.metadata)
-
-
-def _message(event: Event) -> dict[str, Any]:
-    """The ctxstore message keeping one ADK event: its Content as a Gemini message (the rest
-    of the event in its metadata), or a record."""
-    kept = json.loads(event.model_dump_json(exclude_none=True))
-    content = kept.get("content")
-    if isinstance(content, dict) and content.get("parts"):
-        del kept["content"]  # kept once, as the message's payload
-        role = read_native(content, GEMINI).role
-        return {"format": GEMINI, "role": role, "native": content, "metadata": {EVENT: kept}}
-    return _record(event)
-
-
-def _record(event: Event) -> dict[str, Any]:
-    """An event kept as a record only: one without content, or one whose content would break
-    Gemini's pairing where ADK's flow allows it (a call answered later, after other turns:
-    a long-running tool, a credential request). ADK's session is never refused an event."""
-    return as_record({EVENT: json.loads(event.model_dump_json(exclude_none=True))})
-
-
-def _asked(kept: list[tuple[float, T]], config: GetSessionConfig | None) -> list[tuple[float, T]]:
-    """The events GetSessionConfig asks for, of a session's events in time order: after a
-    time, then the last N."""
-    if config is not None and config.after_timestamp:
-        kept = [k for k in kept if k[0] >= config.after_timestamp]
-    if config is not None and config.num_recent_events is not None:
-        recent = config.num_recent_events
-        kept = kept[-recent:] if recent else []
-    return kept
-
-
-def _fold(mark: tuple[int, int], metas: list[dict[str, Any]]) -> _Folded:
-    """`_scan` over stored metadata: the state, last update and event times by position."""
-    state, updated = _scan_state(metas)
-    times = [(float(m[EVENT]["timestamp"]), p) for p, m in enumerate(metas) if p and EVENT in m]
-    times.sort(key=lambda t: t[0])  # stable: equal times keep their append order
-    return _Folded(mark, len(metas), state, updated, times)
-
-
-def _stored_event_json(stored: dict[str, Any]) -> dict[str, Any]:
-    """`_event_json` of a stored message's JSON (no Message built)."""
-    kept = dict(stored["metadata"][EVENT])
-    if stored.get("native") is not None:
-        kept["content"] = stored["native"]
-    return kept
-
-
-def _event_json(m: Message) -> dict[str, Any]:
-    """The event a message keeps, as its JSON (its Content put back where it was)."""
-    kept = dict(_kept(m, EVENT))
-    if m.native is not None:  # (a Gemini message: a record holds no payload)
-        kept["content"] = m.native
-    return kept
-
-
-def _kept(message: Message, key: str) -> dict[str, Any]:
-    """What this service keeps in a message's metadata under `key` (always an object)."""
-    kept: dict[str, Any] = message.metadata[key]  # type: ignore[assignment]
-    return kept
-
-
-def _scan_state(metas: Sequence[Mapping[str, Any]]) -> tuple[dict[str, Any], float]:
-    """A session's own state and last update, from its messages' metadata: the events' JSON
-    (no Event built)."""
-    created = metas[0][CREATED]
-    state = dict(created["state"])
-    updated = float(created["created"])
-    for meta in metas[1:]:
-        if EVENT not in meta:
-            continue
-        kept = meta[EVENT]
-        delta = (kept.get("actions") or {}).get("state_delta")
-        if delta:
-            state.update(_session_util.extract_json_safe_state_delta(delta)["session"])
-        updated = float(kept["timestamp"])
-    return state, updated
-
-
-def _scan(messages: list[Message]) -> tuple[dict[str, Any], list[tuple[float, Message]], float]:
-    """`_scan_state`, and the messages keeping events with their times, in time order
-    (ties in append order): what Events are built from, the ones asked for only."""
-    state, updated = _scan_state([m.metadata for m in messages])
-    kept = [(float(_kept(m, EVENT)["timestamp"]), m) for m in messages[1:] if EVENT in m.metadata]
-    kept.sort(key=lambda k: k[0])  # stable: equal times keep their append order
-    return state, kept, updated
+        return any(kept_under(m, EVENT).get("id") == event_id for m in seen if EVENT in m.metadata)

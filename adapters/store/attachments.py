@@ -34,7 +34,8 @@ from ctxstore.domain.errors import (
 )
 from ctxstore.domain.limits import check_text
 from ctxstore.domain.media_types import checked_media_type
-from ctxstore.domain.messages import Message, is_one_message
+from ctxstore.domain.message_input import is_one_message
+from ctxstore.domain.messages import Message
 from ctxstore.domain.plain import as_plain
 from ctxstore.domain.provider_files import PROVIDERS, with_file_ids
 

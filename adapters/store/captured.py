@@ -15,7 +15,8 @@ from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.captured import CapturedCall, request_messages
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import CtxStoreError, InvalidOperationError
-from ctxstore.domain.messages import Message, parse_message
+from ctxstore.domain.message_input import parse_message
+from ctxstore.domain.messages import Message
 from ctxstore.domain.tokens import REPLY_PRIMING, message_cost
 
 

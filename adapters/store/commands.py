@@ -18,7 +18,8 @@ from ctxstore.domain.context import JSON, Context, MessageRef
 from ctxstore.domain.errors import InvalidOperationError
 from ctxstore.domain.json_values import json_size_bound
 from ctxstore.domain.limits import check_message_sizes
-from ctxstore.domain.messages import Message, is_one_message
+from ctxstore.domain.message_input import is_one_message
+from ctxstore.domain.messages import Message
 from ctxstore.domain.streaming import apply_deltas, neutral_deltas
 from ctxstore.domain.summaries import covered_entries
 from ctxstore.domain.tokens import TextCounter

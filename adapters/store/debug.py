@@ -12,7 +12,8 @@ from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import InvalidOperationError, UnknownMessageError
 from ctxstore.domain.limits import strict_int
-from ctxstore.domain.messages import Message, parse_message
+from ctxstore.domain.message_input import parse_message
+from ctxstore.domain.messages import Message
 from ctxstore.domain.prompt import Prompt
 from ctxstore.projections.changes import Diff, apply_event, compare
 from ctxstore.projections.history import fold_history

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import suppress
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Self
 from uuid import UUID
 
 from ctxstore.adapters.capture.spans import traced
@@ -29,6 +29,7 @@ from ctxstore.adapters.store.delegation import delegated
 from ctxstore.adapters.store.faults import type_faults
 from ctxstore.adapters.store.history_surface import HistorySurface
 from ctxstore.adapters.store.hooks import StoreHooks
+from ctxstore.adapters.store.model_calls_surface import ModelCallsSurface
 from ctxstore.adapters.store.parts import StoreParts
 from ctxstore.adapters.store.replicas import Replicas
 from ctxstore.adapters.store.store_hooks import Hooks
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
         BatchFrame,
         ContextSummary,
         HistoryEntry,
-        ModelUsage,
         Prompt,
         SearchPage,
         TokenSeries,
@@ -89,6 +89,10 @@ class ContextStore:
     abandon = delegated("_streaming", StreamingSurface.abandon)
     stream = delegated("_streaming", StreamingSurface.stream)
     follow = delegated("_streaming", StreamingSurface.follow)
+    record_usage = delegated("_calls", ModelCallsSurface.record_usage)
+    record_response = delegated("_calls", ModelCallsSurface.record_response)
+    record_call = delegated("_calls", ModelCallsSurface.record_call)
+    usage_report = delegated("_calls", ModelCallsSurface.usage_report)
     compact = delegated("_compaction", CompactionSurface.compact)
     recover_from_overflow = delegated("_compaction", CompactionSurface.recover_from_overflow)
 
@@ -110,6 +114,7 @@ class ContextStore:
             self._core, self._writer, self._commands, self._compacting, self
         )
         self._compaction = CompactionSurface(self._core, self._writer)
+        self._calls = ModelCallsSurface(self._core, self._writer)
         # What the service, the live tail and the integrations take beside the contract.
         self.hooks: StoreHooks = Hooks(self._core, self._writer, self._attachments)
         # (for the faces built on this store: adapters/store/parts.py's parts_of)
@@ -271,63 +276,6 @@ class ContextStore:
         cid, command = self._commands.batch_end(context_id, to, keep=keep, actor=actor)
         return self._writer.command(cid, expected_version, command)
 
-    def record_usage(
-        self, context_id: UUID | str, *, model: str, prompt_tokens: int,
-        completion_tokens: int = 0, version: int | None = None,
-        counted_tokens: int | None = None, prompt: Prompt | None = None,
-        sent: Sequence[str | Message | JSON] | None = None, actor: str | None = None,
-        latency: float | None = None,
-    ) -> Written:  # fmt: skip
-        """Record what a provider billed for a call made with the context at `version`
-        (and, with `latency`, how many seconds the call took).
-
-        Give the `prompt` you sent (from build_prompt) or the messages `sent` (ids of visible
-        messages, or messages) so that `call()` can show exactly what the model saw; else the
-        whole visible context counts as sent. `version` defaults to the prompt's, else the
-        head; `counted_tokens` to the prompt's total, else ctxstore's count of the context.
-        """
-        from ctxstore.adapters.store import usage
-
-        return usage.record(
-            self._writer, self._core.id(context_id), model=model, prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens, version=version, counted_tokens=counted_tokens,
-            prompt=prompt, sent=sent, actor=self._core.actor(actor), latency=latency,
-        )  # fmt: skip
-
-    def record_response(
-        self, context_id: UUID | str, response: Any, *, request: Any = None,
-        actor: str | None = None, latency: float | None = None,
-    ) -> Written:  # fmt: skip
-        """Record one model call as the SDK returned it: an OpenAI ChatCompletion, a
-        Responses Response or an Anthropic Message (object or dict). Its output is inserted
-        in its own shape (the chat message, the Responses output items, the assistant
-        message's role and content) and the provider's usage recorded for the version the
-        call was made with — one write. With the `request` (its `messages` or `input`, and
-        `system`), `call()` shows exactly what the model saw; with `latency`, the call's
-        seconds as you measured them."""
-        from ctxstore.adapters.store import responses
-
-        return responses.record_response(
-            self._writer, self._core.id(context_id), response, request=request,
-            actor=self._core.actor(actor), max_message_bytes=self.settings.max_message_bytes,
-            latency=latency,
-        )  # fmt: skip
-
-    def record_call(
-        self, context_id: UUID | str, call: CapturedCall | JSON, *, actor: str | None = None
-    ) -> Written:
-        """Record a model call as its provider received it (a CapturedCall, or its JSON):
-        the request body exactly as sent, the reply (or the error of a failed call), its
-        usage and timing, against the context version its input came from. Nothing is
-        inserted: the SDK's own session or saver writes the messages. A call recorded again
-        under the same `call_id` (a retry after a lost reply) is not recorded twice. The
-        integrations' capture (ctxstore.capture) calls this off the application's path."""
-        from ctxstore.adapters.store import captured
-
-        return captured.record_call(
-            self._writer, self._core.id(context_id), call, actor=self._core.actor(actor)
-        )
-
     # ---- reads ------------------------------------------------------------------------
 
     def visible(
@@ -414,17 +362,6 @@ class ContextStore:
         compactions and rollbacks marked: what a chart of the context's size needs."""
         cid = self._core.id(context_id)
         return self._history.read(cid, lambda core: reads.tokens_over_versions(core, cid, points))
-
-    def usage_report(
-        self, *, model: str | None = None, context_id: UUID | str | None = None,
-        tenant: str | None = None,
-    ) -> list[ModelUsage]:  # fmt: skip
-        """Per model: the provider's prompt tokens against ctxstore's counts, across contexts
-        (or one context's, or one tenant's)."""
-        cid = None if context_id is None else self._core.id(context_id)
-        from ctxstore.adapters.store import usage
-
-        return usage.report(self._core, cid, model, tenant)
 
     def context_for_key(
         self, key: str, *, tenant: str | None = None, name: str | None = None,

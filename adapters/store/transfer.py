@@ -30,7 +30,7 @@ from ctxstore.adapters.store.writer import Writer
 from ctxstore.domain.blobs import Blob, describe
 from ctxstore.domain.context import JSON, Context
 from ctxstore.domain.errors import ContextExistsError, CtxStoreError, InvalidImportError
-from ctxstore.domain.messages import parse_message
+from ctxstore.domain.message_input import parse_message
 from ctxstore.domain.transcript import check_transcript
 
 Progress = Callable[[int, int], None]  # (done, total)

@@ -25,7 +25,7 @@ from ctxstore.domain.errors import (
     InvalidMessageError,
     InvalidOperationError,
 )
-from ctxstore.domain.messages import parse_message
+from ctxstore.domain.message_input import parse_message
 from ctxstore.domain.tokens import message_cost
 
 from .test_at_rest import raw_bytes

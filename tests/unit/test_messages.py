@@ -8,10 +8,8 @@ from hypothesis import strategies as st
 
 from ctxstore.domain.errors import InvalidMessageError
 from ctxstore.domain.json_values import MAX_DEPTH, json_problem, json_size_bound
-from ctxstore.domain.messages import (
-    Message,
-    parse_message,
-)
+from ctxstore.domain.message_input import parse_message
+from ctxstore.domain.messages import Message
 
 from ..conftest import examples
 

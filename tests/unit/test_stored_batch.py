@@ -7,7 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxstore.domain.errors import CtxStoreError
-from ctxstore.domain.messages import MAX_ID, parse_batch, stored_batch
+from ctxstore.domain.message_input import parse_batch, stored_batch
+from ctxstore.domain.messages import MAX_ID
 from ctxstore.domain.shapes.detection import by_marks, detect
 
 from ..conftest import examples
